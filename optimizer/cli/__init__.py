@@ -1,0 +1,87 @@
+"""The ``dnnplan`` command line: a thin Typer app.
+
+Each command group lives in its own module in this package (``profile``, ``plan``, ...) and only
+parses arguments, calls the library and prints with Rich. Heavy libraries (TensorFlow, onnx)
+are imported inside command bodies so ``dnnplan --help`` stays fast.
+
+Errors: any :class:`optimizer.errors.DnnplanError` becomes one line on stderr and exit code 2;
+``--debug`` re-raises it with the traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import typer  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..errors import DnnplanError  # noqa: E402
+from .common import STATE, console_err  # noqa: E402
+
+app = typer.Typer(
+    name="dnnplan",
+    help="Plan DNN deployments on phones: profile, quantize, cost, map, split, simulate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# command modules register themselves on `app` when imported; order = order in --help
+COMMAND_MODULES: tuple[str, ...] = ("profile", "plan")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dnnplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summaries on stderr."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    STATE.debug = debug
+    STATE.quiet = quiet
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"{__name__}.{_name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: run the app, turning project errors into exit code 2."""
+    STATE.debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app(args=argv, standalone_mode=False)
+    except DnnplanError as exc:
+        if STATE.debug:
+            raise
+        console_err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        console_err.print("interrupted")
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        console_err.print("aborted")
+        return 1
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())

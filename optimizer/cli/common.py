@@ -1,0 +1,46 @@
+"""State and helpers shared by the CLI command modules (consoles, options, JSON output)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+console = Console()
+console_err = Console(stderr=True)
+
+
+@dataclass
+class CliState:
+    debug: bool = False
+    quiet: bool = False
+
+
+STATE = CliState()
+
+
+def print_json(obj: Any) -> None:
+    """Machine-readable output: JSON on stdout, nothing else."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=_json_default) + "\n")
+    sys.stdout.flush()
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def human_count(n: float) -> str:
+    """1234567 -> '1.23 M' (for MACs, params, bytes in tables)."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f}"

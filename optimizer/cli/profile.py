@@ -1,0 +1,63 @@
+"""``dnnplan profile``: per-layer table of a network (zoo name or model file)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, human_count, print_json
+
+
+@app.command()
+def profile(
+    model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2) or a .keras/.onnx/.tflite file or SavedModel dir."),
+    granularity: str = typer.Option("op", "--granularity", "-g", help="op (one layer per operator) or block (merged blocks)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, fp16 or int8 for byte counts [default: the model's weight dtype, else fp32]."),
+    input_size: Optional[int] = typer.Option(None, "--input-size", help="Zoo networks only: input size (H=W, or sequence length)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Also write the JSON profile to this file (atomically)."),
+) -> None:
+    """Per-layer op, output shape, MACs, params, output bytes and cut bytes, with totals."""
+    from ..errors import ConfigError
+    from ..graph import dtype_bytes, load_graph
+
+    if granularity not in ("op", "block"):
+        raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
+    if dtype is not None:
+        dtype_bytes(dtype)
+    variant = {"input_size": input_size} if input_size is not None else {}
+    graph = load_graph(model, granularity, **variant)
+    dt = dtype or graph.weight_dtype or "fp32"
+    if out:
+        from ..fileio import atomic_write_json
+
+        atomic_write_json(out, graph.to_dict(dt))
+    if as_json:
+        print_json(graph.to_dict(dt))
+        return
+    _print_table(graph, dt)
+
+
+def _print_table(graph, dtype: str) -> None:
+    from rich.table import Table
+
+    from ..graph import dtype_bytes
+
+    cut = graph.cut_bytes_array(dtype)
+    table = Table(title=f"{graph.name} — {len(graph)} layers ({graph.granularity} view, {dtype})",
+                  show_lines=False, header_style="bold")
+    for col in ("#", "name", "op", "output shape", "MACs", "params", "out bytes", "cut bytes after"):
+        table.add_column(col, justify="right" if col not in ("name", "op", "output shape") else "left")
+    for layer in graph.layers:
+        shape = " ".join("x".join(map(str, s)) for s in layer.output_shapes)
+        table.add_row(str(layer.index), layer.name, layer.op, shape, human_count(layer.macs),
+                      human_count(layer.params), human_count(layer.output_bytes(dtype)),
+                      human_count(cut[layer.index + 1]))
+    if not STATE.quiet:
+        console.print(table)
+    console.print(f"[bold]total[/]: {human_count(graph.total_macs)} MACs, "
+                  f"{human_count(graph.total_params)} params, "
+                  f"{human_count(graph.total_params * dtype_bytes(dtype))}B weights ({dtype}), "
+                  f"input {human_count(cut[0])}B, output {human_count(cut[-1])}B")

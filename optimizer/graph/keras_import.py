@@ -1,0 +1,233 @@
+"""Keras 3 importer: a functional/sequential model (in memory, ``.keras`` or SavedModel) → LayerGraph.
+
+Every Keras layer except ``InputLayer`` becomes one op-level layer, in ``model.layers`` order
+(a topological order for functional models). Nested models are flattened. MACs are counted
+for Conv*/DepthwiseConv*/SeparableConv*/Dense/EinsumDense/MultiHeadAttention; other layers
+count 0 (see :mod:`optimizer.graph.layergraph`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..fileio import sha256_file
+from .layergraph import LayerGraph, LayerSpec, build_graph
+
+# Keras class name -> op family
+_FAMILY: dict[str, str] = {
+    "Conv1D": "conv", "Conv2D": "conv", "Conv3D": "conv", "Conv2DTranspose": "conv",
+    "Conv1DTranspose": "conv", "SeparableConv2D": "conv", "SeparableConv1D": "conv",
+    "DepthwiseConv2D": "dwconv", "DepthwiseConv1D": "dwconv",
+    "Dense": "dense", "EinsumDense": "dense", "MultiHeadAttention": "dense",
+    "MaxPooling2D": "pool", "AveragePooling2D": "pool", "GlobalAveragePooling2D": "pool",
+    "GlobalMaxPooling2D": "pool", "MaxPooling1D": "pool", "AveragePooling1D": "pool",
+    "GlobalAveragePooling1D": "pool", "GlobalMaxPooling1D": "pool",
+    "AdaptiveAveragePooling2D": "pool", "AdaptiveMaxPooling2D": "pool",
+    "Add": "add", "Subtract": "add", "Multiply": "add", "Average": "add", "Maximum": "add",
+    "Minimum": "add",
+    "Concatenate": "concat",
+    "ReLU": "act", "Activation": "act", "LeakyReLU": "act", "PReLU": "act", "ELU": "act",
+    "Softmax": "act",
+    "BatchNormalization": "norm", "LayerNormalization": "norm", "GroupNormalization": "norm",
+    "UnitNormalization": "norm",
+    "Flatten": "reshape", "Reshape": "reshape", "Permute": "reshape", "ZeroPadding2D": "reshape",
+    "Cropping2D": "reshape", "RepeatVector": "reshape", "Identity": "reshape",
+    "UpSampling2D": "resize", "Resizing": "resize",
+    "Dropout": "other", "SpatialDropout2D": "other", "Rescaling": "other", "Normalization": "other",
+    "Embedding": "other", "Lambda": "other", "TokenAndPositionEmbedding": "other",
+}
+
+
+def _shape(s: Any) -> tuple[int, ...]:
+    """Drop the batch dimension; unknown dims become 1."""
+    dims = tuple(s)[1:]
+    return tuple(int(d) if d is not None else 1 for d in dims)
+
+
+def _macs(layer: Any, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]]) -> int:
+    cls = type(layer).__name__
+    out = out_shapes[0] if out_shapes else ()
+    n_out = math.prod(out) if out else 0
+    if cls in ("Conv1D", "Conv2D", "Conv3D"):
+        k = math.prod(layer.kernel_size)
+        cin = in_shapes[0][-1]
+        return int(n_out * k * cin // max(int(layer.groups), 1))
+    if cls in ("Conv2DTranspose", "Conv1DTranspose"):
+        k = math.prod(layer.kernel_size)
+        return int(math.prod(in_shapes[0]) * k * layer.filters)
+    if cls in ("DepthwiseConv2D", "DepthwiseConv1D"):
+        return int(n_out * math.prod(layer.kernel_size))
+    if cls in ("SeparableConv2D", "SeparableConv1D"):
+        cin = in_shapes[0][-1]
+        k = math.prod(layer.kernel_size)
+        spatial = n_out // out[-1]
+        return int(spatial * cin * layer.depth_multiplier * (k + out[-1]))
+    if cls == "Dense":
+        return int(math.prod(in_shapes[0]) * int(layer.units))
+    if cls == "EinsumDense":
+        return int(layer.count_params() and math.prod(in_shapes[0][:-1]) * _kernel_size(layer))
+    if cls == "MultiHeadAttention":
+        return _mha_macs(layer, in_shapes)
+    return 0
+
+
+def _kernel_size(layer: Any) -> int:
+    return int(math.prod(layer.kernel.shape))
+
+
+def _mha_macs(layer: Any, in_shapes: list[tuple[int, ...]]) -> int:
+    q = in_shapes[0]
+    v = in_shapes[1] if len(in_shapes) > 1 else q
+    seq_q, seq_v = math.prod(q[:-1]), math.prod(v[:-1])
+    heads, key_dim = int(layer.num_heads), int(layer.key_dim)
+    value_dim = int(layer.value_dim or key_dim)
+    proj = seq_q * q[-1] * heads * key_dim + 2 * seq_v * v[-1] * heads * key_dim  # Q, K, V
+    attn = heads * seq_q * seq_v * (key_dim + value_dim)  # QK^T and attention x V
+    out = seq_q * heads * value_dim * q[-1]
+    return int(proj + attn + out)
+
+
+def _flatten_layers(model: Any) -> list[Any]:
+    """Layers of ``model`` with nested models expanded in place (InputLayers dropped)."""
+    out: list[Any] = []
+    for layer in model.layers:
+        if type(layer).__name__ == "InputLayer":
+            continue
+        if hasattr(layer, "layers") and type(layer).__name__ in ("Functional", "Sequential", "Model"):
+            out.extend(_flatten_layers(layer))
+        else:
+            out.append(layer)
+    return out
+
+
+def _tensor_id(t: Any) -> str:
+    hist = getattr(t, "_keras_history", None)
+    if hist is not None:
+        op, node_index, tensor_index = hist
+        return f"{op.name}:{node_index}:{tensor_index}" if node_index else f"{op.name}:{tensor_index}"
+    return getattr(t, "name", str(id(t)))
+
+
+def graph_from_keras(
+    model: Any,
+    name: str | None = None,
+    *,
+    block_of: Callable[[str], str] | None = None,
+    source: str = "",
+    source_sha256: str = "",
+    fmt: str = "keras",
+) -> LayerGraph:
+    """Import an in-memory Keras 3 model.
+
+    Parameters
+    ----------
+    model : keras.Model
+        A functional or sequential model with known input shape.
+    block_of : callable, optional
+        Maps a layer name to its block label (zoo builders supply one); default: the name.
+    """
+    if getattr(model, "_is_graph_network", True) is False and not model.built:
+        raise ModelFormatError(f"{name or model.name}: subclassed Keras models without a known "
+                               "input shape cannot be imported; build it or export it to ONNX")
+    if len(model.inputs) != len(getattr(model, "inputs", [])) or not model.inputs:
+        raise ModelFormatError(f"{name or model.name}: the Keras model has no inputs; "
+                               "use a functional or sequential model with an Input")
+    model_name = name or model.name
+    ids: dict[int, str] = {}
+
+    def tid(t: Any) -> str:
+        key = id(t)
+        if key not in ids:
+            ids[key] = _tensor_id(t)
+        return ids[key]
+
+    specs: list[LayerSpec] = []
+    for layer in _flatten_layers(model):
+        cls = type(layer).__name__
+        family = _FAMILY.get(cls)
+        if family is None:
+            raise UnsupportedOperatorError(
+                f"{model_name}: layer {layer.name!r} has unsupported Keras type {cls}; "
+                "replace it with built-in layers or import the model's ONNX/TFLite export")
+        for node in _inbound_nodes(layer):
+            in_tensors = [t for t in _flat(node.input_tensors)]
+            out_tensors = [t for t in _flat(node.output_tensors)]
+            in_shapes = [_shape(t.shape) for t in in_tensors]
+            out_shapes = [_shape(t.shape) for t in out_tensors]
+            specs.append(LayerSpec(
+                name=layer.name, op=family, op_type=cls,
+                inputs=tuple(dict.fromkeys(tid(t) for t in in_tensors)),
+                outputs=tuple(tid(t) for t in out_tensors),
+                output_shapes=tuple(out_shapes),
+                macs=_macs(layer, in_shapes, out_shapes), params=int(layer.count_params()),
+                block=block_of(layer.name) if block_of else layer.name,
+            ))
+    inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
+    outputs = [tid(t) for t in _flat(model.outputs)]
+    return build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
+                       source=source, source_sha256=source_sha256, fmt=fmt)
+
+
+def _inbound_nodes(layer: Any) -> list[Any]:
+    nodes = list(getattr(layer, "_inbound_nodes", []))
+    return nodes[-1:] if len(nodes) > 1 and type(layer).__name__ != "Functional" else nodes
+
+
+def _flat(x: Any) -> list[Any]:
+    if isinstance(x, (list, tuple)):
+        return [t for item in x for t in _flat(item)]
+    if isinstance(x, dict):
+        return [t for item in x.values() for t in _flat(item)]
+    return [x] if x is not None else []
+
+
+def _reorder(specs: list[LayerSpec], available: set[str]) -> list[LayerSpec]:
+    """Stable topological order: keep the given order, deferring a layer until its inputs exist."""
+    done = set(available)
+    pending = list(specs)
+    ordered: list[LayerSpec] = []
+    while pending:
+        progressed = False
+        rest = []
+        for spec in pending:
+            if all(t in done for t in spec.inputs):
+                ordered.append(spec)
+                done.update(spec.outputs)
+                progressed = True
+            else:
+                rest.append(spec)
+        if not progressed:
+            missing = sorted({t for s in rest for t in s.inputs if t not in done})[:3]
+            raise ModelFormatError(f"cannot order layers: tensors {missing} are never produced")
+        pending = rest
+    return ordered
+
+
+def load_keras_model(path: str | os.PathLike[str]) -> Any:
+    """Load a ``.keras`` file (inference only, safe mode)."""
+    from ..lazy import keras as _keras
+
+    keras = _keras()
+
+    p = Path(path)
+    if not p.exists():
+        raise InputFileError(f"{p}: no such file or directory; give a .keras file or SavedModel dir")
+    try:
+        return keras.saving.load_model(p, compile=False, safe_mode=True)
+    except InputFileError:
+        raise
+    except Exception as exc:  # keras raises many types for corrupt archives
+        raise ModelFormatError(f"{p}: cannot load Keras model ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:160]}); is it a valid .keras file?") from exc
+
+
+def graph_from_keras_file(path: str | os.PathLike[str], granularity: str = "op") -> LayerGraph:
+    """Import a ``.keras`` file."""
+    model = load_keras_model(path)
+    p = Path(path)
+    return graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p)).with_granularity(granularity)

@@ -1,0 +1,57 @@
+"""Dispatch a model reference (zoo name or file path) to the right importer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputFileError, ModelFormatError
+from .layergraph import LayerGraph
+from .zoo import builder_names, dropped_model_files, zoo_names
+
+
+def load_graph(model: str | os.PathLike[str], granularity: str = "op", **variant: Any) -> LayerGraph:
+    """Import ``model`` (zoo name, ``.keras``, SavedModel dir, ``.onnx`` or ``.tflite``).
+
+    ``variant`` is passed to zoo builders (e.g. ``input_size=160``, ``width=0.25``).
+    """
+    ref = str(model)
+    path = Path(ref)
+    if not path.exists() and ref in dropped_model_files():
+        path = dropped_model_files()[ref]
+    if path.exists():
+        return load_graph_file(path, granularity)
+    if ref in builder_names():
+        from .zoo_import import graph_from_zoo
+
+        return graph_from_zoo(ref, **variant).with_granularity(granularity)
+    if path.suffix or os.sep in ref:
+        raise InputFileError(f"{ref}: no such file; give a .keras/.onnx/.tflite file, a SavedModel "
+                             "directory, or a zoo name")
+    from ..errors import UnknownNameError
+
+    raise UnknownNameError("zoo network", ref, zoo_names())
+
+
+def load_graph_file(path: Path, granularity: str = "op") -> LayerGraph:
+    """Import a model file by its suffix (directories are SavedModels)."""
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        from .savedmodel_import import graph_from_savedmodel
+
+        return graph_from_savedmodel(path).with_granularity(granularity)
+    if suffix == ".keras":
+        from .keras_import import graph_from_keras_file
+
+        return graph_from_keras_file(path, granularity)
+    if suffix == ".onnx":
+        from .onnx_import import graph_from_onnx_file
+
+        return graph_from_onnx_file(path).with_granularity(granularity)
+    if suffix == ".tflite":
+        from .tflite_import import graph_from_tflite_file
+
+        return graph_from_tflite_file(path).with_granularity(granularity)
+    raise ModelFormatError(f"{path}: unknown model format {suffix or '(no suffix)'!r}; expected "
+                           ".keras, .onnx, .tflite or a SavedModel directory")

@@ -1,0 +1,65 @@
+"""The model zoo: one builder file per network in the top-level ``models/`` directory.
+
+A builder module ``models/<name>.py`` defines::
+
+    NAME: str                      # the zoo name (= file stem)
+    TASK: str                      # classification | detection | face_detection | embedding | nlp
+    INPUT_SIZE: int                # default spatial size (or sequence length for text)
+    REFERENCE: dict                # {"macs": float, "params": float, "source": str}
+    PREPROCESS: dict               # inference preprocessing (see optimizer.quantize)
+    def build(input_size=INPUT_SIZE, **variant) -> keras.Model   # weights=None
+    def block_of(layer_name: str) -> str                          # block label of a layer
+
+``models/`` may also hold user-dropped ``.onnx``/``.tflite``/``.keras`` files, which are
+addressable by their stem.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import UnknownNameError
+
+MODEL_FILE_SUFFIXES = (".onnx", ".tflite", ".keras")
+
+
+def models_dir() -> Path:
+    """The zoo directory: ``$DNNPLAN_MODELS_DIR`` or the repository's ``models/``."""
+    env = os.environ.get("DNNPLAN_MODELS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "models"
+
+
+def builder_names() -> list[str]:
+    """Names of the zoo builders (``models/*.py`` without leading underscore)."""
+    return sorted(p.stem for p in models_dir().glob("*.py") if not p.stem.startswith("_"))
+
+
+def dropped_model_files() -> dict[str, Path]:
+    """User-dropped model files in ``models/`` by stem."""
+    return {p.stem: p for p in sorted(models_dir().iterdir())
+            if p.suffix in MODEL_FILE_SUFFIXES} if models_dir().is_dir() else {}
+
+
+def zoo_names() -> list[str]:
+    """Every name ``load_graph`` accepts without a path."""
+    return sorted(set(builder_names()) | set(dropped_model_files()))
+
+
+@lru_cache(maxsize=None)
+def builder(name: str) -> ModuleType:
+    """The builder module of zoo network ``name``."""
+    if name not in builder_names():
+        raise UnknownNameError("zoo network", name, zoo_names())
+    return importlib.import_module(f"models.{name}")
+
+
+def build_keras(name: str, input_size: int | None = None, **variant: Any) -> Any:
+    """Build zoo network ``name`` as a Keras model (random weights, ``weights=None``)."""
+    mod = builder(name)
+    size = input_size if input_size is not None else mod.INPUT_SIZE
+    return mod.build(input_size=size, **variant)

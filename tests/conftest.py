@@ -1,0 +1,57 @@
+"""Shared fixtures: a fixed seed, a CLI runner and cached zoo graphs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def seed() -> int:
+    return 1234
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """Run ``dnnplan ARGS...`` in-process; returns exit code, stdout and stderr."""
+    from optimizer.cli import main
+
+    def _run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return _run
+
+
+_GRAPHS: dict[tuple, object] = {}
+
+
+@pytest.fixture(scope="session")
+def zoo_graph():
+    """``zoo_graph(name, granularity="op", **variant)`` → LayerGraph, built once per session."""
+    from optimizer.graph import load_graph
+
+    def _get(name: str, granularity: str = "op", **variant):
+        key = (name, granularity, tuple(sorted(variant.items())))
+        if key not in _GRAPHS:
+            _GRAPHS[key] = load_graph(name, granularity, **variant)
+        return _GRAPHS[key]
+
+    return _get

@@ -1,0 +1,80 @@
+"""CLI contract: fast --help without TensorFlow, one-line errors with exit 2, --debug traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from optimizer.errors import UnknownNameError
+
+NO_TF = (
+    "import sys\n"
+    "{body}\n"
+    "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'onnx', 'tf2onnx'))\n"
+    "print('HEAVY=' + ','.join(bad))\n"
+)
+
+
+@pytest.mark.parametrize("body", [
+    "import optimizer.graph, optimizer.search, optimizer.plan, optimizer.cost",
+    "from optimizer.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+])
+def test_light_imports_do_not_load_tensorflow(body):
+    out = subprocess.run([sys.executable, "-c", NO_TF.format(body=body)], capture_output=True,
+                         text=True, check=True).stdout.strip().splitlines()
+    assert out[-1] == "HEAVY=", f"heavy modules imported: {out[-1]}"
+
+
+def test_unknown_zoo_name_lists_valid_names(run_cli):
+    res = run_cli("profile", "mobilenet_v9")
+    assert res.exit_code == 2
+    assert "unknown zoo network 'mobilenet_v9'" in res.stderr
+    assert "mobilenet_v2" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_model_file(run_cli, tmp_path):
+    res = run_cli("profile", tmp_path / "absent.onnx")
+    assert res.exit_code == 2
+    assert "absent.onnx: no such file" in res.stderr
+
+
+def test_unknown_format(run_cli, tmp_path):
+    p = tmp_path / "model.pt"
+    p.write_bytes(b"\x80\x02")
+    res = run_cli("profile", p)
+    assert res.exit_code == 2 and "unknown model format '.pt'" in res.stderr
+
+
+def test_bad_option_values(run_cli):
+    assert run_cli("profile", "mobilenet_v2", "--granularity", "layer").exit_code == 2
+    res = run_cli("profile", "mobilenet_v2", "--dtype", "int4")
+    assert res.exit_code == 2 and "unknown dtype 'int4'" in res.stderr
+
+
+def test_debug_shows_the_traceback(run_cli):
+    with pytest.raises(UnknownNameError):
+        run_cli("--debug", "profile", "nope_net")
+
+
+@pytest.mark.slow
+def test_profile_json_contract(run_cli):
+    res = run_cli("profile", "mobilenet_v2", "--granularity", "block", "--json")
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) >= {"model", "granularity", "layers", "total_macs", "total_params"}
+    assert data["granularity"] == "block" and len(data["layers"]) == 21
+    assert abs(data["total_macs"] / 300e6 - 1) < 0.02
+    assert sum(la["macs"] for la in data["layers"]) == data["total_macs"]
+    first = data["layers"][0]
+    assert {"name", "op", "output_shapes", "macs", "params", "output_bytes", "cut_bytes_after"} <= set(first)
+
+
+@pytest.mark.slow
+def test_profile_table(run_cli):
+    res = run_cli("profile", "mobilenet_v2", "--dtype", "int8")
+    assert res.exit_code == 0, res.stderr
+    assert "total" in res.stdout and "MACs" in res.stdout and "int8" in res.stdout
