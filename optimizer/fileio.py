@@ -20,6 +20,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -29,6 +30,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

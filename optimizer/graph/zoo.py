@@ -17,7 +17,9 @@ addressable by their stem.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -55,7 +57,20 @@ def builder(name: str) -> ModuleType:
     """The builder module of zoo network ``name``."""
     if name not in builder_names():
         raise UnknownNameError("zoo network", name, zoo_names())
+    _ensure_models_package()
     return importlib.import_module(f"models.{name}")
+
+
+def _ensure_models_package() -> None:
+    """Make ``models`` (the zoo directory) importable from any working directory."""
+    pkg = sys.modules.get("models")
+    if pkg is not None and str(models_dir()) in list(getattr(pkg, "__path__", [])):
+        return
+    spec = importlib.util.spec_from_file_location(
+        "models", models_dir() / "__init__.py", submodule_search_locations=[str(models_dir())])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["models"] = module
+    spec.loader.exec_module(module)
 
 
 def build_keras(name: str, input_size: int | None = None, **variant: Any) -> Any:

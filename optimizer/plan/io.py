@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ..errors import InputFileError, SchemaError
 from ..fileio import atomic_write_text
+from ..yamlio import describe_validation_error
 from .schema import Plan, plan_json_schema
 
 SCHEMA_FILE = "plan-v1.schema.json"
@@ -24,16 +25,7 @@ def shipped_schema() -> dict[str, Any]:
 
 def format_validation_error(where: str, exc: ValidationError) -> str:
     """First pydantic error as one line: ``FILE: field a.b[2].c: message (got VALUE)``."""
-    err = exc.errors()[0]
-    loc = ""
-    for part in err["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    got = err.get("input")
-    got_txt = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-    field = f"field {loc}: " if loc else ""
-    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    msg = err["msg"].removeprefix("Value error, ")
-    return f"{where}: {field}{msg}{got_txt}{more}"
+    return f"{where}: {describe_validation_error(exc)}"
 
 
 def plan_from_dict(data: Any, where: str = "plan") -> Plan:

@@ -1,0 +1,168 @@
+"""Model conversions shared by the importers, the quantizer and the artifact exporters.
+
+* Keras → ONNX with tf2onnx (``tf2onnx.convert.from_keras``, which accepts Keras 3 models on
+  the TensorFlow backend).
+* Keras / SavedModel → TFLite with the TensorFlow Lite converter (float32, or float16 weights).
+
+Every conversion is quiet (TensorFlow's C++ log lines, tf2onnx's logger and the "Saved
+artifact at ..." prints of the Keras export are swallowed) and atomic (the result is written
+through :mod:`optimizer.fileio`, so a failed conversion leaves no file behind). Conversion
+failures become :class:`~optimizer.errors.UnsupportedOperatorError` (the converter could not
+express an operator) or :class:`~optimizer.errors.ModelFormatError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..fileio import atomic_write_bytes
+from ..lazy import silenced_stderr
+
+
+@contextlib.contextmanager
+def quiet_conversion() -> Iterator[None]:
+    """Silence TensorFlow/tf2onnx output: fd 2, Python stdout, Python warnings raised inside
+    the converters, and the converters' loggers."""
+    loggers = [logging.getLogger(n) for n in ("tf2onnx", "tensorflow", "absl")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with silenced_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # the TFLite converter puts the useful line ("error: 'tf.Foo' op is neither ...") last
+    useful = [ln for ln in lines if "error:" in ln] or lines or [type(exc).__name__]
+    return useful[0][:limit]
+
+
+def keras_to_onnx(model: Any, path: str | os.PathLike[str], opset: int | None = None) -> Path:
+    """Export an in-memory Keras 3 model to ONNX with tf2onnx.
+
+    Parameters
+    ----------
+    model : keras.Model
+        Functional or sequential model with a known input shape (the batch dimension stays
+        symbolic in the export).
+    path : path-like
+        Destination ``.onnx`` file, written atomically.
+    opset : int, optional
+        ONNX opset; default: tf2onnx's default for the installed version.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    from ..lazy import tensorflow
+
+    tensorflow()
+    with quiet_conversion():
+        import tf2onnx
+
+        try:
+            proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+        except Exception as exc:  # tf2onnx raises bare ValueError/RuntimeError/KeyError
+            raise UnsupportedOperatorError(
+                f"{getattr(model, 'name', 'model')}: tf2onnx cannot export it to ONNX "
+                f"({type(exc).__name__}: {_first_line(exc)})") from exc
+    return atomic_write_bytes(path, proto.SerializeToString())
+
+
+def keras_tflite_converter(model: Any) -> Any:
+    """A ``tf.lite.TFLiteConverter`` for a Keras model, with default (float32) settings.
+
+    Callers may set ``optimizations``, ``representative_dataset`` and ``target_spec`` before
+    passing it to :func:`run_converter` (the quantizer does so for post-training quantization).
+    """
+    from ..lazy import tensorflow
+
+    tf = tensorflow()
+    with quiet_conversion():
+        return tf.lite.TFLiteConverter.from_keras_model(model)
+
+
+def savedmodel_tflite_converter(saved_model_dir: str | os.PathLike[str]) -> Any:
+    """A ``tf.lite.TFLiteConverter`` for a SavedModel directory (default signature)."""
+    from ..lazy import tensorflow
+
+    d = Path(saved_model_dir)
+    if not (d / "saved_model.pb").is_file():
+        raise InputFileError(f"{d}: not a SavedModel directory (no saved_model.pb); "
+                             "give a directory written by keras_model.export() or tf.saved_model.save()")
+    tf = tensorflow()
+    try:
+        with quiet_conversion():
+            return tf.lite.TFLiteConverter.from_saved_model(str(d))
+    except Exception as exc:
+        raise ModelFormatError(f"{d}: cannot load the SavedModel ({type(exc).__name__}: "
+                               f"{_first_line(exc)})") from exc
+
+
+def run_converter(converter: Any, path: str | os.PathLike[str], what: str = "model") -> Path:
+    """Run ``converter.convert()`` quietly and write the flatbuffer atomically to ``path``.
+
+    ``what`` names the model in error messages.
+    """
+    try:
+        with quiet_conversion():
+            flatbuffer = converter.convert()
+    except Exception as exc:
+        if type(exc).__name__ == "ConverterError":
+            raise UnsupportedOperatorError(
+                f"{what}: the TFLite converter cannot convert it ({_first_line(exc)}); replace the "
+                "operator with TFLite builtins") from exc
+        raise ModelFormatError(f"{what}: TFLite conversion failed ({type(exc).__name__}: "
+                               f"{_first_line(exc)})") from exc
+    return atomic_write_bytes(path, flatbuffer)
+
+
+def _float16(converter: Any) -> None:
+    from ..lazy import tensorflow
+
+    tf = tensorflow()
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+
+
+def keras_to_tflite(model: Any, path: str | os.PathLike[str], *, fp16: bool = False) -> Path:
+    """Convert an in-memory Keras model to a float TFLite flatbuffer.
+
+    Parameters
+    ----------
+    model : keras.Model
+        The model to convert.
+    path : path-like
+        Destination ``.tflite`` file, written atomically.
+    fp16 : bool
+        Store weights as float16 (post-training float16 quantization); activations stay float32.
+    """
+    converter = keras_tflite_converter(model)
+    if fp16:
+        _float16(converter)
+    return run_converter(converter, path, getattr(model, "name", "model"))
+
+
+def savedmodel_to_tflite(saved_model_dir: str | os.PathLike[str], path: str | os.PathLike[str],
+                         *, fp16: bool = False) -> Path:
+    """Convert a SavedModel directory to a float TFLite flatbuffer (see :func:`keras_to_tflite`)."""
+    converter = savedmodel_tflite_converter(saved_model_dir)
+    if fp16:
+        _float16(converter)
+    return run_converter(converter, path, str(saved_model_dir))

@@ -1,0 +1,373 @@
+"""ONNX importer: an ``.onnx`` file or ``ModelProto`` → LayerGraph.
+
+The model is checked with ``onnx.checker``, local functions are inlined
+(``onnx.inliner``) and shapes come from ``onnx.shape_inference.infer_shapes`` with data
+propagation. Every node is one op-level layer, in graph order (ONNX requires a topological
+order; an unsorted graph is reordered stably). Initializers and ``Constant`` outputs are
+weights, not graph tensors: their element counts are the params of the first node that reads
+them. Shapes drop the leading batch dimension (a symbolic, unknown or size-1 first dim);
+other unknown dims count as 1.
+
+MACs (per sample, the convention of :mod:`optimizer.graph.layergraph`):
+
+* Conv / ConvInteger / QLinearConv / DeformConv: output elements × (Cin/group) × kh × kw;
+* ConvTranspose: input elements × (Cout/group) × kh × kw;
+* Gemm / MatMul (batched too) / MatMulInteger / QLinearMatMul: output elements × K;
+* Einsum: product of every index size (two or more operands; a symbolic batch counts 1);
+* LSTM / GRU / RNN: sequence length × directions × gates·H × (input size + H).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..fileio import sha256_file
+from .layergraph import LayerGraph, LayerSpec, build_graph
+
+# Domains whose operators dnnplan knows: the ONNX default operator set and the ONNX-ML set.
+STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
+
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "conv": ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv"),
+    "dense": ("Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "Einsum", "LSTM", "GRU", "RNN"),
+    "pool": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool",
+             "GlobalLpPool", "MaxRoiPool", "RoiAlign", "MaxUnpool", "ReduceMean"),
+    "add": ("Add", "Sub", "Mul", "Div", "Sum", "Mean", "Max", "Min", "Pow", "Mod"),
+    "concat": ("Concat", "ConcatFromSequence"),
+    "act": ("Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip",
+            "Elu", "Selu", "Celu", "Gelu", "Softmax", "LogSoftmax", "Softplus", "Softsign",
+            "ThresholdedRelu", "Mish", "Hardmax", "Swish"),
+    "norm": ("BatchNormalization", "LayerNormalization", "InstanceNormalization",
+             "GroupNormalization", "LpNormalization", "MeanVarianceNormalization",
+             "RMSNormalization", "LRN"),
+    "reshape": ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Pad", "Slice",
+                "Split", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Identity",
+                "CenterCropPad"),
+    "resize": ("Resize", "Upsample"),
+}
+OP_FAMILY: dict[str, str] = {op: fam for fam, ops in _FAMILIES.items() for op in ops}
+
+
+def graph_from_onnx_file(path: str | os.PathLike[str]) -> LayerGraph:
+    """Import an ``.onnx`` file (named by its stem, identified by its SHA-256)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such file; give an existing .onnx model file")
+    try:
+        model = onnx.load(str(p))
+    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        raise ModelFormatError(f"{p}: not a readable ONNX model ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:160] if str(exc) else 'parse error'}); "
+                               "expected an ONNX ModelProto such as torch.onnx or tf2onnx write") from exc
+    return graph_from_onnx(model, p.stem, source=str(p), source_sha256=sha256_file(p))
+
+
+def graph_from_onnx(
+    model: Any,
+    name: str,
+    *,
+    source: str = "",
+    source_sha256: str = "",
+    block_of: Callable[[str], str] | None = None,
+) -> LayerGraph:
+    """Import an in-memory ``onnx.ModelProto``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model; it is not modified.
+    name : str
+        Graph name.
+    source, source_sha256 : str
+        Where it came from, for provenance and error messages (default: ``name``).
+    block_of : callable, optional
+        Maps a node name to its block label; default: the node name.
+
+    Raises
+    ------
+    UnsupportedOperatorError
+        A node uses a custom-domain operator or an op type outside the ONNX operator set.
+    ModelFormatError
+        The model fails ``onnx.checker`` or has tensors without an inferable shape.
+    """
+    import onnx
+    import onnx.inliner
+
+    where = source or name
+    if not isinstance(model, onnx.ModelProto) or not model.graph.node:
+        raise ModelFormatError(f"{where}: the ONNX model has no graph nodes; expected an ONNX "
+                               "ModelProto with at least one operator")
+    if model.functions:
+        model = onnx.inliner.inline_local_functions(model)
+    _check_operators(model, where)
+    model = _sorted(model, where)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise ModelFormatError(f"{where}: invalid ONNX model ({str(exc).strip().splitlines()[0][:200]}); "
+                               "re-export it with a current exporter") from exc
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
+        raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:160]})") from exc
+    return _assemble(inferred, name, where, source, source_sha256, block_of)
+
+
+# --------------------------------------------------------------------------- validation
+def _walk_nodes(graph: Any) -> Iterator[Any]:
+    """Nodes of ``graph`` and of every subgraph (If/Loop/Scan bodies), depth first."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _walk_nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _walk_nodes(sub)
+
+
+def _check_operators(model: Any, where: str) -> None:
+    import onnx.defs
+
+    for i, node in enumerate(_walk_nodes(model.graph)):
+        label = node.name or f"#{i} ({node.op_type})"
+        if node.domain not in STANDARD_DOMAINS:
+            raise UnsupportedOperatorError(
+                f"{where}: node {label!r} uses operator {node.op_type!r} of custom domain "
+                f"{node.domain!r}; dnnplan imports only standard ONNX operators (domains ai.onnx, "
+                "ai.onnx.ml): re-export the model without custom operators")
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if not onnx.defs.has(node.op_type, domain):
+            raise UnsupportedOperatorError(
+                f"{where}: node {label!r} has operator {node.op_type!r}, which is not in the ONNX "
+                f"operator set (domain {domain or 'ai.onnx'!r}); re-export the model with standard operators")
+
+
+# --------------------------------------------------------------------------- shapes
+def _dims(value_type: Any) -> list[int | None] | None:
+    """Dims of a tensor type (None for symbolic/unknown dims), or None if the rank is unknown."""
+    tt = value_type.tensor_type
+    if not value_type.HasField("tensor_type") or not tt.HasField("shape"):
+        return None
+    return [int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim]
+
+
+def _per_sample(dims: list[int | None]) -> tuple[int, ...]:
+    """Drop a leading batch dim (symbolic, unknown or 1); unknown dims elsewhere count as 1."""
+    if dims and (dims[0] is None or dims[0] == 1):
+        dims = dims[1:]
+    return tuple(1 if d is None else d for d in dims)
+
+
+def _full(dims: list[int | None] | None) -> tuple[int, ...]:
+    return tuple(1 if d is None else d for d in dims or ())
+
+
+# --------------------------------------------------------------------------- MACs
+def _attr(node: Any, key: str, default: Any) -> Any:
+    import onnx.helper
+
+    for a in node.attribute:
+        if a.name == key:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _einsum_macs(equation: str, shapes: list[tuple[int, ...]]) -> int:
+    if len(shapes) < 2:
+        return 0
+    terms = equation.replace(" ", "").split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(terms, shapes, strict=False):
+        letters = list(term.replace("...", ""))
+        if "..." in term:
+            n_ell = len(shape) - len(letters)
+            head = term.index("...")
+            letters = letters[:head] + [f".{k}" for k in range(n_ell)] + letters[head:]
+        for letter, size in zip(letters, shape, strict=False):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    return int(math.prod(sizes.values()))
+
+
+def _macs(node: Any, full: Callable[[str], tuple[int, ...]], out_elems: int) -> int:
+    op = node.op_type
+    ins = list(node.input)
+    if op in ("Conv", "ConvInteger", "DeformConv", "QLinearConv"):
+        w = full(ins[3] if op == "QLinearConv" else ins[1])
+        return out_elems * math.prod(w[1:])
+    if op == "ConvTranspose":
+        x, w = full(ins[0]), full(ins[1])
+        return _per_sample_elems(x) * math.prod(w[1:])
+    if op == "Gemm":
+        a = full(ins[0])
+        k = a[0] if _attr(node, "transA", 0) else a[-1]
+        return out_elems * k
+    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
+        a = full(ins[0])
+        return out_elems * (a[-1] if a else 1)
+    if op == "Einsum":
+        shapes = [full(t) for t in ins if t]
+        equation = _attr(node, "equation", b"")
+        return _einsum_macs(equation.decode() if isinstance(equation, bytes) else equation, shapes)
+    if op in ("LSTM", "GRU", "RNN"):
+        x, w, r = full(ins[0]), full(ins[1]), full(ins[2])
+        if len(x) != 3 or len(w) != 3 or len(r) != 3:
+            return 0
+        seq = x[1] if _attr(node, "layout", 0) else x[0]
+        directions, gates_h, in_size = w
+        return seq * directions * gates_h * (in_size + r[-1])
+    return 0
+
+
+def _per_sample_elems(full_shape: tuple[int, ...]) -> int:
+    dims: list[int | None] = list(full_shape)
+    return int(math.prod(_per_sample(dims)))
+
+
+# --------------------------------------------------------------------------- assembly
+def _sorted(model: Any, where: str) -> Any:
+    """``model`` itself when its nodes are in topological order, else a copy with the nodes
+    reordered stably (each node deferred until its inputs exist)."""
+    g = model.graph
+    available = {t.name for t in g.input} | {t.name for t in g.initializer} | {""}
+    nodes = list(g.node)
+    ordered = _topological(nodes, available, where)
+    if all(a is b for a, b in zip(ordered, nodes, strict=True)):
+        return model
+    fixed = type(model)()
+    fixed.CopyFrom(model)
+    del fixed.graph.node[:]
+    fixed.graph.node.extend(ordered)
+    return fixed
+
+
+def _topological(nodes: list[Any], available: set[str], where: str) -> list[Any]:
+    """``nodes`` in a valid execution order (unchanged when already sorted, stable otherwise)."""
+    done = set(available)
+    pending = list(nodes)
+    ordered: list[Any] = []
+    while pending:
+        rest = []
+        for node in pending:
+            if all(t in done for t in _node_reads(node) if t):
+                ordered.append(node)
+                done.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            missing = sorted({t for n in rest for t in _node_reads(n) if t and t not in done})[:3]
+            raise ModelFormatError(f"{where}: the ONNX graph has a cycle or reads tensors {missing} "
+                                   "that no node produces; expected a valid (acyclic) ONNX graph")
+        pending = rest
+    return ordered
+
+
+def _node_reads(node: Any) -> list[str]:
+    """Explicit inputs plus outer-scope tensors read inside subgraphs (If/Loop/Scan)."""
+    reads = [t for t in node.input if t]
+    for attr in node.attribute:
+        subs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+        for sub in subs:
+            local = {t.name for t in sub.input} | {t.name for t in sub.initializer}
+            for inner in _walk_nodes(sub):
+                local.update(inner.output)
+            for inner in _walk_nodes(sub):
+                reads.extend(t for t in inner.input if t and t not in local)
+    return list(dict.fromkeys(reads))
+
+
+def _assemble(model: Any, name: str, where: str, source: str, sha: str,
+              block_of: Callable[[str], str] | None) -> LayerGraph:
+    g = model.graph
+    dims: dict[str, list[int | None] | None] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        d = _dims(vi.type)
+        if d is not None or vi.name not in dims:
+            dims[vi.name] = d
+    const_shape: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in g.initializer}
+    for node in g.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            const_shape[node.output[0]] = _constant_shape(node)
+    graph_inputs = [vi.name for vi in g.input if vi.name not in const_shape]
+    graph_outputs = [vi.name for vi in g.output]
+    nodes = [n for n in g.node if not (n.op_type == "Constant" and n.domain in ("", "ai.onnx"))]
+
+    consumed = {t for n in nodes for t in _node_reads(n)} | set(graph_outputs)
+
+    def full(t: str) -> tuple[int, ...]:
+        if t in const_shape:
+            return const_shape[t]
+        return _full(dims.get(t))
+
+    def shape_of(t: str, node_label: str) -> tuple[int, ...]:
+        d = dims.get(t)
+        if d is None:
+            raise ModelFormatError(
+                f"{where}: the shape of tensor {t!r} (output of node {node_label!r}) cannot be "
+                "inferred; fix the input shapes (python -m onnxruntime.tools.make_dynamic_shape_fixed) "
+                "or simplify the model (onnxsim) and import it again")
+        return _per_sample(d)
+
+    counted: set[str] = set()
+    used_names: set[str] = set()
+    specs: list[LayerSpec] = []
+    for i, node in enumerate(nodes):
+        label = node.name or f"{node.op_type}_{i}"
+        if label in used_names:
+            label = f"{label}_{i}"
+        used_names.add(label)
+        reads = _node_reads(node)
+        params = 0
+        for t in reads:
+            if t in const_shape and t not in counted:
+                counted.add(t)
+                params += math.prod(const_shape[t])
+        outs = [t for t in node.output if t and (t in consumed or dims.get(t) is not None)]
+        if not outs:
+            outs = [t for t in node.output if t][:1]
+        out_shapes = tuple(shape_of(t, label) if t in consumed or dims.get(t) is not None else ()
+                           for t in outs)
+        out_elems = int(math.prod(out_shapes[0])) if out_shapes else 0
+        specs.append(LayerSpec(
+            name=label, op=_family(node, full), op_type=node.op_type,
+            inputs=tuple(t for t in reads if t not in const_shape), outputs=tuple(outs),
+            output_shapes=out_shapes, macs=int(_macs(node, full, out_elems)), params=int(params),
+            block=block_of(label) if block_of else label,
+        ))
+    inputs = [(t, shape_of(t, "graph input")) for t in graph_inputs]
+    return build_graph(name, specs, inputs, graph_outputs, source=source or name,
+                       source_sha256=sha, fmt="onnx")
+
+
+def _constant_shape(node: Any) -> tuple[int, ...]:
+    """Shape of a ``Constant`` node's value (``value``, ``sparse_value`` or a ``value_*`` form)."""
+    if not node.attribute:
+        return ()
+    attr = node.attribute[0]
+    if attr.name == "value":
+        return tuple(attr.t.dims)
+    if attr.name == "sparse_value":
+        return tuple(attr.sparse_tensor.dims)
+    if attr.name in ("value_floats", "value_ints", "value_strings"):
+        return (len(attr.floats) or len(attr.ints) or len(attr.strings),)
+    return ()
+
+
+def _family(node: Any, full: Callable[[str], tuple[int, ...]]) -> str:
+    op = node.op_type
+    family = OP_FAMILY.get(op, "other")
+    if op in ("Conv", "QLinearConv", "ConvInteger"):
+        group = int(_attr(node, "group", 1))
+        w = full(node.input[3] if op == "QLinearConv" else node.input[1])
+        cin_per_group = w[1] if len(w) > 1 else 0
+        if group > 1 and cin_per_group == 1:
+            return "dwconv"
+    return family

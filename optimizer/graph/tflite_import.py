@@ -1,0 +1,215 @@
+"""TFLite importer: a ``.tflite`` flatbuffer (float, float16 or integer-quantized) → LayerGraph.
+
+Read through the LiteRT interpreter (``ai_edge_litert``): ``_get_ops_details()`` lists the
+operators of the main subgraph in execution order, ``get_tensor_details()`` their tensors.
+Constant tensors (read by an operator, produced by none, not a graph input) are weights: their
+element counts are the params of the first operator reading them. An operator whose inputs are
+all constants (the ``DEQUANTIZE`` of float16 weights) is folded into the weights it produces.
+Shapes drop the leading batch dimension (signature ``-1`` or size 1).
+
+MACs (per sample): CONV_2D/CONV_3D: output elements × kernel volume × Cin/groups;
+DEPTHWISE_CONV_2D: output elements × kh × kw; FULLY_CONNECTED: output elements × K;
+BATCH_MATMUL: output elements × K; TRANSPOSE_CONV: input elements × Cout × kh × kw.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..fileio import sha256_file
+from .layergraph import LayerGraph, LayerSpec, build_graph
+
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "conv": ("CONV_2D", "CONV_3D", "TRANSPOSE_CONV", "CONV_3D_TRANSPOSE"),
+    "dwconv": ("DEPTHWISE_CONV_2D",),
+    "dense": ("FULLY_CONNECTED", "BATCH_MATMUL", "EMBEDDING_LOOKUP", "LSTM",
+              "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "RNN",
+              "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN"),
+    "pool": ("AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D", "MEAN", "REDUCE_MAX", "REDUCE_MIN"),
+    "add": ("ADD", "ADD_N", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE",
+            "FLOOR_DIV", "FLOOR_MOD"),
+    "concat": ("CONCATENATION", "PACK"),
+    "act": ("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "LOGISTIC",
+            "TANH", "HARD_SWISH", "ELU", "GELU", "SOFTMAX", "LOG_SOFTMAX"),
+    "norm": ("L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION"),
+    "reshape": ("RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS", "PAD", "PADV2", "MIRROR_PAD",
+                "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "UNPACK", "TILE", "BROADCAST_TO",
+                "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND",
+                "REVERSE_V2"),
+    "resize": ("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"),
+}
+OP_FAMILY: dict[str, str] = {op: fam for fam, ops in _FAMILIES.items() for op in ops}
+_BUILTIN_NAME = re.compile(r"[A-Z][A-Z0-9_]*")  # builtin op names; custom ops keep their own
+_WEIGHTED = ("conv", "dwconv", "dense")
+_DTYPES = {np.dtype(np.int8): "int8", np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
+
+
+def graph_from_tflite_file(path: str | os.PathLike[str]) -> LayerGraph:
+    """Import a ``.tflite`` file (named by its stem, identified by its SHA-256).
+
+    ``weight_dtype`` of the result is the dtype of the conv/dense weights as stored (``int8``
+    for integer-quantized and dynamic-range models, ``fp16`` for float16 weights, else ``fp32``).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such file; give an existing .tflite model file")
+    interpreter = _open(p)
+    return graph_from_interpreter(interpreter, p.stem, source=str(p), source_sha256=sha256_file(p))
+
+
+def _open(p: Path) -> Any:
+    from ..lazy import litert_interpreter, silenced_stderr
+
+    Interpreter = litert_interpreter()
+    with open(p, "rb") as fh:
+        head = fh.read(8)
+    if len(head) < 8 or head[4:8] != b"TFL3":
+        raise ModelFormatError(f"{p}: not a TFLite flatbuffer (file identifier {head[4:8]!r}, "
+                               "expected b'TFL3'); give a model written by the TFLite converter")
+    try:
+        with silenced_stderr():
+            return Interpreter(model_path=str(p))
+    except (ValueError, RuntimeError) as exc:
+        text = str(exc)
+        custom = _unresolved_op(text)
+        if custom:
+            raise UnsupportedOperatorError(
+                f"{p}: operator {custom!r} is a custom or delegate operator that the LiteRT "
+                "interpreter cannot resolve; convert the model with TFLite builtin operators only") from exc
+        raise ModelFormatError(f"{p}: not a valid TFLite model ({text.strip().splitlines()[0][:160]}); "
+                               "expected a flatbuffer written by the TFLite converter") from exc
+
+
+def _unresolved_op(message: str) -> str:
+    marker = "unresolved custom op: "
+    low = message.lower()
+    if marker in low:
+        start = low.index(marker) + len(marker)
+        return message[start:].split(".")[0].split()[0].strip()
+    return ""
+
+
+def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
+                           source_sha256: str = "") -> LayerGraph:
+    """Import the main subgraph of a constructed LiteRT/TFLite ``Interpreter``."""
+    where = source or name
+    ops = interpreter._get_ops_details()
+    details = {int(d["index"]): d for d in interpreter.get_tensor_details()}
+    graph_inputs = [int(d["index"]) for d in interpreter.get_input_details()]
+    graph_outputs = [int(d["index"]) for d in interpreter.get_output_details()]
+    produced = {int(t) for op in ops for t in op["outputs"] if t >= 0}
+    constants = {int(t) for op in ops for t in op["inputs"]
+                 if t >= 0 and int(t) not in produced and int(t) not in graph_inputs}
+
+    for i, op in enumerate(ops):
+        op_name = str(op["op_name"])
+        if op_name in ("DELEGATE", "CUSTOM") or not _BUILTIN_NAME.fullmatch(op_name):
+            tensor = _tensor_name(details, op["outputs"])
+            raise UnsupportedOperatorError(
+                f"{where}: operator #{i} {op_name!r} (producing {tensor!r}) is a custom or delegate "
+                "operator whose cost is unknown; convert the model with TFLite builtin operators only")
+
+    # fold operators computed from constants only (e.g. DEQUANTIZE of float16 weights)
+    folded: set[int] = set()
+    weight_types: dict[int, np.dtype] = {}
+    for op in ops:
+        ins = [int(t) for t in op["inputs"] if t >= 0]
+        if ins and all(t in constants or t in folded for t in ins):
+            for t in op["outputs"]:
+                constants.add(int(t))
+                folded.add(int(t))
+                weight_types[int(t)] = np.dtype(details[ins[0]]["dtype"])
+
+    def per_sample(t: int) -> tuple[int, ...]:
+        d = details[t]
+        shape = [int(x) for x in d["shape"]]
+        sig = [int(x) for x in d.get("shape_signature", d["shape"])]
+        if shape and (shape[0] == 1 or (sig and sig[0] == -1)):
+            shape = shape[1:]
+        return tuple(max(x, 1) for x in shape)
+
+    def full(t: int) -> tuple[int, ...]:
+        return tuple(max(int(x), 1) for x in details[t]["shape"])
+
+    counted: set[int] = set()
+    seen: set[str] = set()
+    specs: list[LayerSpec] = []
+    weight_dtypes: set[str] = set()
+    for i, op in enumerate(ops):
+        outs = [int(t) for t in op["outputs"] if t >= 0]
+        if outs and all(t in folded for t in outs):
+            continue
+        op_name = str(op["op_name"])
+        ins = [int(t) for t in op["inputs"] if t >= 0]
+        params = 0
+        for t in ins:
+            if t in constants and t not in counted:
+                counted.add(t)
+                params += math.prod(full(t))
+        family = OP_FAMILY.get(op_name, "other")
+        if family in _WEIGHTED and len(ins) > 1 and ins[1] in constants:
+            w_type = weight_types.get(ins[1], np.dtype(details[ins[1]]["dtype"]))
+            weight_dtypes.add(_DTYPES.get(w_type, str(w_type)))
+        label = _tensor_name(details, outs) or f"{op_name}_{i}"
+        if label in seen:
+            label = f"{label}#{i}"
+        seen.add(label)
+        out_shapes = tuple(per_sample(t) for t in outs)
+        specs.append(LayerSpec(
+            name=label, op=family, op_type=op_name,
+            inputs=tuple(dict.fromkeys(str(t) for t in ins if t not in constants)),
+            outputs=tuple(str(t) for t in outs), output_shapes=out_shapes,
+            macs=_macs(op_name, [full(t) for t in ins], [per_sample(t) for t in ins], out_shapes),
+            params=params,
+        ))
+    if not specs:
+        raise ModelFormatError(f"{where}: the TFLite model has no operators to import")
+    if "int8" in weight_dtypes:
+        weight_dtype = "int8"
+    elif weight_dtypes == {"fp16"}:
+        weight_dtype = "fp16"
+    else:
+        weight_dtype = "fp32"
+    return build_graph(name, specs, [(str(t), per_sample(t)) for t in graph_inputs],
+                       [str(t) for t in graph_outputs], source=source or name,
+                       source_sha256=source_sha256, fmt="tflite", weight_dtype=weight_dtype)
+
+
+def _tensor_name(details: dict[int, Any], outs: Any) -> str:
+    """A readable layer name from the first output tensor (TFLite fuses names with ';')."""
+    for t in outs:
+        if int(t) >= 0:
+            return str(details[int(t)]["name"]).split(";")[0]
+    return ""
+
+
+def _macs(op: str, ins_full: list[tuple[int, ...]], ins: list[tuple[int, ...]],
+          outs: tuple[tuple[int, ...], ...]) -> int:
+    if not outs:
+        return 0
+    out = math.prod(outs[0])
+    if op == "CONV_2D" and len(ins_full) > 1:  # filter [Cout, kh, kw, Cin/groups]
+        return out * math.prod(ins_full[1][1:])
+    if op == "CONV_3D" and len(ins_full) > 1:  # filter [kd, kh, kw, Cin, Cout]
+        return out * math.prod(ins_full[1][:-1])
+    if op == "DEPTHWISE_CONV_2D" and len(ins_full) > 1:  # filter [1, kh, kw, Cout]
+        return out * math.prod(ins_full[1][1:3])
+    if op == "FULLY_CONNECTED" and len(ins_full) > 1:  # weights [Nout, K]
+        return out * ins_full[1][-1]
+    if op == "BATCH_MATMUL" and len(ins_full) > 1:
+        lhs, m = ins_full[0], outs[0][-2] if len(outs[0]) > 1 else 1
+        k = lhs[-2] if len(lhs) > 1 and lhs[-1] == m and lhs[-2] != m else lhs[-1]
+        return out * k
+    if op == "TRANSPOSE_CONV" and len(ins_full) > 2:  # (output_shape, filter [Cout,kh,kw,Cin], x)
+        return math.prod(ins[2]) * math.prod(ins_full[1][:3])
+    if op == "CONV_3D_TRANSPOSE" and len(ins_full) > 2:  # filter [kd, kh, kw, Cout, Cin]
+        return math.prod(ins[2]) * math.prod(ins_full[1][:-1])
+    return 0
+

@@ -1,0 +1,92 @@
+"""YAML input with errors that name the file, the line and the field.
+
+``load_model_yaml(path, Model)`` parses a YAML file, validates it with a pydantic model and
+turns any failure into one :class:`~optimizer.errors.SchemaError` line such as
+``jobs/grid.yaml line 7: field grid.seeds[1]: Input should be a valid integer (got 'x')``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import InputFileError, SchemaError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
+    """The deepest YAML node reachable along a pydantic error location."""
+    best = node
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if getattr(k, "value", None) == str(part)), None)
+            if nxt is None:  # unknown key errors: point at the key itself
+                nxt = next((k for k, _ in node.value if getattr(k, "value", None) == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            nxt = node.value[part]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node = best = nxt
+    return best
+
+
+def line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
+    """`` line N`` of the YAML node at ``loc`` (empty when unknown)."""
+    target = _node_at(node, loc)
+    return f" line {target.start_mark.line + 1}" if target is not None else ""
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    """``("grid", "seeds", 1)`` -> ``grid.seeds[1]``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """First pydantic error as ``field a.b[2]: message (got VALUE) (+N more)``."""
+    err = exc.errors()[0]
+    loc = format_loc(tuple(err["loc"]))
+    got = err.get("input")
+    got_txt = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{'field ' + loc + ': ' if loc else ''}{msg}{got_txt}{more}"
+
+
+def read_yaml(path: str | os.PathLike[str]) -> tuple[Any, yaml.Node | None]:
+    """Parse ``path``; returns (data, node tree for line lookups)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such file")
+    text = p.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise SchemaError(f"{p}{line}: malformed YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise SchemaError(f"{p}: malformed YAML: {exc}") from None
+    return data, node
+
+
+def load_model_yaml(path: str | os.PathLike[str], model: type[M], *, context: dict[str, Any] | None = None) -> M:
+    """Parse and validate ``path`` as ``model``; errors name file, line and field."""
+    data, node = read_yaml(path)
+    if data is None:
+        raise SchemaError(f"{path}: the file is empty; expected a YAML mapping for {model.__name__}")
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        line = line_of(node, tuple(exc.errors()[0]["loc"]))
+        raise SchemaError(f"{path}{line}: {describe_validation_error(exc)}") from None
