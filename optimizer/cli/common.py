@@ -44,3 +44,20 @@ def human_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n:.0f}"
+
+
+def parse_variant(items: list[str] | None) -> dict[str, Any]:
+    """``["width=0.25", "depth=1"]`` -> ``{"width": 0.25, "depth": 1}`` (zoo builder arguments)."""
+    from ..errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--variant {item!r}: expected KEY=VALUE, e.g. width=0.25")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out[key.strip()] = value
+    return out

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, human_count, print_json
+from .common import STATE, console, human_count, parse_variant, print_json
 
 
 @app.command()
@@ -16,6 +16,7 @@ def profile(
     granularity: str = typer.Option("op", "--granularity", "-g", help="op (one layer per operator) or block (merged blocks)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, fp16 or int8 for byte counts [default: the model's weight dtype, else fp32]."),
     input_size: Optional[int] = typer.Option(None, "--input-size", help="Zoo networks only: input size (H=W, or sequence length)."),
+    variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. width=0.25."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Also write the JSON profile to this file (atomically)."),
 ) -> None:
@@ -27,8 +28,10 @@ def profile(
         raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
     if dtype is not None:
         dtype_bytes(dtype)
-    variant = {"input_size": input_size} if input_size is not None else {}
-    graph = load_graph(model, granularity, **variant)
+    args = parse_variant(variant)
+    if input_size is not None:
+        args["input_size"] = input_size
+    graph = load_graph(model, granularity, **args)
     dt = dtype or graph.weight_dtype or "fp32"
     if out:
         from ..fileio import atomic_write_json

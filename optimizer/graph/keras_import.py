@@ -37,9 +37,11 @@ _FAMILY: dict[str, str] = {
     "UnitNormalization": "norm",
     "Flatten": "reshape", "Reshape": "reshape", "Permute": "reshape", "ZeroPadding2D": "reshape",
     "Cropping2D": "reshape", "RepeatVector": "reshape", "Identity": "reshape",
+    "Cropping1D": "reshape",
     "UpSampling2D": "resize", "Resizing": "resize",
     "Dropout": "other", "SpatialDropout2D": "other", "Rescaling": "other", "Normalization": "other",
     "Embedding": "other", "Lambda": "other", "TokenAndPositionEmbedding": "other",
+    "PositionEmbedding": "other",
 }
 
 
@@ -154,18 +156,22 @@ def graph_from_keras(
             raise UnsupportedOperatorError(
                 f"{model_name}: layer {layer.name!r} has unsupported Keras type {cls}; "
                 "replace it with built-in layers or import the model's ONNX/TFLite export")
-        for node in _inbound_nodes(layer):
+        for k, node in enumerate(_inbound_nodes(layer, model)):
+            # a layer called k > 0 times more (shared weights) is one op per call, named
+            # "name@k"; its weights are counted once, on the first call
+            op_name = layer.name if k == 0 else f"{layer.name}@{k}"
             in_tensors = [t for t in _flat(node.input_tensors)]
             out_tensors = [t for t in _flat(node.output_tensors)]
             in_shapes = [_shape(t.shape) for t in in_tensors]
             out_shapes = [_shape(t.shape) for t in out_tensors]
             specs.append(LayerSpec(
-                name=layer.name, op=family, op_type=cls,
+                name=op_name, op=family, op_type=cls,
                 inputs=tuple(dict.fromkeys(tid(t) for t in in_tensors)),
                 outputs=tuple(tid(t) for t in out_tensors),
                 output_shapes=tuple(out_shapes),
-                macs=_macs(layer, in_shapes, out_shapes), params=int(layer.count_params()),
-                block=block_of(layer.name) if block_of else layer.name,
+                macs=_macs(layer, in_shapes, out_shapes),
+                params=int(layer.count_params()) if k == 0 else 0,
+                block=block_of(op_name) if block_of else op_name,
             ))
     inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
     outputs = [tid(t) for t in _flat(model.outputs)]
@@ -173,8 +179,15 @@ def graph_from_keras(
                        source=source, source_sha256=source_sha256, fmt=fmt)
 
 
-def _inbound_nodes(layer: Any) -> list[Any]:
+def _inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
+    """The calls of ``layer`` that belong to ``model``'s graph (several for shared layers);
+    for layers of nested models, the last call."""
     nodes = list(getattr(layer, "_inbound_nodes", []))
+    own = getattr(model, "_nodes", None)
+    if own:
+        mine = [n for i, n in enumerate(nodes) if f"{id(layer)}_ib-{i}" in own]
+        if mine:
+            return mine
     return nodes[-1:] if len(nodes) > 1 and type(layer).__name__ != "Functional" else nodes
 
 
@@ -187,24 +200,31 @@ def _flat(x: Any) -> list[Any]:
 
 
 def _reorder(specs: list[LayerSpec], available: set[str]) -> list[LayerSpec]:
-    """Stable topological order: keep the given order, deferring a layer until its inputs exist."""
+    """Topological order close to the given one that finishes a block before starting another.
+
+    Keras lists layers by depth, which interleaves parallel branches (FPN levels, SSH
+    modules); among the layers whose inputs exist, one of the last placed layer's block is
+    taken first, else the earliest in the given order.
+    """
     done = set(available)
     pending = list(specs)
     ordered: list[LayerSpec] = []
     while pending:
-        progressed = False
-        rest = []
-        for spec in pending:
+        last_block = ordered[-1].block if ordered else None
+        pick = None
+        for i, spec in enumerate(pending):
             if all(t in done for t in spec.inputs):
-                ordered.append(spec)
-                done.update(spec.outputs)
-                progressed = True
-            else:
-                rest.append(spec)
-        if not progressed:
-            missing = sorted({t for s in rest for t in s.inputs if t not in done})[:3]
+                if pick is None:
+                    pick = i
+                if spec.block == last_block:
+                    pick = i
+                    break
+        if pick is None:
+            missing = sorted({t for s in pending for t in s.inputs if t not in done})[:3]
             raise ModelFormatError(f"cannot order layers: tensors {missing} are never produced")
-        pending = rest
+        spec = pending.pop(pick)
+        ordered.append(spec)
+        done.update(spec.outputs)
     return ordered
 
 

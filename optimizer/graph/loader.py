@@ -21,6 +21,11 @@ def load_graph(model: str | os.PathLike[str], granularity: str = "op", **variant
     if not path.exists() and ref in dropped_model_files():
         path = dropped_model_files()[ref]
     if path.exists():
+        if variant:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{ref}: builder arguments {sorted(variant)} apply to zoo networks only, "
+                              "not to model files")
         return load_graph_file(path, granularity)
     if ref in builder_names():
         from .zoo_import import graph_from_zoo
