@@ -1,0 +1,95 @@
+"""``dnnplan quantize``: TFLite post-training quantization with a fidelity/size/latency report."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err, print_json
+
+
+@app.command()
+def quantize(
+    model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras file or a SavedModel directory."),
+    out: str = typer.Option(..., "--out", "-o", help="Quantized .tflite to write (only on success)."),
+    calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input) or 'synthetic'."),
+    samples: int = typer.Option(1000, "--samples", help="Calibration samples drawn at random (Park & Ha use 1000)."),
+    scheme: str = typer.Option("per-channel", "--scheme", help="per-channel (TFLite full-integer default), per-tensor, fp16 or dynamic."),
+    io: Optional[str] = typer.Option(None, "--io", help="Model interface: int8 or float (default: int8 for integer schemes, else float)."),
+    report: Optional[str] = typer.Option(None, "--report", help="Also write the report as JSON to this file."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample draw and of zoo weight initialisation."),
+    heldout: int = typer.Option(100, "--heldout", help="Held-out samples (not used for calibration) for fidelity."),
+    threads: int = typer.Option(2, "--threads", help="LiteRT interpreter threads for the latency figures."),
+    runs: int = typer.Option(30, "--runs", help="Timed inference runs per model (after warm-up)."),
+    warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up runs per model."),
+    allow_float_ops: bool = typer.Option(False, "--allow-float-ops", help="Integer schemes: keep operators the converter cannot quantize in float instead of failing."),
+    no_latency: bool = typer.Option(False, "--no-latency", help="Skip the host latency measurement."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON to stdout instead of the summary."),
+) -> None:
+    """Quantize a model with TFLite PTQ (Park & Ha scheme by default) and report size, ops, fidelity, latency."""
+    from ..quantize import quantize as run_quantize
+
+    if STATE.quiet or as_json:
+        rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io, seed=seed,
+                           heldout=heldout, threads=threads, runs=runs, warmup=warmup,
+                           allow_float_ops=allow_float_ops, measure_latency_=not no_latency)
+    else:
+        with console_err.status("quantizing") as status:
+            rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io,
+                               seed=seed, heldout=heldout, threads=threads, runs=runs, warmup=warmup,
+                               allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
+                               progress=lambda msg: status.update(msg))
+    if report:
+        rep.write_json(report)
+    if as_json:
+        print_json(rep.model_dump(mode="json"))
+        return
+    _print_summary(rep)
+
+
+def _print_summary(rep) -> None:
+    from rich.table import Table
+
+    from .common import human_count
+
+    for w in rep.warnings:
+        console_err.print(f"[yellow]warning:[/] {w}", highlight=False)
+    t = Table(title=f"{rep.model} → {rep.output} ({rep.scheme}, {rep.io} I/O)", header_style="bold",
+              show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("")
+    s = rep.sizes
+    t.add_row("size", f"FP32 {human_count(s.fp32_bytes)}B → {human_count(s.quantized_bytes)}B "
+                      f"(ratio {s.ratio:.3f}; {s.per_channel_tensors} per-channel tensors)")
+    t.add_row("conversion", f"{rep.conversion_s:.1f} s, {rep.calibration.samples_used} calibration samples "
+                            f"from {rep.calibration.source} (seed {rep.calibration.seed})")
+    o = rep.ops
+    floats = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.float_ops).items()) or "none"
+    ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"
+    n_io = len(o.io_conversion_ops)
+    t.add_row("operators", f"{o.total} ({', '.join(f'{k} x{v}' for k, v in sorted(o.counts.items()))})")
+    t.add_row("float compute ops", floats)
+    t.add_row("QUANTIZE/DEQUANTIZE (float side)", f"{ios} ({n_io} at model I/O)")
+    fallback = ", ".join(f"{k} x{v}" for k, v in o.cpu_fallback_counts.items()) or "none"
+    t.add_row("CPU fallback (int-only accel.)", f"{fallback} in {o.cpu_segments} segment(s)")
+    if rep.fidelity is not None:
+        for f in rep.fidelity.outputs:
+            sq = "identical" if f.sqnr_db is None else f"{f.sqnr_db:.1f} dB"
+            top1 = "" if f.top1_agreement is None else f", top-1 agreement {100 * f.top1_agreement:.1f} %"
+            t.add_row(f"fidelity {f.output}", f"SQNR {sq}, max |err| {f.max_abs_error:.4g}{top1} "
+                                              f"({rep.fidelity.samples} held-out samples)")
+    if rep.latency is not None:
+        lat = rep.latency
+        t.add_row(f"latency ({lat.threads} threads)",
+                  f"FP32 median {lat.fp32.median_ms:.2f} ms (p90 {lat.fp32.p90_ms:.2f}) → "
+                  f"{rep.scheme} {lat.quantized.median_ms:.2f} ms (p90 {lat.quantized.p90_ms:.2f}); "
+                  f"speed-up x{lat.speedup:.2f} over {lat.fp32.runs} runs")
+    console.print(t)
+
+
+def _count(items) -> dict[str, int]:
+    from collections import Counter
+
+    return dict(Counter(items))

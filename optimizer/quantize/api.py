@@ -1,0 +1,226 @@
+"""``quantize``: model → quantized ``.tflite`` + :class:`QuantizeReport` (METHODS.md §1)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, UnsupportedOperatorError
+from ..fileio import atomic_write_bytes, sha256_bytes
+from .calibration import CalibrationSet, load_calibration
+from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
+                      estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
+from .evaluate import TfliteRunner, measure_latency, sqnr_db, top1_agreement
+from .inspect import OpsAnalysis, analyse_tflite
+from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, OpEntry, OpsInfo,
+                     OutputFidelity, QuantizeReport, SizeInfo)
+
+IO_TYPES = ("int8", "float")
+BN_BATCH = 32  # calibration samples used to estimate BN statistics of random-weight networks
+
+
+def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLike[str] = "synthetic",
+             samples: int = 1000, scheme: str = "per-channel", io: str | None = None, seed: int = 0,
+             heldout: int = 100, threads: int = 2, runs: int = 30, warmup: int = 5,
+             allow_float_ops: bool = False, measure_latency_: bool = True,
+             progress: Callable[[str], None] | None = None) -> QuantizeReport:
+    """Quantize ``model`` with TFLite post-training quantization and report on the result.
+
+    Parameters
+    ----------
+    model
+        Zoo name, ``.keras`` file, SavedModel directory, or an in-memory Keras model.
+    out
+        Where the quantized ``.tflite`` is written (atomically, only on success).
+    calib
+        ``"synthetic"``, an image directory or an ``.npz`` (see :mod:`.calibration`).
+    samples
+        Calibration samples (Park & Ha use 1000).
+    scheme
+        ``per-channel`` (default), ``per-tensor``, ``fp16`` or ``dynamic``.
+    io
+        ``int8`` or ``float`` model interface; default ``int8`` for the integer schemes and
+        ``float`` otherwise.
+    seed
+        Seeds the sample draw and zoo weight initialisation: same seed, same bytes.
+    heldout
+        Held-out samples (never used for calibration) for the fidelity figures.
+    threads, runs, warmup
+        LiteRT interpreter threads, timed runs and untimed warm-up runs for latency.
+    allow_float_ops
+        Accept integer-scheme models where the converter left operators in float (otherwise
+        :class:`UnsupportedOperatorError` naming them).
+    measure_latency_
+        Time FP32 vs quantized inference on this host.
+    progress
+        Called with a short stage description as work proceeds.
+
+    Returns
+    -------
+    QuantizeReport
+    """
+    io = check_options(scheme, io, threads, runs, warmup)
+    with temp_workdir() as tmp:
+        prep = prepare(model, Path(tmp), calib=calib, samples=samples, heldout=heldout, seed=seed,
+                       progress=progress)
+        return quantize_prepared(prep, out, scheme=scheme, io=io, threads=threads, runs=runs,
+                                 warmup=warmup, allow_float_ops=allow_float_ops,
+                                 measure_latency_=measure_latency_, progress=progress)
+
+
+def check_options(scheme: str, io: str | None, threads: int = 2, runs: int = 30, warmup: int = 5) -> str:
+    """Validate scheme/interface/timing options; returns the effective ``io``."""
+    if scheme not in SCHEMES:
+        raise ConfigError(f"--scheme {scheme!r} unknown; expected one of {', '.join(SCHEMES)}")
+    if io is None:
+        io = "int8" if scheme in INTEGER_SCHEMES else "float"
+    if io not in IO_TYPES:
+        raise ConfigError(f"--io {io!r} unknown; expected one of {', '.join(IO_TYPES)}")
+    if io == "int8" and scheme not in INTEGER_SCHEMES:
+        raise ConfigError(f"--io int8 needs an integer scheme (per-channel, per-tensor); "
+                          f"scheme {scheme} keeps float inputs/outputs")
+    if threads < 1 or runs < 1 or warmup < 0:
+        raise ConfigError(f"threads/runs must be >= 1 and warmup >= 0 (got {threads}/{runs}/{warmup})")
+    return io
+
+
+@dataclass
+class Prepared:
+    """A model opened, its calibration/held-out sets drawn and its FP32 TFLite reference built.
+
+    Valid while the ``workdir`` given to :func:`prepare` exists; quantize it with several
+    schemes through :func:`quantize_prepared`.
+    """
+
+    src: ModelSource
+    cal: CalibrationSet
+    fp32: bytes
+    weights: str
+    samples_requested: int
+    seed: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
+            samples: int = 1000, heldout: int = 100, seed: int = 0,
+            progress: Callable[[str], None] | None = None) -> Prepared:
+    """Open ``model``, draw calibration/held-out samples and convert the FP32 reference.
+
+    Zoo networks (random weights) get batch-norm statistics estimated on the first
+    :data:`BN_BATCH` calibration samples (see :func:`estimate_batchnorm_statistics`).
+    Parameters as in :func:`quantize`.
+    """
+    say = progress or (lambda _msg: None)
+    warnings: list[str] = []
+    say("loading model")
+    if isinstance(model, (str, os.PathLike)):
+        src = open_model(model, workdir, seed=seed)
+    else:
+        src = model_from_keras(model, getattr(model, "name", "model"), workdir)
+    if str(calib) != "synthetic" and src.preprocess is None and not _is_npz(calib):
+        warnings.append(f"{src.name} declares no preprocessing: calibration images scaled to [0, 1]")
+    say("reading calibration data")
+    cal = load_calibration(calib, src.inputs, src.preprocess, samples=samples, heldout=heldout,
+                           seed=seed)
+    warnings.extend(cal.notes)
+    weights = "from the model file"
+    if src.random_weights and src.keras_model is not None:
+        say("estimating batch-norm statistics of the random-weight network")
+        n_bn_batch = min(BN_BATCH, cal.n_calib)
+        n_bn = estimate_batchnorm_statistics(
+            src.keras_model, {k: v[:n_bn_batch] for k, v in cal.calib.items()})
+        weights = (f"random (zoo builder, seed {seed}); {n_bn} batch-norm layers' statistics "
+                   f"estimated on {n_bn_batch} calibration samples")
+        warnings.append(f"{src.name} has random weights (no downloads): fidelity figures measure "
+                        "quantization noise, not task accuracy")
+    say("converting to FP32 TFLite")
+    fp32 = convert_float(src)
+    return Prepared(src, cal, fp32, weights, samples, seed, warnings)
+
+
+def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: str = "per-channel",
+                      io: str | None = None, threads: int = 2, runs: int = 30, warmup: int = 5,
+                      allow_float_ops: bool = False, measure_latency_: bool = True,
+                      progress: Callable[[str], None] | None = None) -> QuantizeReport:
+    """Quantize a :class:`Prepared` model with one scheme, write ``out`` and report (see :func:`quantize`)."""
+    io = check_options(scheme, io, threads, runs, warmup)
+    say = progress or (lambda _msg: None)
+    src, cal, fp32 = prep.src, prep.cal, prep.fp32
+    warnings = list(prep.warnings)
+    out_path = Path(out)
+    say(f"quantizing ({scheme}, {cal.n_calib} calibration samples)")
+    t0 = time.perf_counter()
+    qbytes = convert_quantized(src, scheme, cal.samples("calib"), io)
+    conversion_s = time.perf_counter() - t0
+    ops = analyse_tflite(qbytes, src.name)
+    if scheme in INTEGER_SCHEMES and ops.float_ops and not allow_float_ops:
+        first = ops.float_ops[0]
+        names = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in Counter(o.op for o in ops.float_ops).items())
+        raise UnsupportedOperatorError(
+            f"{src.name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
+            f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
+    say("comparing with FP32 on held-out inputs")
+    fidelity = _fidelity(src, fp32, qbytes, cal.heldout, threads) if cal.n_heldout else None
+    if fidelity is None:
+        warnings.append("no held-out samples: fidelity not measured")
+    latency = None
+    if measure_latency_:
+        say("timing FP32 vs quantized inference")
+        first_sample = cal.samples("heldout" if cal.n_heldout else "calib")[0]
+        lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
+        lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
+        latency = LatencyReport(
+            threads=threads,
+            fp32=LatencyInfo(median_ms=lat_f.median_s * 1e3, p90_ms=lat_f.p90_s * 1e3, runs=runs, warmup=warmup),
+            quantized=LatencyInfo(median_ms=lat_q.median_s * 1e3, p90_ms=lat_q.p90_s * 1e3, runs=runs,
+                                  warmup=warmup),
+            speedup=lat_f.median_s / lat_q.median_s)
+    report = QuantizeReport(
+        model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
+        output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
+        calibration=CalibrationInfo(source=cal.source, samples_requested=prep.samples_requested,
+                                    samples_used=cal.n_calib if scheme in INTEGER_SCHEMES else 0,
+                                    heldout=cal.n_heldout, seed=prep.seed),
+        sizes=SizeInfo(fp32_bytes=len(fp32), quantized_bytes=len(qbytes), ratio=len(qbytes) / len(fp32),
+                       weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
+        ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings)
+    atomic_write_bytes(out_path, qbytes)
+    return report
+
+
+def _is_npz(calib: str | os.PathLike[str]) -> bool:
+    return str(calib).lower().endswith(".npz")
+
+
+def _ops_info(ops: OpsAnalysis) -> OpsInfo:
+    def entries(items: list[Any]) -> list[OpEntry]:
+        return [OpEntry(index=o.index, op=o.op, tensor=o.output) for o in items]
+
+    return OpsInfo(total=len(ops.ops), counts=ops.op_counts(), float_ops=entries(ops.float_ops),
+                   conversion_ops=entries(ops.conversion_ops), io_conversion_ops=entries(ops.io_ops),
+                   cpu_fallback_counts=dict(Counter(o.op for o in ops.cpu_fallback)),
+                   cpu_segments=ops.cpu_segments)
+
+
+def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, heldout: dict[str, np.ndarray],
+              threads: int) -> FidelityInfo:
+    ref = TfliteRunner(fp32, threads).predict(heldout)
+    got = TfliteRunner(qbytes, threads).predict(heldout)
+    outputs = []
+    for name in sorted(ref):
+        r, g = ref[name], got[name]
+        is_classifier = (src.task == "classification" if src.task is not None
+                         else r.ndim == 2 and r.shape[1] > 1)
+        s = sqnr_db(r, g)
+        outputs.append(OutputFidelity(
+            output=name, sqnr_db=s if np.isfinite(s) else None,
+            max_abs_error=float(np.max(np.abs(r - g))) if r.size else 0.0,
+            top1_agreement=top1_agreement(r, g) if is_classifier and r.ndim >= 2 else None))
+    return FidelityInfo(samples=int(next(iter(heldout.values())).shape[0]), outputs=outputs)

@@ -1,0 +1,295 @@
+"""TFLite conversion: model reference → SavedModel → FP32 / INT8 / FP16 / dynamic-range ``.tflite``.
+
+Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, METHODS.md §1):
+
+``per-channel`` (default)
+    Full-integer PTQ: activations asymmetric per tensor, conv/depthwise weights symmetric per
+    output channel, fully-connected weights symmetric per tensor (the paper's scheme).
+``per-tensor``
+    Full-integer PTQ with every weight quantized per tensor (the paper's comparison point;
+    the converter's ``_experimental_disable_per_channel`` switch).
+``fp16``
+    Weights stored as float16, compute in float.
+``dynamic``
+    Dynamic-range quantization: int8 weights, activations quantized on the fly (hybrid ops).
+
+Converters come from :mod:`optimizer.graph.convert` (shared with the importers); every call
+runs with TensorFlow's log output silenced, and a failure becomes one project exception
+carrying the converter's own error text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..graph.convert import quiet_conversion
+from ..graph.convert import savedmodel_tflite_converter
+from .calibration import InputSpec
+
+SCHEMES = ("per-channel", "per-tensor", "fp16", "dynamic")
+INTEGER_SCHEMES = ("per-channel", "per-tensor")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Converter calls: TensorFlow's logs silenced and its Python warnings (deprecation notices) dropped."""
+    with quiet_conversion(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@dataclass
+class ModelSource:
+    """A model ready for conversion and what is known about it.
+
+    Keras models (``keras_model`` set) are exported to a batch-1 SavedModel in ``workdir`` on
+    the first call of :meth:`saved_model`; SavedModel inputs are used as they are.
+    """
+
+    name: str
+    inputs: list[InputSpec]
+    preprocess: dict[str, Any] | None
+    task: str | None
+    source_path: Path | None
+    workdir: Path
+    keras_model: Any = None
+    random_weights: bool = False
+    saved_model_dir: Path | None = None
+
+    def saved_model(self) -> Path:
+        """The SavedModel directory to convert (exporting the Keras model once)."""
+        if self.saved_model_dir is None:
+            self.saved_model_dir = _export_keras(self.keras_model, self.name, self.inputs, self.workdir)
+        return self.saved_model_dir
+
+
+def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0) -> ModelSource:
+    """Resolve a zoo name, ``.keras`` file or SavedModel directory into a :class:`ModelSource`.
+
+    Zoo networks are built with random weights after ``keras.utils.set_random_seed(seed)``, so
+    the same seed gives the same weights.
+    """
+    from ..graph.zoo import builder, builder_names, dropped_model_files, zoo_names
+
+    ref = str(model_ref)
+    path = Path(ref)
+    if not path.exists() and ref in dropped_model_files():
+        path = dropped_model_files()[ref]
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise ModelFormatError(f"{path}: directory has no saved_model.pb; give a SavedModel "
+                                   "directory, a .keras file or a zoo name")
+        return ModelSource(path.name, _savedmodel_inputs(path), None, None, path, workdir,
+                           saved_model_dir=path)
+    if path.exists():
+        if path.suffix.lower() != ".keras":
+            raise ModelFormatError(f"{path}: cannot quantize a {path.suffix or 'suffix-less'} file; "
+                                   "give a .keras file, a SavedModel directory or a zoo name")
+        from .. import lazy
+
+        keras = lazy.keras()
+        try:
+            with quiet():
+                model = keras.models.load_model(path, compile=False)
+        except Exception as exc:  # Keras raises bare ValueError/TypeError/OSError on bad files
+            raise ModelFormatError(f"{path}: not a loadable .keras model ({_first_line(exc)})") from None
+        return model_from_keras(model, path.stem, workdir, source_path=path)
+    if ref in builder_names():
+        from .. import lazy
+        from ..graph.zoo import build_keras
+
+        keras = lazy.keras()
+        mod = builder(ref)
+        keras.utils.set_random_seed(seed)
+        with quiet():
+            model = build_keras(ref)
+        src = model_from_keras(model, ref, workdir, getattr(mod, "PREPROCESS", None),
+                               getattr(mod, "TASK", None))
+        src.random_weights = True
+        return src
+    if path.suffix or os.sep in ref:
+        raise InputFileError(f"{ref}: no such file; give a .keras file, a SavedModel directory "
+                             "or a zoo name")
+    from ..errors import UnknownNameError
+
+    raise UnknownNameError("zoo network", ref, zoo_names())
+
+
+def model_from_keras(model: Any, name: str, workdir: Path, preprocess: dict[str, Any] | None = None,
+                     task: str | None = None, source_path: Path | None = None) -> ModelSource:
+    """Wrap an in-memory Keras model as a :class:`ModelSource` (exported on first use)."""
+    specs = [InputSpec(_sig_name(t.name), tuple(int(d) if d is not None else 1 for d in t.shape[1:]),
+                       np.dtype(_np_dtype(t.dtype)).name) for t in model.inputs]
+    return ModelSource(name, sorted(specs, key=lambda s: s.name), preprocess, task, source_path,
+                       workdir, keras_model=model)
+
+
+def _np_dtype(dtype: Any) -> Any:
+    return getattr(dtype, "as_numpy_dtype", dtype)
+
+
+def _export_keras(model: Any, name: str, inputs: list[InputSpec], workdir: Path) -> Path:
+    from .. import lazy
+
+    tf = lazy.tensorflow()
+    by_name = {s.name: s for s in inputs}
+    specs = []
+    for t in model.inputs:
+        spec = by_name[_sig_name(t.name)]
+        specs.append(tf.TensorSpec((1, *spec.shape), spec.dtype, name=spec.name))
+    signature = [specs] if len(specs) > 1 else specs
+    out = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}_savedmodel"
+    try:
+        with quiet():
+            model.export(str(out), format="tf_saved_model", input_signature=signature, verbose=False)
+    except Exception as exc:  # tf.function tracing errors surface as many types
+        raise ModelFormatError(f"{name}: cannot export the Keras model for conversion "
+                               f"({_first_line(exc)})") from None
+    found = {s.name for s in _savedmodel_inputs(out)}
+    if found != set(by_name):
+        raise ModelFormatError(f"{name}: exported signature inputs {sorted(found)} differ from the "
+                               f"model inputs {sorted(by_name)}")
+    return out
+
+
+def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray]) -> int:
+    """Set every BatchNormalization's moving mean/variance to its input statistics on ``batch``.
+
+    Zoo networks carry random weights (no downloads); with the default statistics (mean 0,
+    variance 1) the activations of deep networks shrink layer after layer (MobileNetV2's logits
+    end near 1e-11), which makes any fidelity figure meaningless. One forward pass in training
+    mode normalises every BN layer with its batch statistics; storing those statistics as the
+    moving ones makes inference reproduce that well-scaled forward pass — the BN re-estimation
+    step of data-dependent initialisation (Krähenbühl et al., ICLR 2016). Returns the number of
+    layers updated.
+    """
+    from .. import lazy
+
+    keras = lazy.keras()
+    bns = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
+    if not bns:
+        return 0
+    probe = keras.Model(model.inputs, [layer.input for layer in bns])
+    order = [t.name for t in model.inputs]
+    feed = [batch[_sig_name(n)] for n in order]
+    with quiet():
+        outs = probe(feed if len(feed) > 1 else feed[0], training=True)
+    if not isinstance(outs, (list, tuple)):
+        outs = [outs]
+    for layer, x in zip(bns, outs):
+        x = np.asarray(x, dtype=np.float64)
+        axes = tuple(i for i in range(x.ndim) if i != (layer.axis if layer.axis >= 0 else x.ndim + layer.axis))
+        layer.moving_mean.assign(x.mean(axis=axes).astype(np.float32))
+        layer.moving_variance.assign(x.var(axis=axes).astype(np.float32))
+    return len(bns)
+
+
+def _sig_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name.split(":")[0])
+
+
+def _savedmodel_inputs(path: Path) -> list[InputSpec]:
+    from .. import lazy
+
+    tf = lazy.tensorflow()
+    try:
+        with quiet():
+            loaded = tf.saved_model.load(str(path))
+    except Exception as exc:  # TF raises OSError/ValueError/NotFoundError on bad SavedModels
+        raise ModelFormatError(f"{path}: not a loadable SavedModel ({_first_line(exc)})") from None
+    sig = loaded.signatures.get("serving_default")
+    if sig is None:
+        raise ModelFormatError(f"{path}: SavedModel has no 'serving_default' signature "
+                               f"(has {', '.join(loaded.signatures) or 'none'})")
+    _, kwargs = sig.structured_input_signature
+    specs = []
+    for key, spec in sorted(kwargs.items()):
+        shape = tuple(int(d) if d is not None else 1 for d in spec.shape[1:])
+        specs.append(InputSpec(key, shape, np.dtype(spec.dtype.as_numpy_dtype).name))
+    return specs
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _converter_error(exc: BaseException) -> str:
+    """The informative lines of a converter error (``error:`` lines of the MLIR diagnostics)."""
+    text = str(exc)
+    errors = [ln.split("error:", 1)[1].strip() for ln in text.splitlines() if "error:" in ln]
+    return "; ".join(dict.fromkeys(errors))[:500] if errors else _first_line(exc)
+
+
+def convert_float(src: ModelSource) -> bytes:
+    """Convert to an FP32 ``.tflite`` (the reference the quantized model is compared against)."""
+    converter = savedmodel_tflite_converter(src.saved_model())
+    try:
+        with quiet():
+            return bytes(converter.convert())
+    except Exception as exc:  # converter raises ConverterError/RuntimeError/ValueError
+        raise UnsupportedOperatorError(f"{src.name}: TFLite cannot convert the model "
+                                       f"({_converter_error(exc)})") from None
+
+
+def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.ndarray]],
+                      io_type: str) -> bytes:
+    """Convert with a post-training quantization ``scheme`` (see module docstring).
+
+    Parameters
+    ----------
+    src
+        The model.
+    scheme
+        One of :data:`SCHEMES`.
+    calib
+        Representative samples (dicts input name → array with batch axis 1); used by the
+        integer schemes only.
+    io_type
+        ``"int8"`` (integer model inputs/outputs) or ``"float"`` (QUANTIZE/DEQUANTIZE at I/O).
+    """
+    from .. import lazy
+
+    tf = lazy.tensorflow()
+    if scheme not in SCHEMES:
+        raise ConfigError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    converter = savedmodel_tflite_converter(src.saved_model())
+    try:
+        with quiet():
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if scheme == "fp16":
+                converter.target_spec.supported_types = [tf.float16]
+            elif scheme in INTEGER_SCHEMES:
+                converter.representative_dataset = lambda: iter(calib)
+                converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+                # the paper's scheme: fully-connected weights per tensor in both variants
+                converter._experimental_disable_per_channel_quantization_for_dense_layers = True
+                converter._experimental_disable_per_channel = scheme == "per-tensor"
+                if io_type == "int8":
+                    int_inputs = all(np.issubdtype(np.dtype(s.dtype), np.integer) for s in src.inputs)
+                    if not int_inputs:
+                        converter.inference_input_type = tf.int8
+                    converter.inference_output_type = tf.int8
+            return bytes(converter.convert())
+    except Exception as exc:  # converter raises ConverterError/RuntimeError/ValueError
+        msg = _converter_error(exc)
+        match = re.search(r"op[: ]+'?([A-Za-z_.0-9]+)'?", msg)
+        what = f"operator {match.group(1)}" if match and "quantiz" in msg.lower() else "the model"
+        raise UnsupportedOperatorError(f"{src.name}: TFLite cannot quantize {what} with scheme "
+                                       f"{scheme} ({msg})") from None
+
+
+def temp_workdir() -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory for exported SavedModels (removed on exit)."""
+    return tempfile.TemporaryDirectory(prefix="dnnplan-quantize-")

@@ -1,0 +1,287 @@
+"""INT8 post-training quantization (issue 4): a real digits CNN, determinism, calibration, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- fixtures (built once per module)
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """A small CNN trained on scikit-learn's 8x8 digits, saved as .keras, plus its data splits."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from optimizer import lazy
+
+    keras = lazy.keras()
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32).reshape(-1, 8, 8, 1)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, random_state=0, stratify=y)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((8, 8, 1), name="digits"),
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.DepthwiseConv2D(3, padding="same", activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(10),
+    ], name="digits_cnn")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(xtr, ytr, epochs=12, batch_size=32, verbose=0)
+    d = tmp_path_factory.mktemp("digits")
+    np.savez(d / "train.npz", digits=xtr)
+    model.save(d / "digits.keras")
+    return {"dir": d, "keras": d / "digits.keras", "npz": d / "train.npz", "xte": xte, "yte": yte}
+
+
+@pytest.fixture(scope="module")
+def digits_quantized(digits):
+    """The digits CNN quantized with both full-integer schemes (calibration = training split)."""
+    from optimizer.quantize import quantize
+
+    out = {}
+    for scheme in ("per-channel", "per-tensor"):
+        path = digits["dir"] / f"digits_{scheme}.tflite"
+        rep = quantize(digits["keras"], path, calib=digits["npz"], samples=1000, scheme=scheme,
+                       seed=7, runs=10, warmup=2)
+        out[scheme] = (path, rep)
+    return out
+
+
+def _accuracy(tflite: bytes, x: np.ndarray, y: np.ndarray) -> float:
+    from optimizer.quantize import TfliteRunner
+
+    pred = TfliteRunner(tflite).predict({"digits": x})
+    return float(np.mean(next(iter(pred.values())).argmax(axis=1) == y))
+
+
+# ---------------------------------------------------------------- accuracy and report
+
+@pytest.mark.slow
+def test_digits_int8_accuracy_within_one_point(digits, digits_quantized, tmp_path):
+    from optimizer.quantize import convert_float, open_model
+
+    src = open_model(digits["keras"], tmp_path)
+    fp32 = convert_float(src)
+    acc_fp32 = _accuracy(fp32, digits["xte"], digits["yte"])
+    path, rep = digits_quantized["per-channel"]
+    acc_int8 = _accuracy(path.read_bytes(), digits["xte"], digits["yte"])
+    assert acc_fp32 > 0.9, "the digits CNN did not train"
+    assert abs(acc_fp32 - acc_int8) <= 0.01, (acc_fp32, acc_int8)
+    # the report's held-out inputs are drawn from the .npz but never used for calibration
+    assert rep.calibration.samples_used + rep.calibration.heldout <= 1257
+    assert rep.calibration.heldout > 0 and rep.fidelity is not None
+    out = rep.fidelity.outputs[0]
+    assert out.top1_agreement is not None and out.top1_agreement >= 0.95
+    assert out.sqnr_db is not None and out.sqnr_db > 25.0
+    print(f"digits CNN: FP32 acc {acc_fp32:.4f}, INT8 acc {acc_int8:.4f}")
+
+
+@pytest.mark.slow
+def test_digits_report_per_channel_vs_per_tensor(digits_quantized):
+    pc = digits_quantized["per-channel"][1]
+    pt = digits_quantized["per-tensor"][1]
+    for rep in (pc, pt):
+        assert rep.ops.float_ops == [] and rep.ops.io_conversion_ops == []
+        assert rep.ops.cpu_segments == 0
+        assert rep.sizes.quantized_bytes < rep.sizes.fp32_bytes
+        assert rep.latency is not None and rep.latency.threads == 2
+        assert rep.latency.fp32.p90_ms >= rep.latency.fp32.median_ms > 0
+    # per-channel stores one scale per output channel of every conv/depthwise weight and bias
+    assert pc.sizes.per_channel_tensors > 0 and pt.sizes.per_channel_tensors == 0
+    assert pc.sizes.quantized_bytes > pt.sizes.quantized_bytes
+    # the FC weights stay per tensor in both (Park & Ha's scheme); both schemes are faithful
+    assert pc.fidelity.outputs[0].sqnr_db > 25 and pt.fidelity.outputs[0].sqnr_db > 20
+    print(f"digits SQNR per-channel {pc.fidelity.outputs[0].sqnr_db:.2f} dB, "
+          f"per-tensor {pt.fidelity.outputs[0].sqnr_db:.2f} dB")
+
+
+@pytest.mark.slow
+def test_cli_same_seed_byte_identical_and_report(digits, digits_quantized, run_cli, tmp_path):
+    out = tmp_path / "again.tflite"
+    report = tmp_path / "r.json"
+    res = run_cli("quantize", digits["keras"], "--out", out, "--calib", digits["npz"], "--seed", 7,
+                  "--runs", 3, "--warmup", 1, "--report", report)
+    assert res.exit_code == 0, res.stderr
+    first = digits_quantized["per-channel"][0].read_bytes()
+    assert out.read_bytes() == first
+    data = json.loads(report.read_text())
+    assert data["scheme"] == "per-channel" and data["io"] == "int8"
+    assert data["sizes"]["quantized_bytes"] == len(first)
+    assert data["fidelity"]["outputs"][0]["sqnr_db"] > 25
+    assert "ratio" in res.stdout and "SQNR" in res.stdout
+    other = tmp_path / "other.tflite"
+    res = run_cli("quantize", digits["keras"], "--out", other, "--calib", digits["npz"],
+                  "--seed", 8, "--no-latency", "--samples", 50)
+    assert res.exit_code == 0, res.stderr
+    assert other.read_bytes() != first  # a different calibration draw gives other scales
+
+
+@pytest.mark.slow
+def test_dynamic_and_fp16_leave_float_ops(digits, tmp_path):
+    from optimizer.quantize import quantize
+
+    dyn = quantize(digits["keras"], tmp_path / "d.tflite", calib=digits["npz"], scheme="dynamic",
+                   measure_latency_=False, heldout=20)
+    assert dyn.io == "float"
+    assert {e.op for e in dyn.ops.float_ops} >= {"CONV_2D", "FULLY_CONNECTED"}
+    assert dyn.ops.cpu_fallback_counts["CONV_2D"] == 2
+    assert dyn.sizes.weight_bytes_by_type.get("INT8", 0) > 0
+    f16 = quantize(digits["keras"], tmp_path / "h.tflite", calib="synthetic", scheme="fp16",
+                   measure_latency_=False, heldout=20)
+    assert f16.sizes.weight_bytes_by_type.get("FLOAT16", 0) > 0
+    assert f16.fidelity.outputs[0].sqnr_db > 50  # float16 weights barely move the outputs
+    assert any("synthetic" in w for w in f16.warnings)
+
+
+@pytest.mark.slow
+def test_tensorflow_noise_does_not_reach_terminal(digits, tmp_path):
+    out = tmp_path / "q.tflite"
+    code = ("import sys; from optimizer.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "quantize", str(digits["keras"]), "--out",
+                           str(out), "--calib", "synthetic", "--samples", "20", "--heldout", "5",
+                           "--runs", "2", "--warmup", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert out.is_file()
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    # only our own warnings: synthetic data, no TensorFlow/absl/XNNPACK log lines
+    assert lines and all(ln.startswith("warning:") for ln in lines), proc.stderr
+    assert "Saved artifact" not in proc.stdout and "XNNPACK" not in proc.stdout
+
+
+# ---------------------------------------------------------------- calibration sources (no TF)
+
+def test_image_directory_is_preprocessed_like_inference(tmp_path):
+    from PIL import Image
+
+    from optimizer.quantize import InputSpec, load_calibration
+
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        pix = rng.integers(0, 256, size=(4, 4, 3), dtype=np.uint8)
+        Image.fromarray(pix).save(tmp_path / f"img{i}.png")
+    pre = {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3}
+    spec = InputSpec("input", (4, 4, 3), "float32")
+    cal = load_calibration(tmp_path, [spec], pre, samples=3, heldout=2, seed=1)
+    assert cal.n_calib == 3 and cal.n_heldout == 2
+    x = np.concatenate([cal.calib["input"], cal.heldout["input"]])
+    # same size: no resampling, so every value must be (p - 127.5) / 127.5 for some saved pixel
+    originals = {tuple(np.asarray(Image.open(p), dtype=np.float64).ravel()) for p in tmp_path.glob("*.png")}
+    for row in x:
+        assert tuple((row * 127.5 + 127.5).round(4).ravel()) in originals
+    assert x.min() >= -1.0 and x.max() <= 1.0
+    # same seed -> same draw; calibration and held-out are disjoint
+    again = load_calibration(tmp_path, [spec], pre, samples=3, heldout=2, seed=1)
+    assert np.array_equal(again.calib["input"], cal.calib["input"])
+    calib_rows = {r.tobytes() for r in cal.calib["input"]}
+    assert not calib_rows & {r.tobytes() for r in cal.heldout["input"]}
+    bgr = load_calibration(tmp_path, [spec], {**pre, "color": "BGR"}, samples=3, heldout=2, seed=1)
+    assert np.allclose(bgr.calib["input"], cal.calib["input"][..., ::-1])
+
+
+def test_fewer_samples_than_asked_is_said(tmp_path):
+    from optimizer.quantize import InputSpec, load_calibration
+
+    np.savez(tmp_path / "c.npz", x=np.zeros((50, 3), np.float32))
+    cal = load_calibration(tmp_path / "c.npz", [InputSpec("x", (3,), "float32")], None,
+                           samples=1000, heldout=100, seed=0)
+    assert cal.n_calib == 40 and cal.n_heldout == 10
+    assert any("50 samples" in n and "asked 1000" in n for n in cal.notes)
+
+
+def test_synthetic_tokens_and_pixels_in_range():
+    from optimizer.quantize import InputSpec, load_calibration
+
+    tok = load_calibration("synthetic", [InputSpec("ids", (16,), "int32")],
+                           {"kind": "tokens", "vocab_size": 30}, samples=8, heldout=2)
+    assert tok.calib["ids"].dtype == np.int32 and tok.calib["ids"].max() < 30
+    img = load_calibration("synthetic", [InputSpec("x", (5, 5, 3), "float32")],
+                           {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3},
+                           samples=8, heldout=2)
+    assert img.calib["x"].min() >= -1 and img.calib["x"].max() <= 1 and img.n_heldout == 2
+
+
+# ---------------------------------------------------------------- bad input: message, exit 2, no file
+
+def _fails(run_cli, out: Path, *args, match: str) -> None:
+    res = run_cli("quantize", *args, "--out", out, "--no-latency")
+    assert res.exit_code == 2, (res.exit_code, res.stderr)
+    assert match in res.stderr, res.stderr
+    assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1, res.stderr
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
+
+
+@pytest.mark.slow
+def test_calibration_shape_mismatch(digits, run_cli, tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, digits=np.zeros((20, 28, 28, 1), np.float32))
+    _fails(run_cli, tmp_path / "q.tflite", digits["keras"], "--calib", bad,
+           match="array 'digits' has shape [20, 28, 28, 1] float32; input 'digits' expects [N, 8, 8, 1] float32")
+    ints = tmp_path / "ints.npz"
+    np.savez(ints, digits=np.zeros((20, 8, 8, 1), np.uint8))
+    _fails(run_cli, tmp_path / "q.tflite", digits["keras"], "--calib", ints, match="uint8")
+
+
+@pytest.mark.slow
+def test_empty_and_unreadable_calibration(digits, run_cli, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not an image")
+    _fails(run_cli, tmp_path / "q.tflite", digits["keras"], "--calib", empty,
+           match="no images")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "cat.jpg").write_bytes(b"\xff\xd8 this is not a jpeg")
+    _fails(run_cli, tmp_path / "q.tflite", digits["keras"], "--calib", broken,
+           match="cat.jpg: unreadable calibration image")
+    _fails(run_cli, tmp_path / "q.tflite", digits["keras"], "--calib", tmp_path / "nope.npz",
+           match="calibration source not found")
+
+
+def test_unknown_zoo_name_and_bad_options(run_cli, tmp_path):
+    _fails(run_cli, tmp_path / "q.tflite", "mobilenet_v9", match="unknown zoo network 'mobilenet_v9'")
+    _fails(run_cli, tmp_path / "q.tflite", "mobilenet_v2", "--scheme", "int4",
+           match="--scheme 'int4' unknown")
+    _fails(run_cli, tmp_path / "q.tflite", "mobilenet_v2", "--scheme", "fp16", "--io", "int8",
+           match="--io int8 needs an integer scheme")
+
+
+@pytest.mark.slow
+def test_operator_that_cannot_be_quantized(run_cli, tmp_path):
+    """TFLite has no int8 CUMSUM kernel: the full-integer scheme must fail and name it."""
+    from optimizer import lazy
+
+    tf = lazy.tensorflow()
+    keras = lazy.keras()
+
+    class CumSum(keras.layers.Layer):
+        def call(self, x):
+            return tf.math.cumsum(x, axis=-1)
+
+    inp = keras.Input((16,), name="x")
+    model = keras.Model(inp, keras.layers.Dense(4)(CumSum()(keras.layers.Dense(8)(inp))))
+    saved = tmp_path / "cumsum_savedmodel"
+    with lazy.silenced_stderr():
+        model.export(str(saved), format="tf_saved_model", verbose=False)
+    _fails(run_cli, tmp_path / "q.tflite", saved, "--samples", 10,
+           match="TFLite cannot quantize operator CUMSUM")
+    res = run_cli("quantize", saved, "--out", tmp_path / "f.tflite", "--samples", 10,
+                  "--allow-float-ops", "--no-latency", "--json")
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert [e["op"] for e in data["ops"]["float_ops"]] == ["CUMSUM"]
+    assert data["ops"]["cpu_fallback_counts"]["CUMSUM"] == 1
+    assert data["ops"]["cpu_segments"] == 1
