@@ -31,7 +31,7 @@ app = typer.Typer(
 )
 
 # command modules register themselves on `app` when imported; order = order in --help
-COMMAND_MODULES: tuple[str, ...] = ("profile", "plan")
+COMMAND_MODULES: tuple[str, ...] = ("profile", "quantize", "cost", "measure", "map", "plan", "split", "batch", "deploy", "thermal", "policies", "report")
 
 
 def _version(value: bool) -> None:
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app, turning project errors into exit code 2."""
     STATE.debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)  # click returns the code of typer.Exit here
     except DnnplanError as exc:
         if STATE.debug:
             raise
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 def entry() -> None:

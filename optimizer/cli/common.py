@@ -9,8 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-console = Console()
-console_err = Console(stderr=True)
+console = Console(soft_wrap=True)
+console_err = Console(stderr=True, soft_wrap=True)
 
 
 @dataclass

@@ -1,5 +1,13 @@
-"""Cost models: (LayerGraph, Device) -> CostTable (see DESIGN.md, ``cost/``)."""
+"""Cost models: (LayerGraph, Device) -> CostTable (see DESIGN.md, ``cost/``).
 
+Backends: ``analytic`` (roofline + CPU fallback), ``measured`` (per-layer tables from
+``dnnplan measure`` or a phone) and ``learned`` (a scikit-learn Pipeline trained on measured
+tables). Use :func:`build_cost_table` for all three.
+"""
+
+from .build import BACKENDS, build_cost_table
+from .measured import MeasuredTable, read_measured_table, write_measured_table
 from .table import CostTable
 
-__all__ = ["CostTable"]
+__all__ = ["BACKENDS", "CostTable", "MeasuredTable", "build_cost_table", "read_measured_table",
+           "write_measured_table"]

@@ -1,0 +1,151 @@
+"""Run a job's tasks on a local process pool (default) or on Dask ``distributed``.
+
+Shared inputs (graph and cost tables) are built once per input key in this process and
+handed to the workers — scattered once per key on Dask — never rebuilt per task. Results are
+written by this process only, each task's ``result.json`` last, so an interrupted run
+(Ctrl-C or SIGKILL) resumes with no finished task lost or repeated.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from .jobspec import JobSpec, TaskSpec
+from .store import ResultStore, TaskOutcome
+from .tasks import SharedInputs, build_inputs, execute_task
+
+ProgressFn = Callable[[int, int, int, int], None]  # done, failed, remaining, total
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Counts after a run: tasks finished now, skipped as already finished, failures."""
+
+    total: int
+    ran: int
+    skipped: int
+    done: int
+    failed: int
+    wall_time_s: float
+    backend: str
+
+
+def pending_tasks(store: ResultStore, tasks: list[TaskSpec], retry_failed: bool) -> tuple[list[TaskSpec], int]:
+    """Tasks still to run, and how many were skipped as finished."""
+    todo = []
+    for t in tasks:
+        status = store.status_of(t.task_id)
+        if status is None or (status == "failed" and retry_failed):
+            todo.append(t)
+    return todo, len(tasks) - len(todo)
+
+
+def connect_dask(scheduler: str | None, local_cluster: int | None, timeout_s: float = 5.0) -> tuple[Any, Any]:
+    """A ``distributed.Client`` for ``scheduler`` or a new LocalCluster (clear error if unreachable)."""
+    import distributed
+
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout=f"{timeout_s}s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"--scheduler {scheduler}: cannot reach a Dask scheduler within "
+                              f"{timeout_s:.0f} s ({type(exc).__name__}); start one with "
+                              "'dask scheduler' or use --local-cluster N") from None
+        return client, None
+    cluster = distributed.LocalCluster(n_workers=local_cluster, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=50)
+    return distributed.Client(cluster, set_as_default=False), cluster
+
+
+def run_job(
+    job: JobSpec,
+    store: ResultStore,
+    *,
+    workers: int = 2,
+    scheduler: str | None = None,
+    local_cluster: int | None = None,
+    retry_failed: bool = False,
+    progress: ProgressFn | None = None,
+) -> RunSummary:
+    """Run every unfinished task of ``job`` into ``store``."""
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: expected at least 1")
+    t0 = time.perf_counter()
+    tasks = job.expand()
+    client = cluster = None
+    if scheduler or local_cluster:
+        client, cluster = connect_dask(scheduler, local_cluster)  # fail before writing anything
+    try:
+        store.initialise(job, tasks)
+        todo, skipped = pending_tasks(store, tasks, retry_failed)
+        counts = {"done": 0, "failed": 0}
+
+        def on_result(task: TaskSpec, outcome: TaskOutcome) -> None:
+            store.record(task, outcome)
+            counts[outcome.status] += 1
+            if progress:
+                progress(counts["done"], counts["failed"], len(todo) - counts["done"] - counts["failed"], len(todo))
+
+        if progress:
+            progress(0, 0, len(todo), len(todo))
+        graphs: dict[tuple[str, str], Any] = {}
+        inputs = {key: build_inputs(key, [t for t in todo if t.input_key == key], graphs)
+                  for key in dict.fromkeys(t.input_key for t in todo)}
+        if client is not None:
+            _run_dask(client, todo, inputs, on_result)
+            backend = f"dask ({scheduler or f'LocalCluster x{local_cluster}'})"
+        else:
+            _run_pool(workers, todo, inputs, on_result)
+            backend = f"process pool x{workers}"
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    final = store.counts()
+    return RunSummary(total=len(tasks), ran=len(todo), skipped=skipped, done=final["done"],
+                      failed=final["failed"], wall_time_s=time.perf_counter() - t0, backend=backend)
+
+
+def _run_pool(workers: int, todo: list[TaskSpec], inputs: dict[Any, SharedInputs],
+              on_result: Callable[[TaskSpec, TaskOutcome], None]) -> None:
+    if not todo:
+        return
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures: dict[Future[TaskOutcome], TaskSpec] = {}
+        try:
+            for t in todo:
+                futures[pool.submit(execute_task, t, inputs[t.input_key])] = t
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    on_result(futures[f], f.result())
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _run_dask(client: Any, todo: list[TaskSpec], inputs: dict[Any, SharedInputs],
+              on_result: Callable[[TaskSpec, TaskOutcome], None]) -> None:
+    import distributed
+
+    if not todo:
+        return
+    with client.as_current():
+        scattered = {key: client.scatter(value, broadcast=True, hash=False) for key, value in inputs.items()}
+        futures = {client.submit(execute_task, t, scattered[t.input_key], key=f"task-{t.task_id}",
+                                 pure=False): t for t in todo}
+        try:
+            for fut in distributed.as_completed(list(futures)):
+                on_result(futures[fut], fut.result())
+        except BaseException:
+            client.cancel(list(futures))
+            raise

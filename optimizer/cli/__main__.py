@@ -1,0 +1,5 @@
+"""``python -m optimizer.cli`` runs the ``dnnplan`` command line."""
+
+from . import entry
+
+entry()

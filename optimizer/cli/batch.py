@@ -1,0 +1,116 @@
+"""``dnnplan batch``: expand, run, inspect and collect batch search jobs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err
+
+batch_app = typer.Typer(help="Batch search jobs: job files, resumable result store, process pool or Dask.",
+                        no_args_is_help=True)
+app.add_typer(batch_app, name="batch")
+
+
+@batch_app.command("plan")
+def batch_plan(job_file: str = typer.Argument(..., metavar="JOB.yaml")) -> None:
+    """Show the expanded task list and its count without running anything."""
+    from rich.table import Table
+
+    from ..batch import load_job
+
+    job = load_job(job_file)
+    tasks = job.expand()
+    table = Table(title=f"job {job.name}: {len(tasks)} tasks", header_style="bold")
+    for col in ("task id", "kind", "model", "device", "network", "solver", "objectives", "seed"):
+        table.add_column(col)
+    for t in tasks:
+        table.add_row(t.task_id, t.kind, t.model, t.device, t.network or "-", t.solver or "",
+                      ",".join(t.objectives or []), str(t.seed))
+    console.print(table)
+    console.print(f"{len(tasks)} tasks")
+
+
+@batch_app.command("run")
+def batch_run(
+    job_file: str = typer.Argument(..., metavar="JOB.yaml"),
+    out: Optional[str] = typer.Option(None, "--out", help="Run folder [default: results/<job name>]."),
+    workers: int = typer.Option(2, "--workers", "-w", help="Local worker processes."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
+    local_cluster: Optional[int] = typer.Option(None, "--local-cluster", help="Start a Dask LocalCluster with N worker processes."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed tasks again."),
+) -> None:
+    """Run every unfinished task; re-running resumes (finished tasks are skipped)."""
+    from ..batch import ResultStore, load_job, run_job
+    from ..errors import ConfigError
+
+    if scheduler and local_cluster:
+        raise ConfigError("give either --scheduler or --local-cluster, not both")
+    job = load_job(job_file)
+    store = ResultStore(out or f"results/{job.name}")
+    with _progress() as update:
+        summary = run_job(job, store, workers=workers, scheduler=scheduler,
+                          local_cluster=local_cluster, retry_failed=retry_failed, progress=update)
+    console.print(f"{summary.total} tasks: {summary.done} done, {summary.failed} failed "
+                  f"({summary.ran} run now, {summary.skipped} already finished) in "
+                  f"{summary.wall_time_s:.1f} s on {summary.backend}; results in {store.root}")
+    if summary.failed:
+        console_err.print(f"{summary.failed} task(s) failed: see 'dnnplan batch status {store.root}'")
+        raise typer.Exit(1)
+
+
+@batch_app.command("status")
+def batch_status(run: str = typer.Argument(..., metavar="RUN", help="Run folder.")) -> None:
+    """Counts by status and every failed task with its one-line error."""
+    from ..batch import ResultStore
+
+    store = ResultStore.open_existing(run)
+    counts = store.counts()
+    console.print(f"{run}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    df = store.table()
+    for _, row in df[df["status"] == "failed"].iterrows():
+        console.print(f"  [red]failed[/] {row['task_id']} {row['kind']} {row['model']} on "
+                      f"{row['device']}: {row['error']}", highlight=False)
+
+
+@batch_app.command("collect")
+def batch_collect(
+    run: str = typer.Argument(..., metavar="RUN", help="Run folder."),
+    out: str = typer.Option(..., "--out", help="table.parquet or table.csv"),
+) -> None:
+    """One row per task: inputs, solver, seed, objectives, evaluations, wall time, plan path."""
+    from ..batch import ResultStore, write_table
+
+    store = ResultStore.open_existing(run)
+    n = write_table(store.table(), out)
+    console.print(f"{n} rows -> {out}")
+
+
+class _progress:
+    """Rich progress bar with done/failed/remaining and ETA (silent with --quiet)."""
+
+    def __enter__(self):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = None if STATE.quiet else Progress(
+            TextColumn("[bold]batch"), BarColumn(), TextColumn("{task.fields[text]}"),
+            TimeRemainingColumn(), console=console_err, transient=False)
+        self.task = None
+        if self.bar:
+            self.bar.start()
+        return self.update
+
+    def update(self, done: int, failed: int, remaining: int, total: int) -> None:
+        if not self.bar:
+            return
+        text = f"{done} done, {failed} failed, {remaining} remaining"
+        if self.task is None:
+            self.task = self.bar.add_task("batch", total=max(total, 1), text=text)
+        self.bar.update(self.task, completed=done + failed, text=text)
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+        return False

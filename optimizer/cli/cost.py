@@ -1,0 +1,140 @@
+"""``dnnplan cost``: the per-layer, per-processor CostTable of a network on a device."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err, print_json
+
+
+def _device(name: str):
+    from ..errors import UnknownNameError
+    from ..hardware import device_names, load_device, load_server, server_names
+
+    if name in server_names() and name not in device_names():
+        return load_server(name)
+    try:
+        return load_device(name)
+    except UnknownNameError as exc:
+        raise UnknownNameError("device", name, device_names() + server_names()) from exc
+
+
+def _clocks(specs: list[str]) -> dict[str, float]:
+    from ..errors import ConfigError
+    from ..hardware.units import parse_quantity
+
+    out = {}
+    for spec in specs:
+        proc, sep, value = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--clock {spec!r}: expected PROCESSOR=FREQUENCY, e.g. cpu=1.8GHz")
+        try:
+            out[proc.strip()] = parse_quantity(value.strip(), "frequency")
+        except ValueError as exc:
+            raise ConfigError(f"--clock {spec!r}: {exc}") from None
+    return out
+
+
+def _learned_model(tables: list[str], dtype: str):
+    from ..cost.learned import fit_learned_model
+    from ..cost.measured import read_measured_table
+    from ..errors import ConfigError
+    from ..graph import load_graph
+
+    if not tables:
+        raise ConfigError("--backend learned needs --table FILE (one or more measured tables to train on)")
+    pairs = []
+    for path in tables:
+        mt = read_measured_table(path)
+        name = mt.meta.get("model")
+        if not name:
+            raise ConfigError(f"{path}: the table has no '# model: ...' header; cannot find its network")
+        pairs.append((load_graph(str(name), str(mt.meta.get("granularity", "op"))), mt))
+    return fit_learned_model(pairs, dtype=str(pairs[0][1].meta.get("dtype", "fp32")))
+
+
+def cost_to_dict(ct) -> dict:
+    """JSON form of a CostTable."""
+    procs = list(ct.processors)
+    layers = [{"index": i, "name": name,
+               "latency_s": dict(zip(procs, ct.latency_s[i].tolist())),
+               "energy_j": dict(zip(procs, ct.energy_j[i].tolist())),
+               "supported": dict(zip(procs, ct.supported[i].tolist()))}
+              for i, name in enumerate(ct.layer_names)]
+    return {
+        "model": ct.model, "device": ct.device, "dtype": ct.dtype, "backend": ct.backend,
+        "granularity": ct.granularity, "processors": procs, "processor_kinds": list(ct.processor_kinds),
+        "totals": {"latency_s": dict(zip(procs, ct.cum_latency_s[-1].tolist())),
+                   "energy_j": dict(zip(procs, ct.cum_energy_j[-1].tolist())),
+                   "fallback_layers": dict(zip(procs, (~ct.supported).sum(axis=0).tolist()))},
+        "active_power_w": dict(zip(procs, ct.active_power_w.tolist())), "idle_power_w": ct.idle_power_w,
+        "cut_bytes": ct.cut_bytes.tolist(), "handoff_latency_s": ct.handoff_latency_s.tolist(),
+        "handoff_s_per_byte": ct.handoff_s_per_byte.tolist(), "layers": layers,
+        "meta": {k: v for k, v in ct.meta.items() if k != "table_meta"},
+    }
+
+
+@app.command()
+def cost(
+    model: str = typer.Argument(..., help="Zoo name or a .keras/.onnx/.tflite file."),
+    device: str = typer.Option(..., "--device", "-d", help="Device or server name (search_spaces/) or a YAML path."),
+    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned."),
+    dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
+    table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
+    granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
+    clock: list[str] = typer.Option([], "--clock", help="PROCESSOR=FREQUENCY (e.g. cpu=1.8GHz); default: max clocks (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
+) -> None:
+    """Latency and energy of every layer on every processor (fallback marked *), with totals."""
+    from ..cost import build_cost_table
+    from ..errors import ConfigError
+    from ..graph import load_graph
+
+    if granularity not in ("op", "block"):
+        raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
+    from ..cost.build import BACKENDS
+    from ..errors import UnknownNameError
+
+    if backend not in BACKENDS:
+        raise UnknownNameError("cost backend", backend, BACKENDS)
+    dev = _device(device)
+    clocks = _clocks(clock)
+    unknown = [c for c in clocks if c not in dev.processor_names]
+    if unknown:
+        raise UnknownNameError("processor", unknown[0], dev.processor_names, where=f"device {dev.name!r}")
+    if backend == "measured" and len(table) != 1:
+        raise ConfigError("--backend measured needs exactly one --table FILE (from `dnnplan measure`)")
+    graph = load_graph(model, granularity)
+    learned = _learned_model(table, dtype) if backend == "learned" else None
+    ct = build_cost_table(graph, dev, dtype, backend, clock_hz=clocks or None,
+                          table=table[0] if backend == "measured" else None, model=learned)
+    if as_json:
+        print_json(cost_to_dict(ct))
+        return
+    _print(ct)
+
+
+def _print(ct) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{ct.model} on {ct.device} — {ct.n_layers} layers, {ct.dtype}, {ct.backend} "
+                    "(ms; * = CPU fallback)", header_style="bold")
+    t.add_column("#", justify="right")
+    t.add_column("layer")
+    for p in ct.processors:
+        t.add_column(p, justify="right")
+    if not STATE.quiet:
+        for i, name in enumerate(ct.layer_names):
+            cells = [f"{ct.latency_s[i, j] * 1e3:.3f}{'' if ct.supported[i, j] else '*'}"
+                     for j in range(ct.n_processors)]
+            t.add_row(str(i), name, *cells)
+        t.add_section()
+    t.add_row("", "[bold]total latency (ms)[/]", *[f"{v * 1e3:.2f}" for v in ct.cum_latency_s[-1]])
+    t.add_row("", "[bold]total energy (mJ)[/]", *[f"{v * 1e3:.2f}" for v in ct.cum_energy_j[-1]])
+    t.add_row("", "fallback layers", *[str(int(v)) for v in (~ct.supported).sum(axis=0)])
+    console.print(t)
+    if ct.backend != "analytic" and not STATE.quiet:
+        console_err.print(f"[dim]{ct.meta.get('table') or ''} {ct.meta.get('trained_on') or ''}[/]")

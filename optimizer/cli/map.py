@@ -1,0 +1,182 @@
+"""``dnnplan map``: pipeline mapping of a network onto a phone's processors (Park & Ha)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err
+
+
+def _memory_limit(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from ..errors import ConfigError
+    from ..hardware.units import parse_quantity
+
+    try:
+        value = parse_quantity(text, "bytes")
+    except ValueError as exc:
+        raise ConfigError(f"--memory-limit {text!r}: {exc}") from None
+    if not value > 0:
+        raise ConfigError(f"--memory-limit {text!r}: expected a size > 0 such as '2 GB'")
+    return value
+
+
+@app.command("map")
+def map_cmd(
+    model: str = typer.Argument(..., help="Zoo name or model file (.keras, .onnx, .tflite, SavedModel dir)."),
+    device: str = typer.Option(..., "--device", "-d", help="Device name (search_spaces/devices) or YAML path."),
+    out: Path = typer.Option(..., "--out", "-o", help="Plan file to write (schema v1)."),
+    dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
+    solver: str = typer.Option("ga", "--solver", help="ga, exact, single or flops."),
+    objectives: str = typer.Option("throughput", "--objectives",
+                                   help="throughput (alias fps), latency, energy, memory; two comma-separated "
+                                        "for a Pareto front (e.g. throughput,energy)."),
+    stages: int = typer.Option(3, "--stages", help="Most inference stages (each on its own processor)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the GA (same seed -> same plan)."),
+    granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
+    processors: Optional[str] = typer.Option(None, "--processors",
+                                             help="Comma-separated processors stages may use (default: all)."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Per-processor memory cap, e.g. '2 GB'."),
+    cpu_cores: int = typer.Option(8, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) and "
+                                                         "pre/post-processing (2 threads each)."),
+    pre_ms: float = typer.Option(0.0, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms."),
+    post_ms: float = typer.Option(0.0, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms."),
+    generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
+    population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
+                                              help="GA checkpoint file (default: OUT.ckpt, removed on success)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the GA from its checkpoint."),
+    measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd",
+                                              help="Measure each candidate's fps with this command "
+                                                   "(optimizer/measure/PROTOCOL.md); GA fitness = measured fps."),
+    measure_repeats: int = typer.Option(10, "--measure-repeats", help="Timed runs per measurement (2 warm-up runs)."),
+    measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",
+                                                 help="JSON-lines cache of measurements (default: OUT.measured.jsonl)."),
+) -> None:
+    """Map MODEL onto DEVICE as a pipeline of processor stages and write the plan."""
+    from ..errors import ConfigError
+    from ..graph import load_graph
+    from ..hardware import load_device
+    from ..plan.io import write_plan
+    from ..plan.make import finish_pipeline_plan, pipeline_problem
+    from ..search import solve, solver_names
+
+    if granularity not in ("op", "block"):
+        raise ConfigError(f"--granularity {granularity!r}: expected 'op' or 'block'")
+    if solver not in solver_names("pipeline"):
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("solver", solver, solver_names("pipeline"))
+    objs = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    limit = _memory_limit(memory_limit)
+    if resume and solver != "ga":
+        raise ConfigError(f"--resume applies to --solver ga, not {solver!r}")
+    if measure_cmd is not None and solver != "ga":
+        raise ConfigError(f"--measure-cmd applies to --solver ga, not {solver!r}")
+    dev = load_device(device)
+    graph = load_graph(model, granularity)
+    names = None if processors is None else [p.strip() for p in processors.split(",") if p.strip()]
+    problem = pipeline_problem(graph, dev, dtype=dtype, stages=stages, objectives=objs, memory_limit=limit,
+                               processors=names, cpu_cores=cpu_cores, pre_s=pre_ms / 1e3,
+                               post_s=post_ms / 1e3)
+    ct = problem.cost_table
+
+    settings: dict = {}
+    ckpt: Path | None = None
+    measurer = None
+    if solver == "ga":
+        ckpt = checkpoint if checkpoint is not None else out.with_name(out.name + ".ckpt")
+        settings.update(max_generations=generations, population=population, checkpoint=ckpt, resume=resume)
+        if measure_cmd is not None:
+            from ..measure import ExternalMeasurer
+            from ..measure.artifacts import export_artifact
+            from ..search.evaluators import MeasuredEvaluator, external_measure
+
+            measurer = ExternalMeasurer(measure_cmd)
+            artifact = export_artifact(model, graph, "onnx")
+            cpu = ct.processors[ct.processor_kinds.index("cpu")]
+            cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
+            settings["evaluator"] = MeasuredEvaluator(
+                external_measure(measurer, artifact, dtype=dtype, cpu_processor=cpu,
+                                 cpu_threads=problem.cpu_threads, repeats=measure_repeats),
+                cache_path=cache)
+
+    first = problem.objective_names[0]
+    unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B"}.get(first, "")
+    try:
+        if solver == "ga" and not STATE.quiet:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(TextColumn("[bold]GA[/] gen"), MofNCompleteColumn(), BarColumn(),
+                          TextColumn("best {task.fields[best]}  evals {task.fields[evals]}"),
+                          TimeElapsedColumn(), console=console_err, transient=True) as bar:
+                task = bar.add_task("ga", total=generations, best="-", evals=0)
+
+                def progress(gen: int, best: float, evals: int) -> None:
+                    bar.update(task, completed=gen, best=f"{best:.4g} {unit}", evals=evals)
+
+                result = solve(problem, "ga", seed=seed, progress=progress, **settings)
+        else:
+            result = solve(problem, solver, seed=seed, **settings)
+    except KeyboardInterrupt:
+        if ckpt is not None and ckpt.exists():
+            console_err.print(f"interrupted: checkpoint kept at {ckpt}; rerun the same command with --resume")
+        raise
+    finally:
+        if measurer is not None:
+            measurer.close()
+
+    command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
+    outcome = finish_pipeline_plan(problem, result, graph, command=command)
+    result, plan = outcome.result, outcome.plan
+    write_plan(plan, out)
+    if solver == "ga" and checkpoint is None and ckpt is not None:
+        ckpt.unlink(missing_ok=True)
+    _summary(problem, result, plan, out)
+
+
+def _summary(problem, result, plan, out: Path) -> None:
+    from rich.table import Table
+
+    best = result.best
+    table = Table(title=f"{plan.model.name} on {plan.device} ({plan.model.dtype}, {plan.model.layers} "
+                        f"{plan.model.granularity} layers) — solver {result.solver}")
+    for col in ("stage", "processor", "layers", "time ms"):
+        table.add_column(col, justify="right" if col in ("layers", "time ms") else "left")
+    bottleneck = best.metrics["bottleneck_s"]
+
+    def row(name: str, proc: str, layers: str, t: float | None) -> None:
+        mark = " ◀ bottleneck" if t is not None and abs(t - bottleneck) <= 1e-12 * max(1.0, bottleneck) else ""
+        table.add_row(name, proc, layers, ("-" if t is None else f"{t * 1e3:.3f}") + mark)
+
+    row("pre", plan.preprocess.processor, "", best.metrics["pre_s"])
+    for k, st in enumerate(plan.stages):
+        row(f"{k + 1}", st.processor, f"{st.first_layer}-{st.last_layer} ({st.last_layer - st.first_layer + 1})",
+            st.predicted_time_s)
+    row("post", plan.postprocess.processor, "", best.metrics["post_s"])
+    console.print(table)
+    obj = best.objectives
+    console.print(f"predicted: {obj['throughput_fps']:.2f} fps, latency {obj['latency_s'] * 1e3:.2f} ms, "
+                  f"energy {obj['energy_j'] * 1e3:.2f} mJ/frame, memory {obj['memory_bytes'] / 1e6:.1f} MB "
+                  f"(largest stage)", highlight=False)
+    singles = {k.split(":", 1)[1]: c for k, c in result.baselines.items() if k.startswith("single:")}
+    if singles:
+        best_single = max(singles.items(), key=lambda kv: kv[1].objectives["throughput_fps"])
+        parts = ", ".join(f"{p} {c.objectives['throughput_fps']:.2f}" for p, c in singles.items())
+        console.print(f"single-processor fps: {parts}; pipeline / best single ({best_single[0]}) = "
+                      f"x{obj['throughput_fps'] / best_single[1].objectives['throughput_fps']:.2f}", highlight=False)
+    if "flops" in result.baselines:
+        console.print(f"profiling-based (FLOPs) mapping: {result.baselines['flops'].objectives['throughput_fps']:.2f} fps",
+                      highlight=False)
+    if result.front:
+        console.print(f"Pareto front: {len(result.front)} mappings (see search.decision.front in the plan)")
+    console.print(f"evaluations {result.evaluations} of {result.space_size:.0f} mappings "
+                  f"({result.explored_fraction:.3%} explored), {result.wall_time_s:.2f} s; plan written to {out}",
+                  highlight=False)

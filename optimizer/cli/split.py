@@ -1,0 +1,217 @@
+"""``dnnplan split``: mobile–cloud split search (SmartSplit), or a split job with ``--job``."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..errors import ConfigError
+from . import app
+from .common import STATE, console, console_err
+
+SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
+
+
+def parse_weights(text: str | None) -> list[float] | None:
+    """``"1,1,1"`` -> [1.0, 1.0, 1.0] (length and sign are checked by the decision rule)."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--weights {text!r}: expected comma-separated numbers, e.g. 1,1,1") from None
+
+
+def _quantity(option: str, text: str | None, dimension: str, positive: bool) -> float | None:
+    from ..hardware import parse_quantity
+
+    if text is None:
+        return None
+    try:
+        value = parse_quantity(text, dimension)
+    except ValueError as exc:
+        raise ConfigError(f"{option} {text!r}: {exc}") from None
+    if positive and not value > 0:
+        raise ConfigError(f"{option} {text!r}: expected a value > 0")
+    if value < 0:
+        raise ConfigError(f"{option} {text!r}: expected a value >= 0")
+    return value
+
+
+def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
+    d = c.decision
+    where = "-" if d["split"] == 0 else f"{d['processor']} {d['clock_hz'] / 1e9:.2f}G"
+    return f"{d['split']}/{n_layers}", where, d["wire_dtype"] if d["split"] < n_layers else "-"
+
+
+def _front_csv(result: Any, layer_names: tuple[str, ...]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["split", "boundary_after_layer", "processor", "clock_hz", "wire_dtype", "crossing_bytes",
+                "latency_s", "energy_j", "memory_bytes", "chosen"])
+    for c in result.front:
+        d, o = c.decision, c.objectives
+        w.writerow([d["split"], layer_names[d["split"] - 1] if d["split"] > 0 else "", d["processor"],
+                    f"{d['clock_hz']:.0f}", d["wire_dtype"], int(c.metrics["crossing_bytes"]),
+                    f"{o['latency_s']:.9g}", f"{o['energy_j']:.9g}", int(o["memory_bytes"]),
+                    int(c.decision == result.best.decision)])
+    return buf.getvalue()
+
+
+def _print_wide(table: Any) -> None:
+    """Print a table at full width: a pipe or file gets 120 columns instead of Rich's 80."""
+    if console.is_terminal:
+        console.print(table)
+    else:
+        from rich.console import Console
+
+        Console(width=max(console.width, 120)).print(table)
+
+
+def _summary(result: Any, n_layers: int, title: str) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("", "split", "head", "wire", "up kB", "lat ms", "E mJ", "mem MB", "ok"):
+        table.add_column(col, justify="left" if col in ("", "head", "wire") else "right", no_wrap=True)
+    rows = [(f"[bold]{result.solver}[/]", result.best)]
+    rows += [(name.upper(), c) for name, c in result.baselines.items()]
+    for label, c in rows:
+        split, head, wire = _fmt_decision(c, n_layers)
+        o = c.objectives
+        table.add_row(label, split, head, wire, f"{c.metrics['crossing_bytes'] / 1e3:.1f}",
+                      f"{o['latency_s'] * 1e3:.1f}", f"{o['energy_j'] * 1e3:.1f}",
+                      f"{o['memory_bytes'] / 1e6:.2f}", "yes" if c.feasible else "[red]no[/]")
+    _print_wide(table)
+    console.print(f"front: {len(result.front)} solutions; evaluations {result.evaluations} of "
+                  f"{int(result.space_size)} ({result.explored_fraction:.1%}); "
+                  f"{result.wall_time_s:.2f} s", highlight=False)
+
+
+@app.command("split")
+def split_cmd(
+    model: str | None = typer.Argument(None, help="Zoo name or model file (.keras/.onnx/.tflite)."),
+    device: str | None = typer.Option(None, "--device", "-d", help="Phone (search_spaces/devices)."),
+    network: str | None = typer.Option(None, "--network", "-n", help="Link (search_spaces/networks)."),
+    server: str = typer.Option("smartsplit_i5", "--server", help="Server (search_spaces/servers)."),
+    solver: str = typer.Option("nsga2", "--solver", help=f"One of {', '.join(SOLVERS)}."),
+    granularity: str = typer.Option("block", "--granularity", help="block or op."),
+    dtype: str = typer.Option("int8", "--dtype", help="Compute dtype of the head (int8, fp16, fp32)."),
+    wire: str = typer.Option("int8,fp16,fp32", "--wire", help="Wire dtypes searched, comma-separated."),
+    cost_model: str = typer.Option("table", "--cost-model", help="table (CostTable) or smartsplit (closed form)."),
+    memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
+    bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
+    extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
+    weights: str | None = typer.Option(None, "--weights", help="TOPSIS weights latency,energy,memory."),
+    topsis: str = typer.Option("paper", "--topsis", help="paper (distance to ideal) or classic."),
+    population: int = typer.Option(40, "--population", help="NSGA-II population."),
+    generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Plan JSON to write."),
+    front: Path | None = typer.Option(None, "--front", help="Pareto front CSV to write."),
+    job: Path | None = typer.Option(None, "--job", help="Run a split job file instead (search_spaces/jobs)."),
+) -> None:
+    """Split a network between phone and server: NSGA-II front + TOPSIS choice vs baselines."""
+    if job is not None:
+        if model is not None:
+            raise ConfigError("give either MODEL or --job, not both")
+        _run_job(job)
+        return
+    if model is None or device is None or network is None or out is None:
+        missing = [n for n, v in (("MODEL", model), ("--device", device), ("--network", network),
+                                  ("--out", out)) if v is None]
+        raise ConfigError(f"dnnplan split needs {', '.join(missing)} (or --job FILE)")
+    from ..errors import UnknownNameError
+    from ..search.decision import VARIANTS, check_weights
+    from ..search.split import COST_MODELS, OBJECTIVES
+
+    if solver not in SOLVERS:
+        raise UnknownNameError("solver", solver, SOLVERS)
+    if granularity not in ("block", "op"):
+        raise ConfigError(f"--granularity {granularity!r}: expected block or op")
+    if cost_model not in COST_MODELS:
+        raise ConfigError(f"--cost-model {cost_model!r}: expected one of {', '.join(COST_MODELS)}")
+    if topsis not in VARIANTS:
+        raise ConfigError(f"--topsis {topsis!r}: expected one of {', '.join(VARIANTS)}")
+    w = parse_weights(weights)
+    if w is not None:
+        try:
+            check_weights(w, len(OBJECTIVES))
+        except ConfigError as exc:
+            raise ConfigError(f"--weights: {exc} (latency, energy, memory)") from None
+    mem = _quantity("--memory-limit", memory_limit, "bytes", positive=False)
+    bw = _quantity("--bandwidth", bandwidth, "bitrate", positive=True)
+
+    from ..fileio import atomic_write_text
+    from ..graph import load_graph
+    from ..hardware import load_device, load_link, load_server
+    from ..plan.io import write_plan
+    from ..plan.make import make_split_plan
+
+    load_device(device), load_link(network), load_server(server)  # name errors before the model loads
+    settings: dict[str, Any] = {}
+    if solver in ("nsga2", "exact"):
+        settings = {"weights": w, "topsis_variant": topsis}
+    if solver == "nsga2":
+        settings.update(population=population, generations=generations)
+    argv = [model, "--device", device, "--network", network, "--server", server, "--solver", solver,
+            "--granularity", granularity, "--dtype", dtype, "--wire", wire, "--cost-model", cost_model,
+            "--topsis", topsis, "--seed", str(seed)]
+    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
+        if value is not None:
+            argv += [flag, value]
+    if solver == "nsga2":
+        argv += ["--population", str(population), "--generations", str(generations)]
+    argv += ["--extremes"] if extremes else []
+    with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
+        graph = load_graph(model, granularity)
+        if status is not None:
+            status.update(f"searching splits of {graph.name} ({len(graph)} layers) with {solver}")
+        outcome = make_split_plan(graph, device, network, server=server, dtype=dtype, solver=solver, seed=seed,
+                                  memory_limit=mem, include_extremes=extremes, cost_model=cost_model,
+                                  wire_dtypes=tuple(v.strip() for v in wire.split(",") if v.strip()),
+                                  bandwidth_bps=bw, settings=settings, command="dnnplan split " + " ".join(argv))
+    plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
+    front_text = _front_csv(result, costs.layer_names) if front is not None else None
+    write_plan(plan, out)
+    if front_text is not None:
+        atomic_write_text(front, front_text)
+    if not STATE.quiet:
+        _summary(result, len(graph), f"{graph.name} on {costs.device} over {costs.network} "
+                                     f"to {costs.server} ({granularity}, {costs.cost_model})")
+        console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
+
+
+def _run_job(path: Path) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from ..search.split_baselines import BASELINES
+    from ..search.split_job import SplitJob, run_split_job
+    from ..yamlio import load_model_yaml
+
+    job = load_model_yaml(path, SplitJob)
+    rows = run_split_job(job, progress=None if STATE.quiet else
+                         (lambda msg: console_err.print(f"[dim]{msg}[/]", highlight=False)))
+    seeds = len(job.seeds) > 1
+    table = Table(title=f"{job.name}: split chosen ({job.solver} + TOPSIS {job.topsis}) vs baselines",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["model", "device", *(["seed"] if seeds else []), "L", job.solver, "head / wire",
+            *[b.upper() for b in BASELINES], "lat ms", "E mJ"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("model", "device", "head / wire") else "right",
+                         no_wrap=True)
+    for r in rows:
+        ch = r["chosen"]
+        table.add_row(r["model"], r["device"], *([str(r["seed"])] if seeds else []), str(r["layers"]),
+                      str(ch["split"]), f"{ch['processor']} {ch['clock_hz'] / 1e9:.2f}G {ch['wire_dtype']}",
+                      *[str(r[b]["decision"]["split"]) for b in BASELINES],
+                      f"{r['objectives']['latency_s'] * 1e3:.1f}", f"{r['objectives']['energy_j'] * 1e3:.1f}")
+    _print_wide(table)

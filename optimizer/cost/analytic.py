@@ -1,0 +1,90 @@
+"""Analytic cost backend: a roofline per layer and processor, with CPU fallback.
+
+For layer ``l`` on processor ``p`` at clock ``f`` (Williams, Waterman & Patterson, "Roofline",
+CACM 2009; per-op-family efficiency and dispatch overhead as in nn-Meter, Zhang et al.
+MobiSys'21)::
+
+    t_native[l, p] = o_p * dispatched_l + max(MACs_l / (peak_p[dtype] * eff_p[op_l] * f / f_max),
+                                              bytes_l / bandwidth_p)
+
+An op that ``p`` does not support at ``dtype`` falls back to the CPU (Park & Ha, IEEE Access
+2024): ``t = t_native[l, cpu] + 2 * h_lat[p, cpu] + (in_bytes + out_bytes) * h_s_per_byte[p, cpu]``.
+Energy is active power times time, ``P_p(f) = P_static + Upsilon * f^3`` (Zhang et al. 2023),
+plus ``(in + out) * h_j_per_byte`` for a fallback's transfers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, UnknownNameError
+from ..graph.layergraph import OP_FAMILIES, LayerGraph
+from ..hardware.schema import Device
+from .features import LayerArrays, layer_arrays
+
+
+def resolve_clocks(device: Device, clock_hz: Mapping[str, float] | None) -> np.ndarray:
+    """Clock per processor [P]: the maximum unless ``clock_hz`` overrides it (0 < f <= max)."""
+    clocks = np.array([p.max_clock_hz for p in device.processors])
+    for name, f in (clock_hz or {}).items():
+        if name not in device.processor_names:
+            raise UnknownNameError("processor", name, device.processor_names, where=f"device {device.name!r}")
+        proc = device.processor(name)
+        if not (isinstance(f, (int, float)) and 0 < f <= proc.max_clock_hz * (1 + 1e-9)):
+            raise ConfigError(f"clock for processor {name!r} of {device.name!r} is {f!r} Hz; expected "
+                              f"0 < f <= {proc.max_clock_hz:.4g} Hz (its highest level)")
+        clocks[device.processor_names.index(name)] = float(f)
+    return clocks
+
+
+def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.ndarray:
+    """[L, P] bool: layer l's op family runs natively on processor p at ``dtype``."""
+    by_family = np.array([[p.supports(f, dtype) for p in device.processors] for f in OP_FAMILIES])
+    return by_family[op_index]
+
+
+def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray) -> np.ndarray:
+    """[L, P] roofline latency of every layer on every processor, ignoring support.
+
+    A processor without a peak at ``dtype`` gets ``inf`` (it cannot run the layer natively).
+    """
+    n_layers, n_procs = len(arrays.macs), len(device.processors)
+    out = np.empty((n_layers, n_procs))
+    for j, p in enumerate(device.processors):
+        peak = p.peak_at(dtype, clocks[j])
+        if peak <= 0:
+            out[:, j] = np.inf
+            continue
+        eff = np.array([p.op_efficiency(f) for f in OP_FAMILIES])[arrays.op_index]
+        compute = arrays.macs / (peak * eff)
+        memory = arrays.moved_bytes / p.memory_bandwidth_bytes_per_s
+        out[:, j] = p.layer_overhead_s * arrays.dispatched + np.maximum(compute, memory)
+    return out
+
+
+def analytic_costs(
+    graph: LayerGraph, device: Device, dtype: str, clock_hz: Mapping[str, float] | None = None,
+) -> dict[str, np.ndarray]:
+    """Latency, energy and support arrays [L, P] of ``graph`` on ``device`` (see module doc)."""
+    arrays = layer_arrays(graph, dtype)
+    clocks = resolve_clocks(device, clock_hz)
+    native = native_latency(device, arrays, dtype, clocks)
+    supported = supported_matrix(device, arrays.op_index, dtype)
+    fb = device.fallback_index
+    cpu = device.processors[fb]
+    if not supported[:, fb].all():
+        bad = graph.layers[int(np.argmin(supported[:, fb]))]
+        raise ConfigError(f"device {device.name!r}: fallback processor {cpu.name!r} cannot run "
+                          f"{bad.op!r} layers at {dtype} (layer {bad.name!r}); add {dtype!r} to its "
+                          "peak_macs and supported_ops")
+    h_lat, h_spb, h_jpb = device.handoff_matrices()
+    power = np.array([p.power_w(clocks[j]) for j, p in enumerate(device.processors)])
+    io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
+    fallback_s = native[:, [fb]] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
+    fallback_j = (power[fb] * native[:, [fb]]) + io_bytes * h_jpb[:, fb][None, :]
+    latency = np.where(supported, native, fallback_s)
+    energy = np.where(supported, native * power[None, :], fallback_j)
+    return {"latency_s": latency, "energy_j": energy, "supported": supported,
+            "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}

@@ -1,0 +1,123 @@
+"""Load Device and Link files from ``search_spaces/`` by name or path, with one-line errors.
+
+Names resolve to ``search_spaces/devices/<name>.yaml``, ``networks/<name>.yaml`` and
+``servers/<name>.yaml`` (override the root with ``$DNNPLAN_SEARCH_SPACES``). A schema violation
+becomes a :class:`~optimizer.errors.SchemaError` naming the file, the field and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import InputFileError, SchemaError, UnknownNameError
+from .schema import Device, Link
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def search_spaces_dir() -> Path:
+    """``$DNNPLAN_SEARCH_SPACES`` or the repository's ``search_spaces/``."""
+    env = os.environ.get("DNNPLAN_SEARCH_SPACES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "search_spaces"
+
+
+def _names(folder: str) -> list[str]:
+    d = search_spaces_dir() / folder
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def device_names() -> list[str]:
+    """Names of the device files in ``search_spaces/devices/``."""
+    return _names("devices")
+
+
+def link_names() -> list[str]:
+    """Names of the network link files in ``search_spaces/networks/``."""
+    return _names("networks")
+
+
+def server_names() -> list[str]:
+    """Names of the server files in ``search_spaces/servers/``."""
+    return _names("servers")
+
+
+def _resolve(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
+    s = str(ref)
+    p = Path(s)
+    if p.suffix in (".yaml", ".yml") or os.sep in s:
+        if not p.is_file():
+            raise InputFileError(f"{p}: no such {kind} file")
+        return p
+    cand = search_spaces_dir() / folder / f"{s}.yaml"
+    if not cand.is_file():
+        raise UnknownNameError(kind, s, _names(folder))
+    return cand
+
+
+def format_validation_error(path: Path | str, exc: ValidationError) -> str:
+    """One line: ``FILE: field 'a.b[0]': problem (got VALUE)`` for the first error."""
+    err = exc.errors(include_url=False)[0]
+    loc = ""
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        return f"{path}: field {loc!r} is missing (required)"
+    if err["type"] == "extra_forbidden":
+        return f"{path}: field {loc!r} is not allowed here (unknown key; check the spelling)"
+    got = err.get("input")
+    shown = f" (got {got!r})" if isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
+    where = f"field {loc!r}" if loc else "document"
+    more = f" [+{len(exc.errors()) - 1} more]" if len(exc.errors()) > 1 else ""
+    return f"{path}: {where}: {msg}{shown}{more}"
+
+
+def _load(path: Path, model: type[M]) -> M:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SchemaError(f"{path}: not valid YAML{at} ({problem})") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SchemaError(format_validation_error(path, exc)) from None
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: str, mtime: float, model: type[M]) -> M:
+    return _load(Path(path), model)
+
+
+def _load_file(path: Path, model: type[M]) -> M:
+    return _load_cached(str(path.resolve()), path.stat().st_mtime, model)
+
+
+def load_device(name_or_path: str | os.PathLike[str]) -> Device:
+    """A device by name (``pixel6``) or path to its YAML file."""
+    return _load_file(_resolve(name_or_path, "devices", "device"), Device)
+
+
+def load_server(name_or_path: str | os.PathLike[str]) -> Device:
+    """A server (a Device with a ``cloud`` processor) by name (``smartsplit_i5``) or path."""
+    dev = _load_file(_resolve(name_or_path, "servers", "server"), Device)
+    if not any(p.kind == "cloud" for p in dev.processors):
+        raise SchemaError(f"{name_or_path}: a server needs a processor of kind 'cloud'")
+    return dev
+
+
+def load_link(name_or_path: str | os.PathLike[str]) -> Link:
+    """A network link by name (``wifi_10``, ``lte``) or path to its YAML file."""
+    return _load_file(_resolve(name_or_path, "networks", "network"), Link)

@@ -1,0 +1,326 @@
+"""Pydantic schemas of the hardware files: Device (processors, hand-off), Link (radio model).
+
+Values are SI inside (Hz, B, s, W, J, MAC/s); the YAML may write them with units (see
+:mod:`optimizer.hardware.units`). Attribute names carry their unit (``memory_bytes``); the YAML
+key is the unit-free alias (``memory: 4 GB``). Every section carries a ``source`` string
+(spec sheet, paper table, or "calibrated from ...").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..errors import UnknownNameError
+from ..graph.layergraph import OP_FAMILIES
+from .units import (
+    Bitrate,
+    ByteRate,
+    Bytes,
+    Fraction,
+    Frequency,
+    JoulesPerByte,
+    MacRate,
+    Seconds,
+    Upsilon,
+    Watts,
+    WattsPerBitrate,
+)
+
+ProcessorKind = Literal["cpu", "gpu", "npu", "dsp", "tpu", "cloud"]
+PROCESSOR_KINDS: tuple[str, ...] = ("cpu", "gpu", "npu", "dsp", "tpu", "cloud")
+DTYPES: tuple[str, ...] = ("fp32", "fp16", "int8")
+
+Positive = Field(gt=0)
+NonNegative = Field(ge=0)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class PowerLevel(_Model):
+    """Measured active power at one clock level."""
+
+    clock_hz: Annotated[Frequency, Positive] = Field(alias="clock")
+    power_w: Annotated[Watts, NonNegative] = Field(alias="power")
+
+
+class PowerModel(_Model):
+    """Active power of a processor: ``P = P_static + Upsilon * f^3`` (Zhang et al. 2023, TADF)
+    or a per-level table (linear interpolation between levels).
+
+    Give exactly one of ``upsilon`` (W/Hz^3), ``dynamic_at_max`` (the dynamic power at the
+    highest clock, from which ``Upsilon = dynamic_at_max / f_max^3``) or ``levels``.
+    """
+
+    static_w: Annotated[Watts, NonNegative] = Field(0.0, alias="static")
+    upsilon_w_per_hz3: Annotated[Upsilon, NonNegative] | None = Field(None, alias="upsilon")
+    dynamic_at_max_w: Annotated[Watts, NonNegative] | None = Field(None, alias="dynamic_at_max")
+    levels: list[PowerLevel] | None = None
+    source: str
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PowerModel:
+        given = [k for k in ("upsilon_w_per_hz3", "dynamic_at_max_w", "levels") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of upsilon, dynamic_at_max or levels "
+                             f"(got {', '.join(given) or 'none'})")
+        if self.levels is not None and len(self.levels) == 0:
+            raise ValueError("levels must not be empty")
+        return self
+
+    def power_w(self, clock_hz: float, max_clock_hz: float) -> float:
+        """Active power (W) at ``clock_hz``."""
+        if self.levels is not None:
+            clocks = [lv.clock_hz for lv in self.levels]
+            powers = [lv.power_w for lv in self.levels]
+            return float(np.interp(clock_hz, clocks, powers))
+        upsilon = (self.upsilon_w_per_hz3 if self.upsilon_w_per_hz3 is not None
+                   else float(self.dynamic_at_max_w) / max_clock_hz**3)
+        return self.static_w + upsilon * clock_hz**3
+
+
+OpList = Literal["all"] | list[str]
+
+
+class Processor(_Model):
+    """One processor of a device (or a server's compute, kind ``cloud``).
+
+    Latency model (analytic backend): a layer of ``m`` MACs moving ``b`` bytes takes
+    ``overhead + max(m / (peak[dtype] * eff[op] * f / f_max), b / memory_bandwidth)``, a
+    roofline (Williams et al., CACM 2009) with a per-layer dispatch overhead. ``eff`` is the
+    achieved fraction of peak counted in direct-convolution MACs; it may exceed 1 (up to 4)
+    where runtimes use fast algorithms such as Winograd (Lavin & Gray, CVPR 2016).
+    """
+
+    name: str
+    kind: ProcessorKind
+    cores: Annotated[int, Positive]
+    clock_levels_hz: list[Annotated[Frequency, Positive]] = Field(alias="clock_levels", min_length=1)
+    peak_macs_per_s: dict[str, Annotated[MacRate, Positive]] = Field(alias="peak_macs")
+    efficiency: dict[str, Annotated[Fraction, Field(gt=0, le=4)]]
+    memory_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] = Field(alias="memory_bandwidth")
+    layer_overhead_s: Annotated[Seconds, NonNegative] = Field(alias="layer_overhead")
+    supported_ops: dict[str, OpList]
+    power: PowerModel
+    memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="memory")
+    source: str
+
+    @field_validator("clock_levels_hz")
+    @classmethod
+    def _ascending(cls, v: list[float]) -> list[float]:
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("clock levels must be strictly ascending (the maximum last)")
+        return v
+
+    @field_validator("peak_macs_per_s", "supported_ops")
+    @classmethod
+    def _dtypes(cls, v: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in v if k not in DTYPES]
+        if bad:
+            raise ValueError(f"unknown dtype {bad[0]!r}; expected one of {', '.join(DTYPES)}")
+        return v
+
+    @field_validator("efficiency")
+    @classmethod
+    def _families(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k in v if k not in OP_FAMILIES and k != "default"]
+        if bad:
+            raise ValueError(f"unknown op family {bad[0]!r}; expected default or one of {', '.join(OP_FAMILIES)}")
+        if "default" not in v:
+            raise ValueError("efficiency needs a 'default' entry (used for op families not listed)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Processor:
+        if not (self.name == self.kind or self.name.startswith(self.kind)):
+            raise ValueError(f"processor name {self.name!r} must equal or start with its kind {self.kind!r}")
+        for dtype, ops in self.supported_ops.items():
+            if dtype not in self.peak_macs_per_s:
+                raise ValueError(f"supported_ops lists dtype {dtype!r} but peak_macs has no entry for it")
+            if ops != "all":
+                bad = [op for op in ops if op not in OP_FAMILIES]
+                if bad:
+                    raise ValueError(f"supported_ops.{dtype}: unknown op family {bad[0]!r}; expected "
+                                     f"'all' or a list of {', '.join(OP_FAMILIES)}")
+        return self
+
+    @property
+    def max_clock_hz(self) -> float:
+        return self.clock_levels_hz[-1]
+
+    def op_efficiency(self, op: str) -> float:
+        """Fraction of peak reached by op family ``op``."""
+        return self.efficiency.get(op, self.efficiency["default"])
+
+    def supports(self, op: str, dtype: str) -> bool:
+        """Whether ``op`` runs natively here at ``dtype`` (otherwise it falls back to the CPU)."""
+        ops = self.supported_ops.get(dtype)
+        if ops is None:
+            return False
+        return ops == "all" or op in ops
+
+    def peak_at(self, dtype: str, clock_hz: float | None = None) -> float:
+        """Peak MAC/s at ``dtype`` and clock (default: max); 0 if the dtype is unsupported."""
+        peak = self.peak_macs_per_s.get(dtype, 0.0)
+        f = self.max_clock_hz if clock_hz is None else clock_hz
+        return peak * f / self.max_clock_hz
+
+    def power_w(self, clock_hz: float | None = None) -> float:
+        """Active power (W) at ``clock_hz`` (default: max clock)."""
+        return self.power.power_w(self.max_clock_hz if clock_hz is None else clock_hz, self.max_clock_hz)
+
+
+class HandoffCost(_Model):
+    """Cost of passing ``n`` bytes between two processors: ``latency + n / bandwidth`` seconds
+    and ``n * energy_per_byte`` joules."""
+
+    latency_s: Annotated[Seconds, NonNegative] = Field(alias="latency")
+    bandwidth_bytes_per_s: Annotated[ByteRate, Positive] = Field(alias="bandwidth")
+    energy_j_per_byte: Annotated[JoulesPerByte, NonNegative] = Field(0.0, alias="energy_per_byte")
+
+
+class HandoffPair(HandoffCost):
+    between: tuple[str, str]
+
+
+class Handoff(_Model):
+    """Processor-to-processor hand-off: a default cost and symmetric per-pair overrides."""
+
+    default: HandoffCost
+    pairs: list[HandoffPair] = Field(default_factory=list)
+    source: str
+
+
+class Device(_Model):
+    """A phone, board, workstation or server: its processors, hand-off costs, idle power,
+    memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``)."""
+
+    name: str
+    description: str = ""
+    memory_bytes: Annotated[Bytes, Positive] = Field(alias="memory")
+    idle_power_w: Annotated[Watts, NonNegative] = Field(alias="idle_power")
+    thermal: str | None = None
+    processors: list[Processor] = Field(min_length=1)
+    handoff: Handoff
+    source: str
+
+    @model_validator(mode="after")
+    def _names(self) -> Device:
+        names = [p.name for p in self.processors]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"processor name {dup[0]!r} appears twice")
+        for i, pair in enumerate(self.handoff.pairs):
+            for n in pair.between:
+                if n not in names:
+                    raise ValueError(f"handoff.pairs[{i}]: unknown processor {n!r}; valid: {', '.join(names)}")
+        return self
+
+    @property
+    def processor_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.processors)
+
+    def processor(self, name: str) -> Processor:
+        """The processor called ``name`` (UnknownNameError lists the valid ones)."""
+        for p in self.processors:
+            if p.name == name:
+                return p
+        raise UnknownNameError("processor", name, self.processor_names, where=f"device {self.name!r}")
+
+    def processor_index(self, name: str) -> int:
+        return self.processor_names.index(self.processor(name).name)
+
+    @property
+    def fallback_index(self) -> int:
+        """Index of the processor unsupported ops fall back to: the first ``cpu``, else the first."""
+        for i, p in enumerate(self.processors):
+            if p.kind == "cpu":
+                return i
+        return 0
+
+    def handoff_matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(latency_s, s_per_byte, j_per_byte) as [P, P] arrays; zero on the diagonal."""
+        n = len(self.processors)
+        d = self.handoff.default
+        lat = np.full((n, n), d.latency_s)
+        spb = np.full((n, n), 1.0 / d.bandwidth_bytes_per_s)
+        jpb = np.full((n, n), d.energy_j_per_byte)
+        names = self.processor_names
+        for pair in self.handoff.pairs:
+            i, j = names.index(pair.between[0]), names.index(pair.between[1])
+            for a, b in ((i, j), (j, i)):
+                lat[a, b] = pair.latency_s
+                spb[a, b] = 1.0 / pair.bandwidth_bytes_per_s
+                jpb[a, b] = pair.energy_j_per_byte
+        for m in (lat, spb, jpb):
+            np.fill_diagonal(m, 0.0)
+        return lat, spb, jpb
+
+    def thermal_spec(self) -> Any:
+        """The device's thermal spec via :func:`optimizer.hardware.thermal_spec.load_thermal_spec`."""
+        from ..errors import ConfigError
+
+        if self.thermal is None:
+            raise ConfigError(f"device {self.name!r} has no thermal spec (no 'thermal:' entry in its file)")
+        try:
+            from .thermal_spec import load_thermal_spec
+        except ImportError as exc:
+            raise ConfigError(f"device {self.name!r}: thermal specs are not available ({exc})") from exc
+        return load_thermal_spec(self.thermal)
+
+
+class RadioPower(_Model):
+    """Huang et al. (MobiSys'12) data-transfer power: ``P = alpha * tau + beta`` with ``tau``
+    the achieved throughput; alpha in W per bit/s, beta in W."""
+
+    alpha_u_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_u")
+    alpha_d_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_d")
+    beta_w: Annotated[Watts, NonNegative] = Field(alias="beta")
+    source: str
+
+
+class Link(_Model):
+    """A phone-to-server network link: bandwidths, round-trip time and radio power model."""
+
+    name: str
+    description: str = ""
+    technology: Literal["wifi", "lte", "5g", "ethernet"]
+    uplink_bps: Annotated[Bitrate, Positive] = Field(alias="uplink")
+    downlink_bps: Annotated[Bitrate, Positive] = Field(alias="downlink")
+    rtt_s: Annotated[Seconds, NonNegative] = Field(alias="rtt")
+    radio: RadioPower
+    source: str
+
+    def upload_s(self, nbytes: float | np.ndarray) -> float | np.ndarray:
+        """Seconds to send ``nbytes`` up (SmartSplit ``T_upload = I / B``; RTT not included)."""
+        return nbytes * 8.0 / self.uplink_bps
+
+    def download_s(self, nbytes: float | np.ndarray) -> float | np.ndarray:
+        """Seconds to receive ``nbytes`` (``T_download = d / B``; RTT not included)."""
+        return nbytes * 8.0 / self.downlink_bps
+
+    @property
+    def upload_power_w(self) -> float:
+        """Radio power while sending at the link's throughput: ``alpha_u * tau_u + beta``."""
+        return self.radio.alpha_u_w_per_bps * self.uplink_bps + self.radio.beta_w
+
+    @property
+    def download_power_w(self) -> float:
+        """Radio power while receiving: ``alpha_d * tau_d + beta``."""
+        return self.radio.alpha_d_w_per_bps * self.downlink_bps + self.radio.beta_w
+
+    def upload_j(self, nbytes: float | np.ndarray) -> float | np.ndarray:
+        """Phone energy to send ``nbytes``: ``(alpha_u tau_u + beta) I / B`` (SmartSplit, Huang et al.)."""
+        return self.upload_power_w * self.upload_s(nbytes)
+
+    def download_j(self, nbytes: float | np.ndarray) -> float | np.ndarray:
+        """Phone energy to receive ``nbytes``: ``(alpha_d tau_d + beta) d / B``."""
+        return self.download_power_w * self.download_s(nbytes)
+
+    def round_trip_s(self, up_bytes: float, down_bytes: float = 0.0) -> float:
+        """RTT plus upload and download time of one request."""
+        return self.rtt_s + float(self.upload_s(up_bytes)) + float(self.download_s(down_bytes))

@@ -1,0 +1,342 @@
+"""Schema of a device's thermal section: RC network, processor→node heat map, throttling governor.
+
+A thermal spec lives in ``search_spaces/thermal/<device>.yaml`` and is self-contained: the
+device file only names it. Values are SI inside (J/K, W/K, °C, Hz, s); the YAML may write them
+with units ("0.8 W/K", "940.8 MHz", "25 °C", "1 s"); a bare number is SI. Every section carries
+a ``source`` string (a paper table, a vendor configuration, or "calibrated to ...").
+
+The RC network is the lumped model ``C dT/dt = -G (T - T_amb 1) + S P`` of Skadron et al.
+(HotSpot, ISCA 2003) used by SPLASH and TADF (METHODS.md §4-§5): nodes with heat capacities,
+conductances between nodes and to ambient, and an explicit map saying which processor's power
+heats which node (``processors.<name>.heats``: node → share of that processor's power).
+
+The governor is data: a trip table in the style of Qualcomm's thermal-engine "monitor"
+algorithm (a row trips at ``trip`` and clears at ``clear`` on one sensor node and caps clocks
+while active) plus Android thermal status levels with one hysteresis (METHODS.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import InputFileError, SchemaError, UnknownNameError
+
+#: where named thermal specs live: search_spaces/thermal/<name>.yaml
+THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
+
+#: name of the ambient pseudo-node in ``conductances``
+AMBIENT = "ambient"
+
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+_UNITS: dict[str, dict[str, float]] = {
+    "capacitance": {"": 1.0, "J/K": 1.0, "mJ/K": 1e-3, "kJ/K": 1e3, "J/C": 1.0, "J/°C": 1.0},
+    "conductance": {"": 1.0, "W/K": 1.0, "mW/K": 1e-3, "W/C": 1.0, "W/°C": 1.0, "mW/°C": 1e-3},
+    "temperature": {"": 1.0, "C": 1.0, "°C": 1.0, "degC": 1.0},
+    "frequency": {"": 1.0, "Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9},
+    "time": {"": 1.0, "s": 1.0, "ms": 1e-3, "min": 60.0},
+    "power": {"": 1.0, "W": 1.0, "mW": 1e-3},
+}
+
+
+def parse_thermal_quantity(value: object, dimension: str) -> float:
+    """Convert a number (SI) or a "<number> <unit>" string of ``dimension`` to SI.
+
+    Raises
+    ------
+    ValueError
+        Not a number, NaN, or a unit unknown for the dimension (the message lists the valid ones).
+    """
+    units = _UNITS[dimension]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a {dimension} (number or '<number> <unit>'), got {value!r}")
+    if isinstance(value, str):
+        m = _NUMBER.match(value)
+        if not m:
+            raise ValueError(f"cannot parse {value!r} as a {dimension}; expected '<number> <unit>' "
+                             f"with unit one of {', '.join(u for u in units if u)}")
+        number, unit = float(m.group(1)), m.group(2).replace(" ", "")
+    else:
+        number, unit = float(value), ""
+    if unit not in units:
+        raise ValueError(f"unknown {dimension} unit {unit!r} in {value!r}; expected one of "
+                         f"{', '.join(u for u in units if u)}")
+    out = number * units[unit]
+    if not math.isfinite(out):
+        raise ValueError(f"{value!r} is not a finite number")
+    return out
+
+
+def _q(dimension: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: parse_thermal_quantity(v, dimension))
+
+
+Capacitance = Annotated[float, _q("capacitance"), Field(gt=0)]
+Conductance = Annotated[float, _q("conductance"), Field(ge=0)]
+Celsius = Annotated[float, _q("temperature"), Field(gt=-100, lt=300)]
+Hertz = Annotated[float, _q("frequency"), Field(gt=0)]
+Seconds = Annotated[float, _q("time"), Field(gt=0)]
+Share = Annotated[float, Field(gt=0, le=1)]
+
+
+def _cap_value(v: object) -> float | str:
+    if isinstance(v, str) and v.strip().lower() == "off":
+        return "off"
+    return parse_thermal_quantity(v, "frequency")
+
+
+#: a clock cap: Hz, or "off" (the processor is switched off)
+Cap = Annotated[float | Literal["off"], BeforeValidator(_cap_value)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Cluster(_Model):
+    """A CPU cluster with its own clock; ``weight`` = its share of the processor's DNN work."""
+
+    max_clock_hz: Hertz = Field(alias="max_clock")
+    weight: Annotated[float, Field(ge=0, le=1)]
+
+
+class ThermalProcessor(_Model):
+    """Where a processor's power goes (node → share, shares sum to 1) and its maximum clock.
+
+    Caps are turned into a fraction of the maximum clock; for a processor with clusters the
+    fraction is the work-weighted mean of the clusters' fractions. ``max_clock`` may be left out
+    for a processor the governor only switches off. ``full_load`` is the processor's power under
+    the sustained full load the RC parameters were calibrated with, ``static`` the part of it
+    that does not scale with the clock (leakage, uncore).
+    """
+
+    heats: dict[str, Share] = Field(min_length=1)
+    max_clock_hz: Hertz | None = Field(default=None, alias="max_clock")
+    clusters: dict[str, Cluster] = Field(default_factory=dict)
+    full_load_w: Annotated[float, _q("power"), Field(ge=0)] | None = Field(default=None, alias="full_load")
+    static_w: Annotated[float, _q("power"), Field(ge=0)] = Field(default=0.0, alias="static")
+    source: str
+
+    @model_validator(mode="after")
+    def _check(self) -> ThermalProcessor:
+        total = sum(self.heats.values())
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"heats shares must sum to 1, got {total:g}")
+        if self.clusters:
+            w = sum(c.weight for c in self.clusters.values())
+            if abs(w - 1.0) > 1e-6:
+                raise ValueError(f"cluster weights must sum to 1, got {w:g}")
+        return self
+
+
+class ThermalNode(_Model):
+    """One lumped node: a die, the board/PCB, the battery, the skin (back cover)."""
+
+    name: str
+    kind: Literal["die", "board", "battery", "skin", "other"]
+    capacitance_j_per_k: Capacitance = Field(alias="capacitance")
+    source: str
+
+
+class Coupling(_Model):
+    """A thermal conductance between two nodes, or between a node and ``ambient``."""
+
+    between: tuple[str, str]
+    conductance_w_per_k: Conductance = Field(alias="conductance")
+    source: str
+
+
+class TripRow(_Model):
+    """A governor row: when ``sensor`` reaches ``trip`` the caps apply until it falls to ``clear``.
+
+    Caps are keyed by processor (``gpu``) or processor.cluster (``cpu.prime``); values are clocks
+    or "off". ``shutdown: true`` marks the emergency shutdown row.
+    """
+
+    sensor: str
+    trip_c: Celsius = Field(alias="trip")
+    clear_c: Celsius = Field(alias="clear")
+    caps: dict[str, Cap] = Field(default_factory=dict)
+    shutdown: bool = False
+    source: str
+
+    @model_validator(mode="after")
+    def _check(self) -> TripRow:
+        if self.clear_c > self.trip_c:
+            raise ValueError(f"clear ({self.clear_c:g} °C) must not exceed trip ({self.trip_c:g} °C)")
+        if not self.caps and not self.shutdown:
+            raise ValueError("a trip row needs caps or shutdown: true")
+        return self
+
+
+class StatusLevel(_Model):
+    """An Android thermal status level (light, moderate, severe, critical, emergency, shutdown)."""
+
+    name: str
+    trip_c: Celsius = Field(alias="trip")
+
+
+class StatusLevels(_Model):
+    """Status levels on one sensor, raised at ``trip``, lowered below ``trip - hysteresis``."""
+
+    sensor: str
+    hysteresis_c: Annotated[float, _q("temperature"), Field(ge=0)] = Field(alias="hysteresis")
+    levels: list[StatusLevel] = Field(min_length=1)
+    severe: str = "severe"
+    source: str
+
+    @model_validator(mode="after")
+    def _check(self) -> StatusLevels:
+        trips = [lv.trip_c for lv in self.levels]
+        if trips != sorted(trips) or len(set(trips)) != len(trips):
+            raise ValueError(f"status levels must have strictly increasing trips, got {trips}")
+        names = [lv.name for lv in self.levels]
+        if self.severe not in names:
+            raise ValueError(f"severe level {self.severe!r} is not one of the levels {names}")
+        return self
+
+
+class GovernorSpec(_Model):
+    """The throttling governor: sampling period, trip table and status levels."""
+
+    period_s: Seconds = Field(alias="period")
+    trips: list[TripRow] = Field(default_factory=list)
+    status: StatusLevels | None = None
+    source: str
+
+
+class ThermalSpec(_Model):
+    """A device's thermal section: RC network, processor heat map, skin node, governor."""
+
+    device: str
+    ambient_c: Celsius = Field(alias="ambient")
+    skin: str
+    nodes: list[ThermalNode] = Field(min_length=1)
+    couplings: list[Coupling] = Field(min_length=1)
+    processors: dict[str, ThermalProcessor] = Field(min_length=1)
+    governor: GovernorSpec
+    calibration: str = ""
+    source: str
+
+    @model_validator(mode="after")
+    def _check(self) -> ThermalSpec:
+        names = [n.name for n in self.nodes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"node name {dup[0]!r} appears twice")
+        if AMBIENT in names:
+            raise ValueError(f"{AMBIENT!r} is reserved for the ambient; rename that node")
+        valid = ", ".join(names)
+        if self.skin not in names:
+            raise ValueError(f"skin: unknown node {self.skin!r}; valid: {valid}")
+        seen: set[frozenset[str]] = set()
+        for i, c in enumerate(self.couplings):
+            a, b = c.between
+            for n in (a, b):
+                if n != AMBIENT and n not in names:
+                    raise ValueError(f"couplings[{i}]: unknown node {n!r}; valid: {valid}, {AMBIENT}")
+            if a == b:
+                raise ValueError(f"couplings[{i}]: a node cannot couple to itself ({a!r})")
+            key = frozenset((a, b))
+            if key in seen:
+                raise ValueError(f"couplings[{i}]: {a!r}-{b!r} given twice")
+            seen.add(key)
+        if not any(AMBIENT in c.between and c.conductance_w_per_k > 0 for c in self.couplings):
+            raise ValueError("no node couples to ambient: temperatures would grow without bound")
+        for p, proc in self.processors.items():
+            for n in proc.heats:
+                if n not in names:
+                    raise ValueError(f"processors.{p}.heats: unknown node {n!r}; valid: {valid}")
+        for i, row in enumerate(self.governor.trips):
+            if row.sensor not in names:
+                raise ValueError(f"governor.trips[{i}].sensor: unknown node {row.sensor!r}; valid: {valid}")
+            for key in row.caps:
+                proc, _, cluster = key.partition(".")
+                if proc not in self.processors:
+                    raise ValueError(f"governor.trips[{i}].caps: unknown processor {proc!r}; "
+                                     f"valid: {', '.join(self.processors)}")
+                value = row.caps[key]
+                if value != "off" and not cluster and self.processors[proc].max_clock_hz is None:
+                    raise ValueError(f"governor.trips[{i}].caps.{key}: a clock cap needs "
+                                     f"processors.{proc}.max_clock")
+                if cluster and cluster not in self.processors[proc].clusters:
+                    raise ValueError(f"governor.trips[{i}].caps: unknown cluster {key!r}; valid: "
+                                     f"{', '.join(proc + '.' + c for c in self.processors[proc].clusters)}")
+        if self.governor.status is not None and self.governor.status.sensor not in names:
+            raise ValueError(f"governor.status.sensor: unknown node {self.governor.status.sensor!r}; "
+                             f"valid: {valid}")
+        return self
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    @property
+    def processor_names(self) -> tuple[str, ...]:
+        return tuple(self.processors)
+
+    def node_index(self, name: str) -> int:
+        """Index of node ``name`` (UnknownNameError lists the valid ones)."""
+        if name not in self.node_names:
+            raise UnknownNameError("thermal node", name, self.node_names, where=f"thermal spec {self.device!r}")
+        return self.node_names.index(name)
+
+    def full_load_w(self) -> dict[str, float]:
+        """The calibration load: processor → W (processors without ``full_load`` are left out)."""
+        return {p: v.full_load_w for p, v in self.processors.items() if v.full_load_w is not None}
+
+    def static_w(self) -> dict[str, float]:
+        """Clock-independent power per processor while it is on (W)."""
+        return {p: v.static_w for p, v in self.processors.items()}
+
+    @property
+    def die_nodes(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes if n.kind == "die")
+
+
+def available_thermal_specs() -> list[str]:
+    """Names of the thermal specs shipped in ``search_spaces/thermal``."""
+    return sorted(p.stem for p in THERMAL_DIR.glob("*.yaml"))
+
+
+def load_thermal_spec(name_or_path: str | Path) -> ThermalSpec:
+    """Read a thermal spec by device name (``search_spaces/thermal/<name>.yaml``) or by path.
+
+    Raises
+    ------
+    UnknownNameError
+        A name that is not a shipped spec (lists the valid names).
+    InputFileError
+        A path that does not exist or is not valid YAML.
+    SchemaError
+        The document does not match the schema (message names file, field, value, expectation).
+    """
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith((".yaml", ".yml")) or path.exists()):
+        path = THERMAL_DIR / f"{text}.yaml"
+        if not path.exists():
+            raise UnknownNameError("thermal spec", text, available_thermal_specs())
+    if not path.is_file():
+        raise InputFileError(f"{path}: thermal spec file not found")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(doc, dict):
+        raise SchemaError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
+    try:
+        return ThermalSpec.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        shown = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
+        if isinstance(err.get("input"), dict):
+            shown = ""
+        raise SchemaError(f"{path}: {loc}: {msg}{shown}") from exc

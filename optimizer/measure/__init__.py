@@ -1,0 +1,17 @@
+"""Real measurements on this host and through external commands (see DESIGN.md, ``measure/``).
+
+* :func:`measure_ort`: onnxruntime per-node profiling mapped to LayerGraph layers.
+* :func:`time_litert`: LiteRT whole-model timing.
+* :class:`ExternalMeasurer`: the JSON-lines protocol of ``PROTOCOL.md`` (``--measure-cmd``);
+  ``python -m optimizer.measure.reference_runner`` is its host reference implementation.
+
+TensorFlow, onnxruntime and LiteRT are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from .litert import TimingResult, time_litert
+from .ort_profile import OrtMeasurement, measure_ort
+from .protocol import ExternalMeasurer
+
+__all__ = ["ExternalMeasurer", "OrtMeasurement", "TimingResult", "measure_ort", "time_litert"]

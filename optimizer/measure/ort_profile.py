@@ -1,0 +1,202 @@
+"""Per-layer host measurement with onnxruntime's node profiler.
+
+The model runs ``warmup + repeats`` times in one profiled session
+(``SessionOptions.enable_profiling``); each ``Node`` kernel event is assigned to its run (the
+enclosing ``model_run`` event) and to a LayerGraph layer by name: tf2onnx keeps the Keras layer
+name as a path component of every node (``model/<layer>_1/...``), and onnxruntime names a fused
+node after the *last* layer of the fused chain (e.g. ``Conv1_relu`` for Conv+BN+ReLU6), so a
+fused compute node is attributed back to the heaviest layer (conv/dwconv/dense) just before it.
+Per-layer times are medians over the repeats (robust to the preemption spikes of a shared
+host, which hit a few random layers of a run); their sum is the whole-network estimate. With
+one thread they are rescaled so they sum to the median CPU time of a run
+(:func:`time.thread_time` around ``session.run``: onnxruntime then runs every kernel on the
+calling thread), which other processes competing for the cores cannot inflate. The
+median ``model_run`` time, the executor's own overhead (run time minus node time) and the share
+of node time that could not be attributed to any layer are recorded in the table's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, MeasurementError
+from ..graph.layergraph import LayerGraph
+
+_COMPUTE_OPS = {"Conv", "FusedConv", "NchwcConv", "ConvInteger", "QLinearConv", "MatMul", "Gemm",
+                "FusedGemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "ConvTranspose"}
+_HEAVY_FAMILIES = ("conv", "dwconv", "dense")
+_SUFFIX = re.compile(r"_\d+$")
+_LOOKBACK = 4  # layers a fused node may reach back over (conv -> bn -> act -> pad)
+
+
+@dataclass(frozen=True)
+class OrtMeasurement:
+    """Result of :func:`measure_ort`."""
+
+    table: Any  # optimizer.cost.MeasuredTable
+    whole_median_s: float
+    whole_std_s: float
+    unattributed_share: float
+    layer_sum_s: float  # sum of the per-layer medians (the robust whole-network figure)
+    executor_overhead_s: float  # median of (model_run - node time) per run
+
+
+def _layer_matcher(graph: LayerGraph) -> dict[str, int]:
+    return {la.name: la.index for la in graph.layers}
+
+
+def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dict[str, int]) -> int | None:
+    """Layer index a profiled ONNX node belongs to, or None if no layer name matches."""
+    hit = None
+    for part in reversed(node_name.split("/")):
+        part = part.split(":")[0]
+        for cand in (part, _SUFFIX.sub("", part)):
+            if cand in by_name:
+                hit = by_name[cand]
+                break
+        if hit is not None:
+            break
+    if hit is None:
+        return None
+    if op_type in _COMPUTE_OPS and graph.layers[hit].op not in _HEAVY_FAMILIES:
+        for back in range(hit - 1, max(hit - 1 - _LOOKBACK, -1), -1):
+            if graph.layers[back].op in _HEAVY_FAMILIES:
+                return back
+    return hit
+
+
+def _input_feed(session: Any, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        if "int" in inp.type:
+            feed[inp.name] = rng.integers(0, 10, size=shape).astype(np.int64 if "int64" in inp.type else np.int32)
+        else:
+            feed[inp.name] = rng.standard_normal(shape).astype(np.float16 if "float16" in inp.type else np.float32)
+    return feed
+
+
+def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
+                   seed: int = 0) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Run ``onnx_path`` ``runs`` times under the onnxruntime profiler.
+
+    Returns the profiler's events and the calling thread's CPU time of every run (with one
+    intra-op thread onnxruntime runs every kernel on the calling thread).
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    with tempfile.TemporaryDirectory(prefix="dnnplan-ort-") as tmp:
+        so.profile_file_prefix = str(Path(tmp) / "profile")
+        try:
+            session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
+                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
+        feed = _input_feed(session, seed)
+        cpu = np.empty(runs)
+        for i in range(runs):
+            t0 = time.thread_time()
+            session.run(None, feed)
+            cpu[i] = time.thread_time() - t0
+        prof = session.end_profiling()
+        with open(prof, encoding="utf-8") as fh:
+            return json.load(fh), cpu
+
+
+def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads: int = 1,
+                repeats: int = 20, warmup: int = 3, seed: int = 0, processor: str = "cpu") -> OrtMeasurement:
+    """Per-layer latencies of ``graph`` (exported as ``onnx_path``) on this host's CPU.
+
+    Parameters
+    ----------
+    threads : int
+        onnxruntime intra-op threads.
+    repeats, warmup : int
+        Measured runs (medians over these) and discarded warm-up runs.
+
+    Returns
+    -------
+    OrtMeasurement
+        The measured table (one row per layer), whole-network median and spread, and the share
+        of node time not attributable to any layer.
+    """
+    import pandas as pd
+
+    from ..cost.measured import MeasuredTable, _frame
+
+    if repeats < 1 or warmup < 0 or threads < 1:
+        raise ConfigError(f"repeats={repeats}, warmup={warmup}, threads={threads}: need repeats >= 1, "
+                          "warmup >= 0, threads >= 1")
+    events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed)
+    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])
+    if len(runs) != warmup + repeats:
+        raise MeasurementError(f"{onnx_path}: the profile has {len(runs)} runs, expected {warmup + repeats}")
+    starts = np.array([r["ts"] for r in runs], dtype=np.float64)
+    by_name = _layer_matcher(graph)
+    n = len(graph.layers)
+    per_run = np.zeros((len(runs), n))
+    unattributed = np.zeros(len(runs))
+    total = np.zeros(len(runs))
+    cache: dict[tuple[str, str], int | None] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        run = int(np.searchsorted(starts, e["ts"], side="right")) - 1
+        if run < 0:
+            continue
+        name = e["name"].removesuffix("_kernel_time")
+        op = e.get("args", {}).get("op_name", "")
+        key = (name, op)
+        if key not in cache:
+            cache[key] = attribute_node(name, op, graph, by_name)
+        dur = float(e["dur"]) * 1e-6
+        total[run] += dur
+        if cache[key] is None:
+            unattributed[run] += dur
+        else:
+            per_run[run, cache[key]] += dur
+    kept = slice(warmup, None)
+    layer_med = np.median(per_run[kept], axis=0)
+    layer_std = np.std(per_run[kept], axis=0)
+    whole = np.array([r["dur"] for r in runs[kept]], dtype=np.float64) * 1e-6
+    whole_med = float(np.median(whole))
+    overhead = float(np.median(whole - total[kept]))
+    cpu_med = float(np.median(cpu[kept]))
+    # one thread: rescale to the run's CPU time, immune to preemption by other processes
+    scale = cpu_med / float(layer_med.sum()) if threads == 1 and layer_med.sum() > 0 else 1.0
+    layer_med, layer_std = layer_med * scale, layer_std * scale
+    share = float(np.median(unattributed[kept] / np.maximum(total[kept], 1e-12)))
+    rows = pd.DataFrame({
+        "processor": processor, "index": np.arange(n), "layer": [la.name for la in graph.layers],
+        "op": [la.op for la in graph.layers], "latency_s": layer_med,
+        "latency_std_s": layer_std, "energy_j": np.nan,
+    })
+    meta = {
+        "model": graph.name, "granularity": graph.granularity, "source_sha256": graph.source_sha256,
+        "device": "host", "dtype": "fp32", "backend": "ort", "threads": threads, "repeats": repeats,
+        "warmup": warmup, "whole_median_s": whole_med, "whole_std_s": float(np.std(whole)),
+        "whole_p10_s": float(np.percentile(whole, 10)), "whole_p90_s": float(np.percentile(whole, 90)),
+        "layer_sum_s": float(layer_med.sum()), "executor_overhead_s": overhead,
+        "cpu_time_median_s": cpu_med, "time_basis": "thread_cpu" if threads == 1 else "wall",
+        "wall_to_basis_scale": scale,
+        "unattributed_share": share,
+    }
+    table = MeasuredTable(_frame(rows, f"{graph.name} measurement"), meta, "")
+    return OrtMeasurement(table, whole_med, float(np.std(whole)), share, float(layer_med.sum()), overhead)

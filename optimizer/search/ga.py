@@ -1,0 +1,432 @@
+"""DEAP adapter: the genetic algorithm of Park & Ha (IEEE Access 2024) for pipeline mapping.
+
+Published settings (METHODS.md §2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
+crossover of the layer-count genes and/or the processor genes with p = 0.9, mutation of layer
+counts or processors with p = 0.8, population 32, stop when the best 20 chromosomes are unchanged
+for 10 consecutive generations or at a generation cap (200-300 by network size; default 300).
+Already-evaluated chromosomes are never evaluated again (fitness cache keyed by the canonical
+mapping), so ``evaluations`` counts distinct mappings.
+
+Implementation choices (documented, not from the paper):
+
+* layer counts are crossed and mutated as cut points (the K-1 inner stage boundaries), which
+  keeps ``sum n_k = L``: DEAP's ``cxUniform`` swaps cut points between parents, and mutation
+  (70 % of mutations) moves one cut (3 in 4) or every cut by a step of random scale (1 layer to L/4, or
+  anywhere) before sorting; processors are crossed with ``cxOnePoint`` and mutated by swapping
+  two genes or switching to an unused processor; duplicates are repaired so the K processor
+  genes stay distinct;
+* the initial population holds the FLOPs-balanced split (the paper's profiling-based baseline,
+  :func:`~optimizer.search.pipeline_baselines.flops_split`) of up to half of the processor
+  orders, the rest random mappings;
+* niches = processor orders (the processor genes). Survivors are the best distinct mappings of
+  parents + offspring (``selBest``) such that the best mapping of each of up to population/2
+  orders survives and no order holds more than population/4 places; parents are paired as
+  (best of an order, tournament-chosen mate of the same order) for up to population/4 orders and
+  by tournament (size 3) over the population for the rest. Without this the population
+  collapses onto one processor order, and orders whose optima lie within 1-3 % of each other
+  (common on real networks) are never refined enough to be compared;
+* two objectives: ``selNSGA2`` survivors, ``selTournamentDCD`` parents;
+* infeasible mappings (memory) get the penalty ``1e9 + violation in MB`` on every objective.
+
+DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and this
+module) are pointed at a private generator seeded with ``seed`` (see :func:`_private_random`),
+whose state is stored in the checkpoint so a resumed run continues the exact same random
+sequence (same final plan as an uninterrupted run), whatever other threads do meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import pickle
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from deap import base, creator, tools
+
+from ..errors import ConfigError, InputFileError
+from ..fileio import atomic_write_bytes
+from .evaluators import ModeledEvaluator
+from .pipeline import PipelineProblem
+from .pipeline_baselines import flops_split
+from .result import SearchResult
+
+CHECKPOINT_VERSION = 1
+_PENALTY = 1e9
+
+
+def _individual_class(m: int) -> type:
+    fname, iname = f"DnnplanPipelineFitness{m}", f"DnnplanPipelineIndividual{m}"
+    if not hasattr(creator, fname):
+        creator.create(fname, base.Fitness, weights=(-1.0,) * m)
+    if not hasattr(creator, iname):
+        creator.create(iname, list, fitness=getattr(creator, fname))
+    return getattr(creator, iname)
+
+
+_RANDOM_LOCK = threading.Lock()
+
+
+@contextmanager
+def _private_random(seed: int | None) -> Iterator[None]:
+    """Give this module and DEAP's operator modules a private ``random.Random(seed)`` for a run.
+
+    DEAP's operators call the module-level :mod:`random` functions, and so does our code; other
+    threads of the same process (a Dask worker's event loop, for one) draw from that shared
+    generator too, which made runs irreproducible. During a run the name ``random`` in these
+    modules is bound to a private generator instead (``getstate``/``setstate`` included, so the
+    checkpoint stores its state); the lock keeps two runs in one process from interleaving.
+    """
+    from deap.tools import crossover, emo, mutation, selection
+
+    modules = [sys.modules[__name__], crossover, emo, mutation, selection]
+    with _RANDOM_LOCK:
+        saved = [m.random for m in modules]
+        rng = random.Random(seed)
+        for m in modules:
+            m.random = rng
+        try:
+            yield
+        finally:
+            for m, r in zip(modules, saved):
+                m.random = r
+
+
+class _Operators:
+    """Crossover, mutation and repair on 2K-gene chromosomes (lists of ints)."""
+
+    def __init__(self, L: int, K: int, allowed: list[int]) -> None:
+        self.L, self.K, self.allowed = L, K, allowed
+
+    def cuts(self, ind: list[int]) -> list[int]:
+        return list(itertools.accumulate(ind[:self.K - 1]))
+
+    def set_cuts(self, ind: list[int], cuts: list[int]) -> None:
+        bounds = [0, *sorted(min(self.L, max(0, c)) for c in cuts), self.L]
+        ind[:self.K] = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def repair(self, ind: list[int]) -> None:
+        procs = ind[self.K:]
+        seen: set[int] = set()
+        for k, p in enumerate(procs):
+            if p in seen or p not in self.allowed:
+                procs[k] = random.choice([q for q in self.allowed if q not in procs and q not in seen])
+            seen.add(procs[k])
+        ind[self.K:] = procs
+
+    def crossover(self, a: list[int], b: list[int]) -> None:
+        mode = random.random()
+        if mode < 2 / 3 and self.K > 1:  # layer-count genes (as cut points)
+            ca, cb = self.cuts(a), self.cuts(b)
+            tools.cxUniform(ca, cb, 0.5)
+            self.set_cuts(a, ca)
+            self.set_cuts(b, cb)
+        if mode >= 1 / 3 and self.K > 1:  # processor genes
+            pa, pb = a[self.K:], b[self.K:]
+            tools.cxOnePoint(pa, pb)
+            a[self.K:], b[self.K:] = pa, pb
+            self.repair(a)
+            self.repair(b)
+
+    def mutate(self, ind: list[int]) -> None:
+        if self.K > 1 and random.random() < 0.7:  # layer counts: move one or every cut point
+            cuts = self.cuts(ind)
+            moved = [random.randrange(len(cuts))] if random.random() < 0.75 else range(len(cuts))
+            for i in moved:
+                if random.random() < 0.1:
+                    cuts[i] = random.randint(0, self.L)
+                else:
+                    scale = self.L ** random.random() / 4 if self.L > 4 else 1.0
+                    step = int(round(random.gauss(0.0, max(1.0, scale))))
+                    cuts[i] += step if step != 0 else random.choice((-1, 1))
+            self.set_cuts(ind, cuts)
+        else:  # processors
+            procs = ind[self.K:]
+            spare = [q for q in self.allowed if q not in procs]
+            if spare and (self.K == 1 or random.random() < 0.5):
+                procs[random.randrange(self.K)] = random.choice(spare)
+            elif self.K > 1:
+                i, j = random.sample(range(self.K), 2)
+                procs[i], procs[j] = procs[j], procs[i]
+            ind[self.K:] = procs
+
+    def random_individual(self) -> list[int]:
+        cuts = [random.randint(0, self.L) for _ in range(self.K - 1)]
+        ind = [0] * self.K + random.sample(self.allowed, self.K)
+        self.set_cuts(ind, cuts)
+        return ind
+
+
+def _fingerprint(problem: PipelineProblem, settings: dict[str, Any], seed: int | None) -> str:
+    ct = problem.cost_table
+    h = hashlib.sha256()
+    for arr in (ct.latency_s, ct.energy_j, ct.cut_bytes, ct.weight_bytes, ct.live_bytes,
+                ct.handoff_latency_s, ct.handoff_s_per_byte, ct.memory_capacity_bytes):
+        h.update(np.ascontiguousarray(arr, dtype=np.float64).tobytes())
+    h.update(json.dumps([ct.processors, problem.get_params(), settings, seed], sort_keys=True,
+                        default=str).encode())
+    return h.hexdigest()
+
+
+def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, population: int = 32,
+                      max_generations: int = 300, cx_prob: float = 0.9, mut_prob: float = 0.8,
+                      elite: int | None = None, patience: int = 10, tournament: int = 3,
+                      evaluator: Any = None, checkpoint: str | os.PathLike[str] | None = None,
+                      resume: bool = False,
+                      progress: Callable[[int, float, int], None] | None = None) -> SearchResult:
+    """Park & Ha's GA (DEAP) on a :class:`PipelineProblem`; NSGA-II selection for 2 objectives.
+
+    Parameters
+    ----------
+    problem
+        The pipeline problem (1 or 2 objectives).
+    seed
+        Seed of every random choice (same seed -> same result).
+    population, max_generations, cx_prob, mut_prob, elite, patience, tournament
+        Population size (32), generation cap (300; the paper used 200-300 by network size),
+        crossover (0.9) and mutation (0.8) probabilities, stop when the best ``elite``
+        (default min(20, population)) mappings are unchanged for ``patience`` (10) generations, parent tournament size (3).
+    evaluator
+        :class:`~optimizer.search.evaluators.ModeledEvaluator` (default) or a measured one;
+        it gets each generation's not-yet-evaluated mappings as one population [n, 2K].
+    checkpoint
+        File rewritten atomically after every generation (population, fitness cache, random
+        state, generation); with ``resume=True`` the run continues from it.
+    progress
+        ``progress(generation, best, evaluations)`` after every generation; ``best`` is the
+        best value of the first objective in its natural sense (e.g. fps).
+    """
+    t0 = time.perf_counter()
+    prep = problem.prepare()
+    if elite is None:
+        elite = min(20, population) if isinstance(population, int) else 20
+    for name, val, lo in (("population", population, 4), ("max_generations", max_generations, 1),
+                          ("elite", elite, 1), ("patience", patience, 1), ("tournament", tournament, 1)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < lo:
+            raise ConfigError(f"ga setting {name}: expected an integer >= {lo}, got {val!r}")
+    for name, val in (("cx_prob", cx_prob), ("mut_prob", mut_prob)):
+        if not isinstance(val, (int, float)) or not 0.0 <= val <= 1.0:
+            raise ConfigError(f"ga setting {name}: expected a probability in [0, 1], got {val!r}")
+    if elite > population:
+        raise ConfigError(f"ga setting elite: {elite} exceeds the population {population}")
+    n_obj = len(prep.objectives)
+    if n_obj > 2:
+        raise ConfigError(f"solver 'ga': supports 1 or 2 objectives, got {list(problem.objective_names)}")
+    if resume and checkpoint is None:
+        raise ConfigError("ga: resume=True needs a checkpoint file")
+    problem.check_memory_feasible()
+    evaluator = evaluator if evaluator is not None else ModeledEvaluator()
+    settings = {"population": population, "max_generations": max_generations, "cx_prob": cx_prob,
+                "mut_prob": mut_prob, "elite": elite, "patience": patience, "tournament": tournament,
+                "evaluator": getattr(evaluator, "name", type(evaluator).__name__)}
+    fingerprint = _fingerprint(problem, settings, seed)
+    Individual = _individual_class(n_obj)
+    ops = _Operators(prep.L, prep.K, prep.allowed.tolist())
+    senses = problem.objective_senses
+    niches = population // 2
+    niche_cap = max(2, population // 4)
+    cache: dict[tuple[int, ...], tuple[tuple[float, ...], float]] = {}
+
+    def evaluate(inds: list[Any]) -> None:
+        keys = [problem.key(ind) for ind in inds]
+        todo: dict[tuple[int, ...], list[int]] = {}
+        for key, ind in zip(keys, inds):
+            if key not in cache and key not in todo:
+                todo[key] = list(ind)
+        if todo:
+            out = evaluator.evaluate(problem, np.asarray(list(todo.values()), dtype=np.int64))
+            for key, F, G in zip(todo, out["F"], out["G"]):
+                cache[key] = (tuple(float(v) for v in F), float(G))
+        for key, ind in zip(keys, inds):
+            F, G = cache[key]
+            ind.fitness.values = F if G <= 0 else tuple(_PENALTY + G / 1e6 for _ in F)
+
+    def unique(inds: list[Any]) -> list[Any]:
+        seen: set[tuple[int, ...]] = set()
+        out = []
+        for ind in inds:
+            key = problem.key(ind)
+            if key not in seen:
+                seen.add(key)
+                out.append(ind)
+        return out
+
+    def survivors(pool: list[Any]) -> list[Any]:
+        if n_obj == 2:
+            return tools.selNSGA2(pool, population)
+        ranked = tools.selBest(pool, len(pool))
+        leaders: dict[tuple[int, ...], Any] = {}
+        for ind in ranked:  # best mapping of each processor order (niche), best niches first
+            leaders.setdefault(tuple(ind[prep.K:]), ind)
+        kept = list(leaders.values())[:niches]
+        chosen = {id(i) for i in kept}
+        per_niche = {k: 1 for k in leaders}
+        rest = []
+        for ind in ranked:  # fill by rank, at most `niche_cap` mappings per processor order
+            k = tuple(ind[prep.K:])
+            if id(ind) not in chosen and per_niche[k] < niche_cap:
+                per_niche[k] += 1
+                rest.append(ind)
+        kept += rest[:population - len(kept)]
+        if len(kept) < population:  # too few niches to fill the population under the cap
+            chosen = {id(i) for i in kept}
+            kept += [i for i in ranked if id(i) not in chosen][:population - len(kept)]
+        return tools.selBest(kept, len(kept))
+
+    def mating_pairs(pop: list[Any]) -> list[Any]:
+        """Pairs of parents: each niche leader with a tournament-chosen member of its own
+        processor order (refines every order), the rest by tournament over the population."""
+        niche_members: dict[tuple[int, ...], list[Any]] = {}
+        for ind in pop:  # pop is ranked best first
+            niche_members.setdefault(tuple(ind[prep.K:]), []).append(ind)
+        pairs = []
+        for members in list(niche_members.values())[:len(pop) // 4]:
+            mates = members[1:] or members
+            pairs.append([members[0], tools.selTournament(mates, 1, tournament)[0]])
+        rest = tools.selTournament(pop, len(pop) - 2 * len(pairs), tournament)
+        pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
+        random.shuffle(pairs)
+        return [ind for pair in pairs for ind in pair]
+
+    def top_keys(pop: list[Any]) -> list[tuple[int, ...]]:
+        ranked = pop[:elite] if n_obj == 2 else tools.selBest(pop, elite)
+        keys = [problem.key(i) for i in ranked]
+        return sorted(keys) if n_obj == 2 else keys
+
+    def natural_best(pop: list[Any]) -> float:
+        f0 = min(ind.fitness.values[0] for ind in pop)
+        return -f0 if senses[0] == "max" else f0
+
+    with _private_random(seed):
+        state = _load_checkpoint(checkpoint, fingerprint) if resume else None
+        if state is not None:
+            cache.update(state["cache"])
+            random.setstate(state["random_state"])
+            pop = [Individual(g) for g in state["population"]]
+            evaluate(pop)
+            for ind, dist in zip(pop, state["crowding"]):
+                if dist is not None:
+                    ind.fitness.crowding_dist = dist
+            gen, stall, top, history = state["generation"], state["stall"], state["top"], state["history"]
+        else:
+            pop = []
+            orders = list(itertools.permutations(ops.allowed, prep.K))
+            random.shuffle(orders)
+            candidates = [list(flops_split(problem, o)) for o in orders[:population // 2]]
+            space = problem.space_size()
+            attempts = 0
+            while len(unique([Individual(c) for c in candidates])) < min(population, space) and attempts < 100 * population:
+                candidates.append(ops.random_individual())
+                attempts += 1
+            pop = unique([Individual(c) for c in candidates])[:population]
+            evaluate(pop)
+            pop = survivors(pop)
+            gen, stall = 0, 0
+            top = top_keys(pop)
+            history = [{"generation": 0, "evaluations": len(cache), "best": natural_best(pop)}]
+            _save_checkpoint(checkpoint, fingerprint, pop, cache, gen, stall, top, history)
+        if progress is not None:
+            progress(gen, natural_best(pop), len(cache))
+        while gen < max_generations and stall < patience:
+            gen += 1
+            if n_obj == 2:
+                parents = tools.selTournamentDCD(pop, len(pop) - len(pop) % 4) if len(pop) % 4 == 0 \
+                    else tools.selTournament(pop, len(pop), tournament)
+            else:
+                parents = mating_pairs(pop)
+            offspring = [Individual(list(p)) for p in parents]
+            for a, b in zip(offspring[::2], offspring[1::2]):
+                if random.random() < cx_prob:
+                    ops.crossover(a, b)
+            for ind in offspring:
+                if random.random() < mut_prob:
+                    ops.mutate(ind)
+            evaluate(offspring)
+            pop = survivors(unique(pop + offspring))
+            new_top = top_keys(pop)
+            stall = stall + 1 if new_top == top else 0
+            top = new_top
+            history.append({"generation": gen, "evaluations": len(cache), "best": natural_best(pop)})
+            _save_checkpoint(checkpoint, fingerprint, pop, cache, gen, stall, top, history)
+            if progress is not None:
+                progress(gen, natural_best(pop), len(cache))
+
+    X = np.asarray([list(ind) for ind in pop], dtype=np.int64)
+    if n_obj == 2:
+        fronts = tools.sortNondominated(pop, len(pop), first_front_only=True)
+        front_X = np.asarray([list(ind) for ind in fronts[0]], dtype=np.int64)
+        front = _with_cached(problem, front_X, cache)
+        feasible = [c for c in front if c.feasible]
+        front = tuple(sorted(feasible or front, key=lambda c: -c.objectives["throughput_fps"]))
+        names = problem.objective_names
+        first = names.index("throughput") if "throughput" in names else 0
+        key, sense = problem.objective_keys[first], senses[first]
+        best = (max if sense == "max" else min)(front, key=lambda c: c.objectives[key])
+        rule = {"rule": f"best {names[first]} on the front"}
+    else:
+        best = _with_cached(problem, X[:1], cache)[0]
+        front, rule = (), None
+    size = problem.space_size()
+    settings["generations"] = gen
+    settings["stopped_by"] = "patience" if stall >= patience else "max_generations"
+    if hasattr(evaluator, "calls"):
+        settings["measurements"] = evaluator.calls
+    return SearchResult(problem="pipeline", solver="ga", best=best, front=front, evaluations=len(cache),
+                        space_size=float(size), space_counting=problem.space_counting,
+                        explored_fraction=len(cache) / size, wall_time_s=time.perf_counter() - t0, seed=seed,
+                        settings=settings, objectives=tuple(problem.objective_names),
+                        history=tuple(history), decision_rule=rule)
+
+
+def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict) -> list:
+    """Candidates with modeled metrics, objectives overridden by the values the search used."""
+    cands = problem.candidates(X)
+    out = []
+    for x, c in zip(X, cands):
+        F, _ = cache[problem.key(x)]
+        objectives = dict(c.objectives)
+        metrics = dict(c.metrics)
+        for f, key, sense in zip(F, problem.objective_keys, problem.objective_senses):
+            value = -f if sense == "max" else f
+            if key in objectives and not np.isclose(objectives[key], value, rtol=1e-12, atol=0):
+                metrics[f"modeled_{key}"] = objectives[key]
+            objectives[key] = value
+        out.append(type(c)(decision=c.decision, objectives=objectives, feasible=c.feasible,
+                           violation=c.violation, metrics=metrics))
+    return out
+
+
+def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop: list, cache: dict,
+                     gen: int, stall: int, top: list, history: list) -> None:
+    if path is None:
+        return
+    state = {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "generation": gen, "stall": stall,
+             "top": top, "history": history, "population": [list(i) for i in pop], "cache": cache,
+             "crowding": [getattr(i.fitness, "crowding_dist", None) for i in pop],
+             "random_state": random.getstate()}
+    atomic_write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _load_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str) -> dict[str, Any]:
+    p = Path(str(path))
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such checkpoint file to resume from")
+    try:
+        state = pickle.loads(p.read_bytes())
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        raise InputFileError(f"{p}: not a dnnplan GA checkpoint (cannot be read)") from None
+    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+        raise InputFileError(f"{p}: not a version-{CHECKPOINT_VERSION} dnnplan GA checkpoint")
+    if state["fingerprint"] != fingerprint:
+        raise ConfigError(f"{p}: checkpoint was written for a different problem, settings or seed; "
+                          "rerun with the same model, device, options and --seed, or drop --resume")
+    return state

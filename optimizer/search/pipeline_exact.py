@@ -1,0 +1,150 @@
+"""Exact pipeline mapping: the true optimum by exhaustive, vectorised enumeration.
+
+For throughput (minimise the bottleneck stage time), every ordered choice of k <= 3 distinct
+processors is solved on the grid of its boundaries at once: stage times are built from the
+CostTable's prefix sums as broadcast arrays (a vector over the first cut, a matrix over both
+cuts for the middle stage), so a 400-layer, 4-processor, 3-stage problem (1.9 M mappings)
+takes a fraction of a second. Other objectives, extra objective hooks and k > 3 fall back to
+enumerating every mapping in chunks through :meth:`PipelineProblem.evaluate` (same model,
+slower). Two objectives give the exact Pareto front (:meth:`PipelineProblem.pareto_front`).
+This is the yardstick for the genetic algorithm of Park & Ha (METHODS.md §2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from .pipeline import PipelineProblem, _range_max
+from .result import SearchResult
+
+
+def _handoff_s(ct: Any, boundary: np.ndarray | int, p: int, q: int) -> np.ndarray:
+    if p == q:
+        return np.zeros_like(np.asarray(boundary, dtype=np.float64))
+    return ct.handoff_latency_s[p, q] + ct.cut_bytes[boundary] * ct.handoff_s_per_byte[p, q]
+
+
+def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """Bottleneck time over the boundary grid of one processor order (inf where infeasible).
+
+    Returns the grid and the boundary arrays it is indexed by (one axis per inner cut).
+    """
+    prep = problem.prepare()
+    ct = problem.cost_table
+    L, cpu, k = prep.L, prep.cpu, len(order)
+    threads = 2 * problem.host_threads + problem.cpu_threads * (cpu in order)
+    slow = max(1.0, threads / prep.cores)
+    inner = np.arange(1, L, dtype=np.int64)
+    axes = []
+    for m in range(k - 1):
+        shape = [1] * (k - 1)
+        shape[m] = L - 1
+        axes.append(inner.reshape(shape))
+    bounds: list[np.ndarray | int] = [0, *axes, L]
+    chain = (cpu, *order, cpu)
+    finite_caps = not np.all(np.isinf(prep.caps[list(order)]))
+    bott = np.full((), max(problem.pre_s, problem.post_s) * slow)
+    feasible = np.ones((), bool)
+    for m, p in enumerate(order):
+        a, b = bounds[m], bounds[m + 1]
+        comp = ct.cum_latency_s[b, p] - ct.cum_latency_s[a, p]
+        if p == cpu:
+            comp = comp * slow
+        t = _handoff_s(ct, a, chain[m], p) + comp + _handoff_s(ct, b, p, chain[m + 2])
+        bott = np.maximum(bott, t)
+        if finite_caps:
+            a_arr, b_arr = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+            mem = (ct.cum_weight_bytes[b_arr] - ct.cum_weight_bytes[a_arr]
+                   + _range_max(prep.live_sparse, a_arr, b_arr))
+            feasible = feasible & (mem <= prep.caps[p])
+    valid = feasible
+    for m in range(k - 2):
+        valid = valid & (axes[m] < axes[m + 1])
+    bott = np.where(valid, bott, np.inf)
+    return np.broadcast_to(bott, [L - 1] * (k - 1)) if k > 1 else bott, tuple(axes)
+
+
+def exact_throughput(problem: PipelineProblem) -> tuple[np.ndarray | None, int]:
+    """Chromosome of the highest-throughput feasible mapping (None if none) and mappings counted.
+
+    Ties go to the first order in ``itertools.permutations`` order and the smallest cuts.
+    """
+    prep = problem.prepare()
+    L, K = prep.L, prep.K
+    best_t, best_x, counted = np.inf, None, 0
+    for k in range(1, K + 1):
+        for order in itertools.permutations(prep.allowed.tolist(), k):
+            grid, axes = _order_grid(problem, order)
+            counted += int(np.isfinite(grid).sum()) if k > 1 else 1
+            flat = int(np.argmin(grid)) if grid.ndim else 0
+            value = float(grid.reshape(-1)[flat]) if grid.ndim else float(grid)
+            if value < best_t:
+                cuts = [int(ax.reshape(-1)[i]) for ax, i in zip(axes, np.unravel_index(flat, grid.shape))] \
+                    if k > 1 else []
+                bnd = [0, *cuts, L]
+                best_t = value
+                best_x = problem.encode(list(np.diff(bnd)), list(order))
+    return best_x, counted
+
+
+def solve_pipeline_exact(problem: PipelineProblem, *, seed: int | None = None) -> SearchResult:
+    """True optimum (one objective) or true Pareto front (two objectives) of ``problem``.
+
+    ``seed`` is accepted for the common solver interface and unused (the method is
+    deterministic). Raises :class:`~optimizer.errors.ConstraintError` when no mapping is
+    feasible, naming the constraint and the best value reachable.
+    """
+    t0 = time.perf_counter()
+    prep = problem.prepare()
+    hooks = any(o[3] is not None for o in prep.objectives)
+    names = problem.objective_names
+    front: tuple = ()
+    rule = None
+    if len(names) == 1:
+        if names[0] == "throughput" and prep.K <= 3 and not hooks:
+            x, _ = exact_throughput(problem)
+        else:
+            x = _exact_generic(problem)
+        if x is None:
+            problem.check_memory_feasible()
+            raise AssertionError("unreachable: check_memory_feasible found a feasible mapping the search missed")
+        best = problem.candidates(np.asarray([x]))[0]
+    elif len(names) == 2:
+        F, X = problem.pareto_front()
+        if len(X) == 0:
+            problem.check_memory_feasible()
+        cands = problem.candidates(X)
+        front = tuple(cands)
+        first = 0 if "throughput" not in names else names.index("throughput")
+        i = int(np.argmin(F[:, first]))
+        best = cands[i]
+        rule = {"rule": f"best {names[first]} on the front"}
+    else:
+        raise ConfigError(f"solver 'exact': supports 1 or 2 objectives, got {list(names)}")
+    size = problem.space_size()
+    return SearchResult(problem="pipeline", solver="exact", best=best, front=front, evaluations=size,
+                        space_size=float(size), space_counting=problem.space_counting, explored_fraction=1.0,
+                        wall_time_s=time.perf_counter() - t0, seed=seed, settings={},
+                        objectives=tuple(names), decision_rule=rule)
+
+
+def _exact_generic(problem: PipelineProblem) -> np.ndarray | None:
+    """Best feasible chromosome for a single objective by chunked enumeration."""
+    best_key: tuple[float, float] | None = None
+    best_x = None
+    for X in problem.enumerate_mappings():
+        X = problem._fill_unused(X)
+        out = problem.evaluate(X)
+        f = np.where(out["G"] <= 0, out["F"][:, 0], np.inf)
+        i = int(np.lexsort((out["latency_s"], f))[0])
+        if not np.isfinite(f[i]):
+            continue
+        key = (float(f[i]), float(out["latency_s"][i]))
+        if best_key is None or key < best_key:
+            best_key, best_x = key, X[i]
+    return best_x

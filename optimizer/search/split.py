@@ -1,0 +1,476 @@
+"""Mobile–cloud split selection (SmartSplit: Prakash, Bansal, Verma & Shorey, 2022).
+
+The network is cut at a boundary ``l``: layers ``0..l-1`` run on the phone (the *head*),
+``l..L-1`` on a server (the *tail*); every tensor crossing the boundary (the DAG cut, skip
+connections included) is uploaded, the result downloaded. Decisions are joint: besides ``l``
+the phone processor running the head, its clock level, and the dtype of the uploaded tensors.
+
+Objectives (all minimised, SI units):
+
+* ``latency_s = T_client + T_upload + T_server + T_download + RTT``;
+* ``energy_j = E_client + E_upload + E_download`` (phone only; radio after Huang et al.,
+  MobiSys'12: ``E_upload = (alpha_u tau_u + beta) I / B``);
+* ``memory_bytes`` = weights + peak live activations of the head,
+  :meth:`optimizer.graph.LayerGraph.memory` ``(0, l)``.
+
+Constraint: ``memory_bytes <= memory_limit_bytes``.
+
+Two cost models fill the same :class:`SplitCosts` arrays: ``"table"`` (default) reads
+:class:`~optimizer.cost.CostTable` s of the phone at every (processor, clock level) and of the
+server; ``"smartsplit"`` is the paper's closed form ``T = M / (C S)``, ``E = k C nu^3 T`` with
+``k = 1.172`` (``nu`` in GHz, ``M`` in MACs, one MAC per core per cycle), on the phone's CPUs.
+
+This module imports neither pymoo nor DEAP; :mod:`optimizer.search.nsga2` adapts
+:class:`SplitProblem` to a pymoo ``Problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, ConstraintError
+from ..graph.layergraph import DTYPE_BYTES, LayerGraph, dtype_bytes
+from .result import Candidate
+
+OBJECTIVES: tuple[str, ...] = ("latency_s", "energy_j", "memory_bytes")
+WIRE_DTYPES: tuple[str, ...] = ("int8", "fp16", "fp32")
+COST_MODELS: tuple[str, ...] = ("table", "smartsplit")
+SMARTSPLIT_K = 1.172  # W per (core GHz^3), fitted in SmartSplit
+
+
+@dataclass(frozen=True)
+class HeadOption:
+    """One way to run the head: a phone processor at one clock level."""
+
+    processor: str
+    kind: str
+    clock_hz: float
+    level: int  # index into the processor's clock levels (ascending)
+
+
+@dataclass(frozen=True, eq=False)
+class SplitCosts:
+    """Everything a split evaluation reads, as arrays (built once, read by every candidate).
+
+    ``K`` head options, ``W`` wire dtypes, ``L`` layers; boundaries ``0..L``.
+    """
+
+    model: str
+    granularity: str
+    dtype: str  # compute dtype of the head (weights and activations in memory)
+    device: str
+    network: str
+    server: str
+    cost_model: str
+    layer_names: tuple[str, ...]
+    options: tuple[HeadOption, ...]
+    wire_dtypes: tuple[str, ...]
+    head_latency_s: np.ndarray  # [K, L+1] time of layers 0..l-1 on option k
+    head_energy_j: np.ndarray  # [K, L+1]
+    tail_latency_s: np.ndarray  # [L+1] server time of layers l..L-1
+    cut_bytes: np.ndarray  # [W, L+1] bytes crossing boundary l at each wire dtype
+    upload_s: np.ndarray  # [W, L+1]
+    upload_j: np.ndarray  # [W, L+1]
+    download_s: float
+    download_j: float
+    rtt_s: float
+    memory_bytes: np.ndarray  # [L+1] head memory (0 at l = 0)
+    device_memory_bytes: float = float("inf")
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layer_names)
+
+
+def head_memory_array(graph: LayerGraph, dtype: str) -> np.ndarray:
+    """``graph.memory(0, l, dtype)`` for every boundary ``l = 0..L`` (0 at ``l = 0``), shape [L+1]."""
+    nbytes = dtype_bytes(dtype)
+    weights = np.cumsum(graph.params_array) * nbytes
+    peak = np.maximum.accumulate(graph.live_bytes_array(dtype))
+    return np.concatenate([[0.0], np.floor(weights + peak)])
+
+
+def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str]) -> dict[str, Any]:
+    """Cut bytes and upload cost per (wire dtype, boundary); download of the fp32 outputs."""
+    for attr in ("uplink_bps", "downlink_bps"):
+        value = float(getattr(link, attr))
+        if not value > 0:
+            raise ConfigError(f"network {getattr(link, 'name', '?')!r}: {attr} is {value:g}; "
+                              "expected a bandwidth > 0")
+    cut = np.vstack([graph.cut_bytes_array(w) for w in wire_dtypes])
+    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
+    return {
+        "cut_bytes": cut,
+        "upload_s": np.asarray(link.upload_s(cut), dtype=np.float64),
+        "upload_j": np.asarray(link.upload_j(cut), dtype=np.float64),
+        "download_s": float(link.download_s(out_bytes)),
+        "download_j": float(link.download_j(out_bytes)),
+        "rtt_s": float(link.rtt_s),
+    }
+
+
+def _check_wire(wire_dtypes: Sequence[str]) -> tuple[str, ...]:
+    bad = [w for w in wire_dtypes if w not in DTYPE_BYTES]
+    if bad or not wire_dtypes:
+        raise ConfigError(f"wire dtype {bad[0] if bad else '(none)'!r} is not valid; expected a "
+                          f"non-empty list of {', '.join(WIRE_DTYPES)}")
+    return tuple(wire_dtypes)
+
+
+def split_costs_from_tables(
+    graph: LayerGraph,
+    head_tables: Mapping[tuple[str, float], Any],
+    server_table: Any,
+    link: Any,
+    *,
+    dtype: str = "int8",
+    wire_dtypes: Sequence[str] = WIRE_DTYPES,
+    device: str = "",
+    server: str = "",
+    device_memory_bytes: float = float("inf"),
+    levels: Mapping[tuple[str, float], int] | None = None,
+) -> SplitCosts:
+    """Split costs from CostTables (the ``"table"`` cost model).
+
+    Parameters
+    ----------
+    graph
+        The network, in the granularity of the tables.
+    head_tables
+        ``{(processor, clock_hz): CostTable}`` of the phone with that processor at that clock;
+        the head option reads the processor's column of its table.
+    server_table
+        CostTable of the server; its first ``cloud`` processor (else its first) runs the tail.
+    link
+        A :class:`optimizer.hardware.Link` (or anything with ``upload_s/j``, ``download_s/j``,
+        ``rtt_s``, ``uplink_bps``, ``downlink_bps``).
+    """
+    wire = _check_wire(wire_dtypes)
+    n = len(graph)
+    options, lat, en = [], [], []
+    for (proc, clock), table in head_tables.items():
+        if table.n_layers != n:
+            raise ConfigError(f"cost table for {proc}@{clock:g} Hz has {table.n_layers} layers; "
+                              f"the graph {graph.name!r} has {n}")
+        p = table.processor_index(proc)
+        rank = sorted(f for q, f in head_tables if q == proc).index(clock)
+        options.append(HeadOption(proc, table.processor_kinds[p], float(clock),
+                                  (levels or {}).get((proc, clock), rank)))
+        lat.append(table.cum_latency_s[:, p])
+        en.append(table.cum_energy_j[:, p])
+    if not options:
+        raise ConfigError("no head options: give at least one (processor, clock) cost table")
+    kinds = list(server_table.processor_kinds)
+    q = kinds.index("cloud") if "cloud" in kinds else 0
+    if server_table.n_layers != n:
+        raise ConfigError(f"server cost table has {server_table.n_layers} layers; the graph has {n}")
+    cum_server = server_table.cum_latency_s[:, q]
+    return SplitCosts(
+        model=graph.name, granularity=graph.granularity, dtype=dtype, device=device,
+        network=str(getattr(link, "name", "")), server=server, cost_model="table",
+        layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
+        head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en),
+        tail_latency_s=cum_server[-1] - cum_server, memory_bytes=head_memory_array(graph, dtype),
+        device_memory_bytes=float(device_memory_bytes), **_link_arrays(graph, link, wire),
+    )
+
+
+def split_costs_smartsplit(
+    graph: LayerGraph,
+    head_cpus: Sequence[tuple[str, int, Sequence[float]]],
+    server_cores: int,
+    server_clock_hz: float,
+    link: Any,
+    *,
+    dtype: str = "int8",
+    wire_dtypes: Sequence[str] = WIRE_DTYPES,
+    k: float = SMARTSPLIT_K,
+    device: str = "",
+    server: str = "",
+    device_memory_bytes: float = float("inf"),
+) -> SplitCosts:
+    """Split costs from SmartSplit's closed form (the ``"smartsplit"`` cost model).
+
+    ``T_client(l) = M(0..l-1) / (C S)``, ``E_client = k C nu^3 T_client`` (nu = S in GHz),
+    ``T_server(l) = M(l..L-1) / (C_server S_server)``; M counts MACs.
+
+    Parameters
+    ----------
+    head_cpus
+        ``[(name, cores, clock_levels_hz), ...]``: the phone CPUs and their clock levels.
+    """
+    wire = _check_wire(wire_dtypes)
+    cum_macs = np.concatenate([[0.0], np.cumsum(graph.macs_array)])
+    options, lat, en = [], [], []
+    for name, cores, clocks in head_cpus:
+        for level, s in enumerate(clocks):
+            t = cum_macs / (cores * s)
+            options.append(HeadOption(name, "cpu", float(s), level))
+            lat.append(t)
+            en.append(k * cores * (s / 1e9) ** 3 * t)
+    if not options:
+        raise ConfigError("the smartsplit cost model needs at least one phone CPU with clock levels")
+    server_t = (cum_macs[-1] - cum_macs) / (server_cores * server_clock_hz)
+    return SplitCosts(
+        model=graph.name, granularity=graph.granularity, dtype=dtype, device=device,
+        network=str(getattr(link, "name", "")), server=server, cost_model="smartsplit",
+        layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
+        head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en), tail_latency_s=server_t,
+        memory_bytes=head_memory_array(graph, dtype), device_memory_bytes=float(device_memory_bytes),
+        meta={"k": k}, **_link_arrays(graph, link, wire),
+    )
+
+
+def build_split_costs(
+    graph: LayerGraph,
+    device: str,
+    network: str,
+    server: str = "smartsplit_i5",
+    *,
+    dtype: str = "int8",
+    server_dtype: str = "fp32",
+    cost_model: str = "table",
+    backend: str = "analytic",
+    wire_dtypes: Sequence[str] = WIRE_DTYPES,
+    bandwidth_bps: float | None = None,
+    processors: Sequence[str] | None = None,
+) -> SplitCosts:
+    """Load device, link and server by name and build the split cost arrays.
+
+    ``bandwidth_bps`` overrides the link's uplink and downlink (must be > 0). ``processors``
+    restricts the head to those phone processors (default: every processor of the device;
+    with ``cost_model="smartsplit"`` only the CPUs).
+    """
+    from ..hardware import load_device, load_link, load_server
+
+    if cost_model not in COST_MODELS:
+        raise ConfigError(f"unknown cost model {cost_model!r}; expected one of {', '.join(COST_MODELS)}")
+    dtype_bytes(dtype), _check_wire(wire_dtypes)
+    dev = load_device(device)
+    link = load_link(network)
+    srv = load_server(server)
+    if bandwidth_bps is not None:
+        if not bandwidth_bps > 0:
+            raise ConfigError(f"bandwidth {bandwidth_bps:g} bit/s is not valid; expected a value > 0")
+        link = link.model_copy(update={"uplink_bps": float(bandwidth_bps), "downlink_bps": float(bandwidth_bps)})
+    procs = [dev.processor(p) for p in processors] if processors else list(dev.processors)
+    if cost_model == "smartsplit":
+        cpus = [(p.name, p.cores, list(p.clock_levels_hz)) for p in procs if p.kind == "cpu"]
+        cloud = next(p for p in srv.processors if p.kind == "cloud")
+        return split_costs_smartsplit(
+            graph, cpus, cloud.cores, cloud.max_clock_hz, link, dtype=dtype, wire_dtypes=wire_dtypes,
+            device=dev.name, server=srv.name, device_memory_bytes=dev.memory_bytes)
+    from ..cost import build_cost_table
+
+    tables: dict[tuple[str, float], Any] = {}
+    levels: dict[tuple[str, float], int] = {}
+    for p in procs:
+        for level, f in enumerate(p.clock_levels_hz):
+            tables[(p.name, f)] = build_cost_table(graph, dev, dtype=dtype, backend=backend,
+                                                   clock_hz={p.name: f})
+            levels[(p.name, f)] = level
+    server_table = build_cost_table(graph, srv, dtype=server_dtype, backend="analytic")
+    return split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
+                                   wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
+                                   device_memory_bytes=dev.memory_bytes, levels=levels)
+
+
+class SplitProblem:
+    """Choose (split boundary, head option, wire dtype) minimising latency, energy, memory.
+
+    Decision vector ``x = (l, k, w)`` of integers: ``l`` the boundary (``1..L-1`` as in the
+    paper, or ``0..L`` with ``include_extremes=True``), ``k`` an index into
+    ``costs.options`` (processor and clock level, encoded jointly so every index is valid),
+    ``w`` an index into ``costs.wire_dtypes``. :meth:`evaluate` takes a whole population.
+
+    Parameters
+    ----------
+    costs
+        Precomputed :class:`SplitCosts`.
+    memory_limit_bytes
+        Head memory budget; ``None`` = the device's memory.
+    include_extremes
+        Also allow ``l = 0`` (all on the server) and ``l = L`` (all on the phone).
+    """
+
+    kind = "split"
+    objectives = OBJECTIVES
+    n_var = 3
+
+    def __init__(self, costs: SplitCosts, *, memory_limit_bytes: float | None = None,
+                 include_extremes: bool = False) -> None:
+        self.costs = costs
+        self.memory_limit_bytes = memory_limit_bytes
+        self.include_extremes = include_extremes
+
+    # ------------------------------------------------------------------ space
+    @property
+    def limit_bytes(self) -> float:
+        return float(self.costs.device_memory_bytes if self.memory_limit_bytes is None
+                     else self.memory_limit_bytes)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Inclusive integer bounds ``(xl, xu)`` of the decision vector."""
+        n = self.costs.n_layers
+        lo_l, hi_l = (0, n) if self.include_extremes else (1, n - 1)
+        if hi_l < lo_l:
+            raise ConfigError(f"{self.costs.model!r} has {n} layer(s): no interior split exists; "
+                              "use include_extremes")
+        return (np.array([lo_l, 0, 0]),
+                np.array([hi_l, len(self.costs.options) - 1, len(self.costs.wire_dtypes) - 1]))
+
+    @property
+    def space_size(self) -> int:
+        xl, xu = self.bounds()
+        return int(np.prod(xu - xl + 1))
+
+    space_counting = "split boundaries x (processor, clock level) options x wire dtypes"
+
+    def enumerate(self) -> np.ndarray:
+        """Every decision vector, shape [space_size, 3], in lexicographic order."""
+        xl, xu = self.bounds()
+        grids = np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(xl, xu)], indexing="ij")
+        return np.stack([g.ravel() for g in grids], axis=1)
+
+    def check(self) -> None:
+        """Raise :class:`ConstraintError` when no split fits the memory budget."""
+        xl, xu = self.bounds()
+        mem = self.costs.memory_bytes[xl[0]: xu[0] + 1]
+        if not (mem <= self.limit_bytes).any():
+            raise ConstraintError(
+                f"memory limit {self.limit_bytes / 1e6:.3f} MB is below every split of "
+                f"{self.costs.model!r}; the smallest reachable head memory is {mem.min() / 1e6:.3f} MB "
+                f"(split at boundary {int(xl[0] + mem.argmin())})")
+
+    # ------------------------------------------------------------------ evaluation
+    def _columns(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != 3:
+            raise ValueError(f"expected a population of shape [N, 3], got {X.shape}")
+        c = self.costs
+        hi = np.array([c.n_layers, len(c.options) - 1, len(c.wire_dtypes) - 1])
+        Xi = np.clip(np.rint(X).astype(np.int64), 0, hi)
+        return Xi[:, 0], Xi[:, 1], Xi[:, 2]
+
+    def breakdown(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-candidate components of latency and energy for a population ``X`` [N, 3]."""
+        c = self.costs
+        l, k, w = self._columns(X)
+        remote = l < c.n_layers  # something runs on the server
+        zero = np.zeros(len(l))
+        return {
+            "client_s": c.head_latency_s[k, l],
+            "upload_s": np.where(remote, c.upload_s[w, l], zero),
+            "server_s": c.tail_latency_s[l],
+            "download_s": np.where(remote, c.download_s, zero),
+            "rtt_s": np.where(remote, c.rtt_s, zero),
+            "client_j": c.head_energy_j[k, l],
+            "upload_j": np.where(remote, c.upload_j[w, l], zero),
+            "download_j": np.where(remote, c.download_j, zero),
+            "crossing_bytes": np.where(remote, c.cut_bytes[w, l], zero),
+            "memory_bytes": c.memory_bytes[l],
+        }
+
+    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Objectives ``F`` [N, 3] and constraint values ``G`` [N, 1] (``<= 0`` feasible)
+        of a whole population ``X`` [N, 3] (values are rounded to integers and clipped to the
+        valid ranges ``0..L``, ``0..K-1``, ``0..W-1``; the extremes are evaluable even when
+        the search excludes them)."""
+        b = self.breakdown(X)
+        latency = b["client_s"] + b["upload_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
+        energy = b["client_j"] + b["upload_j"] + b["download_j"]
+        F = np.stack([latency, energy, b["memory_bytes"]], axis=1)
+        G = (b["memory_bytes"] - self.limit_bytes)[:, None]
+        return F, G
+
+    # ------------------------------------------------------------------ exact front
+    @cached_property
+    def _exact(self) -> tuple[np.ndarray, np.ndarray]:
+        X = self.enumerate()
+        F, G = self.evaluate(X)
+        ok = G[:, 0] <= 0
+        idx = pareto_indices(F[ok])
+        return unique_rows(X[ok][idx], F[ok][idx])
+
+    def exact_front(self) -> tuple[np.ndarray, np.ndarray]:
+        """The true Pareto set and front ``(X, F)`` of the feasible space, by enumeration;
+        one representative (lexicographically first decision) per distinct objective vector."""
+        return self._exact
+
+    # ------------------------------------------------------------------ decoding
+    def decode(self, x: Sequence[int]) -> dict[str, Any]:
+        """The decision dict of one decision vector."""
+        l, k, w = (int(v[0]) for v in self._columns(np.asarray([x])))
+        opt = self.costs.options[k]
+        return {"split": l, "processor": opt.processor, "processor_kind": opt.kind,
+                "clock_hz": opt.clock_hz, "clock_level": opt.level,
+                "wire_dtype": self.costs.wire_dtypes[w]}
+
+    def candidates(self, X: np.ndarray) -> list[Candidate]:
+        """Evaluate ``X`` [N, 3] and wrap each row as a :class:`Candidate`."""
+        X = np.asarray(X).reshape(-1, 3)
+        if len(X) == 0:
+            return []
+        F, G = self.evaluate(X)
+        b = self.breakdown(X)
+        out = []
+        for i in range(len(X)):
+            viol = max(float(G[i, 0]), 0.0)
+            out.append(Candidate(
+                decision=self.decode(X[i]),
+                objectives={name: float(F[i, j]) for j, name in enumerate(OBJECTIVES)},
+                feasible=viol == 0.0, violation=viol,
+                metrics={key: float(v[i]) for key, v in b.items()},
+            ))
+        return out
+
+    def encode(self, split: int, processor: str, clock_hz: float | None = None,
+               wire_dtype: str | None = None) -> np.ndarray:
+        """The decision vector of a decision (clock: the processor's highest by default;
+        wire dtype: the compute dtype)."""
+        opts = [i for i, o in enumerate(self.costs.options) if o.processor == processor]
+        if not opts:
+            raise ConfigError(f"processor {processor!r} is not a head option; valid: "
+                              f"{', '.join(sorted({o.processor for o in self.costs.options}))}")
+        if clock_hz is None:
+            k = max(opts, key=lambda i: self.costs.options[i].clock_hz)
+        else:
+            k = min(opts, key=lambda i: abs(self.costs.options[i].clock_hz - clock_hz))
+        wire = wire_dtype or self.costs.dtype
+        if wire not in self.costs.wire_dtypes:
+            raise ConfigError(f"wire dtype {wire!r} is not searched; valid: {', '.join(self.costs.wire_dtypes)}")
+        return np.array([split, k, self.costs.wire_dtypes.index(wire)])
+
+    def settings(self) -> dict[str, Any]:
+        """The problem's settings, JSON-serialisable (recorded in results and plans)."""
+        c = self.costs
+        return {"model": c.model, "granularity": c.granularity, "dtype": c.dtype, "device": c.device,
+                "network": c.network, "server": c.server, "cost_model": c.cost_model,
+                "wire_dtypes": list(c.wire_dtypes), "memory_limit_bytes": self.limit_bytes,
+                "include_extremes": self.include_extremes,
+                "head_options": [f"{o.processor}@{o.clock_hz / 1e9:.3g}GHz" for o in c.options]}
+
+
+def unique_rows(X: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the first row of each distinct objective vector (rows keep their order)."""
+    if len(F) == 0:
+        return X, F
+    _, first = np.unique(F, axis=0, return_index=True)
+    keep = np.sort(first)
+    return X[keep], F[keep]
+
+
+def pareto_indices(F: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated rows of ``F`` (pymoo's non-dominated sorting), sorted."""
+    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+    if len(F) == 0:
+        return np.zeros(0, dtype=np.int64)
+    idx = NonDominatedSorting(method="efficient_non_dominated_sort").do(np.asarray(F), only_non_dominated_front=True)
+    return np.sort(np.asarray(idx, dtype=np.int64))

@@ -1,0 +1,77 @@
+"""A small split-search job: every (model, device, seed) of a SmartSplit-style setting.
+
+The job spec (``search_spaces/jobs/smartsplit.yaml``) lists models, devices, one network and
+one server, the granularity, the solver and the seeds; :func:`run_split_job` runs the solver
+and every baseline on each combination and returns one row per run. (The general batch-job
+system, with a result store and parallel execution, is :mod:`optimizer.batch`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .split_baselines import BASELINES
+
+
+class SplitJob(BaseModel):
+    """Job spec of a split search over models x devices x seeds (unknown keys are rejected)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["split"] = "split"
+    name: str
+    description: str = ""
+    models: list[str] = Field(min_length=1)
+    devices: list[str] = Field(min_length=1)
+    network: str
+    server: str
+    granularity: Literal["op", "block"] = "block"
+    dtype: Literal["int8", "fp16", "fp32"] = "int8"
+    wire_dtypes: list[Literal["int8", "fp16", "fp32"]] = Field(default=["int8", "fp16", "fp32"], min_length=1)
+    processors: list[str] | None = Field(default=None, description="Head processors (default: all)")
+    cost_model: Literal["table", "smartsplit"] = "table"
+    solver: Literal["nsga2", "exact"] = "nsga2"
+    population: int = Field(default=40, ge=4)
+    generations: int = Field(default=40, ge=1)
+    topsis: Literal["paper", "classic"] = "paper"
+    weights: list[float] | None = None
+    seeds: list[int] = Field(default=[0], min_length=1)
+    include_extremes: bool = False
+
+
+def run_split_job(job: SplitJob, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``job``; one row per (model, device, seed) with the chosen split and the baselines'.
+
+    Each row: ``model, device, seed, layers`` (L), ``chosen`` (decision dict), ``objectives``,
+    ``evaluations``, and for every baseline name its decision and objectives.
+    """
+    from ..graph import load_graph
+    from .solve import solve
+    from .split import SplitProblem, build_split_costs
+
+    rows = []
+    for model in job.models:
+        graph = load_graph(model, job.granularity)
+        for device in job.devices:
+            costs = build_split_costs(graph, device, job.network, job.server, dtype=job.dtype,
+                                      cost_model=job.cost_model, wire_dtypes=job.wire_dtypes,
+                                      processors=job.processors)
+            problem = SplitProblem(costs, include_extremes=job.include_extremes)
+            for seed in job.seeds:
+                if progress:
+                    progress(f"{model} on {device} (seed {seed})")
+                settings: dict[str, Any] = {"weights": job.weights, "topsis_variant": job.topsis}
+                if job.solver == "nsga2":
+                    settings.update(population=job.population, generations=job.generations)
+                res = solve(problem, job.solver, seed=seed, **settings)
+                row: dict[str, Any] = {
+                    "model": graph.name, "device": device, "seed": seed, "layers": len(graph),
+                    "solver": job.solver, "chosen": res.best.decision, "objectives": res.best.objectives,
+                    "evaluations": res.evaluations, "front_size": len(res.front)}
+                for b in BASELINES:
+                    row[b] = {"decision": res.baselines[b].decision, "objectives": res.baselines[b].objectives}
+                rows.append(row)
+    return rows

@@ -1,0 +1,82 @@
+"""Batch job files: expansion, stable ids, and bad input with file/line/field."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from optimizer.batch import load_job
+from optimizer.errors import SchemaError
+
+GRID = """\
+name: small
+defaults: {dtype: int8}
+grid:
+  models: [mobilenet_v2, resnet50]
+  devices: [pixel6]
+  seeds: [0, 1]
+  map: {solvers: [ga, exact], objectives: [[throughput]]}
+  split: {networks: [wifi_10, lte], solvers: [nsga2]}
+tasks:
+  - {kind: split, model: alexnet, device: galaxy_j6, network: wifi_10, solver: exact}
+"""
+
+
+def _write(tmp_path, text, name="job.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_grid_expands_to_the_product_plus_explicit_tasks(tmp_path):
+    job = load_job(_write(tmp_path, GRID))
+    tasks = job.expand()
+    maps = [t for t in tasks if t.kind == "map"]
+    splits = [t for t in tasks if t.kind == "split"]
+    assert len(maps) == 2 * 1 * 2 * 2  # models x devices x solvers x seeds
+    assert len(splits) == 2 * 1 * 2 * 2 + 1  # models x devices x networks x seeds + explicit
+    assert all(t.network is None for t in maps)
+    assert {t.granularity for t in splits} == {"block"} and {t.granularity for t in maps} == {"op"}
+    assert len({t.task_id for t in tasks}) == len(tasks)
+    # ids are stable across loads and change with any field
+    again = {t.task_id for t in load_job(_write(tmp_path, GRID, "again.yaml")).expand()}
+    assert again == {t.task_id for t in tasks}
+    assert maps[0].model_copy(update={"seed": 99}).task_id != maps[0].task_id
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\ngrid: {models: [a], devices: [b]\n", "line 3 column 1: malformed YAML"),
+    ("name: x\ngrid:\n  models: [a]\n  devices: [b]\n  colour: red\n  map: {}\n",
+     "line 5: field grid.colour: Extra inputs are not permitted"),
+    ("name: x\ngrid:\n  models: []\n  devices: [b]\n  map: {}\n", "line 3: field grid.models"),
+    ("name: x\ngrid:\n  models: [a]\n  devices: [b]\n  seeds: [0, x]\n  map: {}\n",
+     "line 5: field grid.seeds[1]: Input should be a valid integer"),
+    ("name: x\n", "has no 'grid' and no 'tasks'"),
+    ("", "the file is empty"),
+    ("name: x\ntasks:\n  - {kind: split, model: a, device: b}\n", "line 3: tasks[0]: a split task needs a 'network'"),
+    ("name: x\ngrid: {models: [a], devices: [b]}\n", "needs a 'map' and/or a 'split' section"),
+])
+def test_bad_job_files_name_line_and_field(tmp_path, run_cli, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(SchemaError) as err:
+        load_job(path)
+    assert message in str(err.value)
+    res = run_cli("batch", "plan", path)
+    assert res.exit_code == 2 and message in res.stderr.replace("\n", "")
+
+
+def test_batch_plan_lists_tasks(tmp_path, run_cli):
+    res = run_cli("batch", "plan", _write(tmp_path, GRID))
+    assert res.exit_code == 0, res.stderr
+    assert "17 tasks" in res.stdout
+
+
+def test_unreachable_scheduler_fails_fast_and_writes_nothing(tmp_path, run_cli):
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    res = run_cli("batch", "run", _write(tmp_path, GRID), "--out", out, "--scheduler", "tcp://127.0.0.1:9")
+    assert time.perf_counter() - t0 < 20
+    assert res.exit_code == 2
+    assert "cannot reach a Dask scheduler" in res.stderr
+    assert not out.exists()

@@ -1,0 +1,224 @@
+"""Cost backends: analytic formulas by hand, fallback, DVFS, measured tables, learned model, CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from optimizer.cost import CostTable, MeasuredTable, build_cost_table, read_measured_table, write_measured_table
+from optimizer.cost.learned import fit_learned_model
+from optimizer.errors import ConfigError, SchemaError, UnknownNameError
+from optimizer.graph import LayerSpec, build_graph
+from optimizer.hardware import load_device, load_server
+
+TOY_DEVICE = {
+    "name": "toy", "memory": "2 GB", "idle_power": "0.5 W", "source": "test",
+    "processors": [
+        {"name": "cpu", "kind": "cpu", "cores": 4, "clock_levels": ["1 GHz", "2 GHz"],
+         "peak_macs": {"fp32": "10 GMAC/s", "int8": "40 GMAC/s"},
+         "efficiency": {"default": 0.5, "conv": 0.5}, "memory_bandwidth": "1 GB/s",
+         "layer_overhead": "10 us", "supported_ops": {"fp32": "all", "int8": "all"},
+         "power": {"static": "0.5 W", "dynamic_at_max": "2 W", "source": "test"}, "source": "test"},
+        {"name": "gpu", "kind": "gpu", "cores": 1, "clock_levels": ["500 MHz"],
+         "peak_macs": {"fp32": "100 GMAC/s", "int8": "100 GMAC/s"},
+         "efficiency": {"default": 0.25}, "memory_bandwidth": "4 GB/s", "layer_overhead": "100 us",
+         "supported_ops": {"fp32": "all", "int8": ["conv", "dense", "act"]},
+         "power": {"static": "0.1 W", "upsilon": "8 W/GHz^3", "source": "test"}, "source": "test"},
+    ],
+    "handoff": {"default": {"latency": "1 ms", "bandwidth": "1 GB/s", "energy_per_byte": "1 nJ/B"},
+                "source": "test"},
+}
+
+
+def chain_graph(n: int = 3, name: str = "toy", hw: int = 16, c: int = 8, seed: int = 0, ops=None):
+    """conv -> pool -> act ... chain with hand-known MACs and shapes."""
+    rng = np.random.default_rng(seed)
+    specs, prev, shape = [], "x", (hw, hw, c)
+    cycle = ops or ["conv", "pool", "act"]
+    for i in range(n):
+        op = cycle[i % len(cycle)]
+        cout = int(rng.integers(4, 64)) if op == "conv" else shape[-1]
+        out = (shape[0], shape[1], cout)
+        macs = shape[0] * shape[1] * cout * 9 * shape[-1] if op == "conv" else 0
+        params = 9 * shape[-1] * cout + cout if op == "conv" else 0
+        specs.append(LayerSpec(name=f"l{i}", op=op, op_type=op, inputs=(prev,), outputs=(f"t{i}",),
+                               output_shapes=(out,), macs=macs, params=params))
+        prev, shape = f"t{i}", out
+    return build_graph(name, specs, [("x", (hw, hw, c))], [prev])
+
+
+@pytest.fixture
+def toy(tmp_path):
+    p = tmp_path / "toy.yaml"
+    p.write_text(yaml.safe_dump(TOY_DEVICE))
+    return load_device(p)
+
+
+def test_analytic_matches_hand_computation(toy):
+    g = chain_graph(3)
+    ct = build_cost_table(g, toy, "fp32")
+    assert isinstance(ct, CostTable) and ct.latency_s.shape == (3, 2)
+    conv = g.layers[0]
+    moved = (16 * 16 * 8 + conv.output_elements + conv.params) * 4
+    cpu = 10e-6 + max(conv.macs / (10e9 * 0.5), moved / 1e9)
+    gpu = 100e-6 + max(conv.macs / (100e9 * 0.25), moved / 4e9)
+    assert ct.latency_s[0, 0] == pytest.approx(cpu)
+    assert ct.latency_s[0, 1] == pytest.approx(gpu)
+    assert ct.energy_j[0, 0] == pytest.approx(cpu * 2.5)
+    assert ct.energy_j[0, 1] == pytest.approx(gpu * (0.1 + 8 * 0.5**3))
+    # act is fused: no dispatch overhead, memory-bound
+    act_bytes = 2 * g.layers[2].output_elements * 4
+    assert ct.latency_s[2, 0] == pytest.approx(act_bytes / 1e9)
+    assert np.allclose(ct.cut_bytes, g.cut_bytes_array("fp32"))
+    assert ct.stage_latency(0, 3, 1) == pytest.approx(ct.latency_s[:, 1].sum())
+
+
+def test_fallback_to_cpu_costs_transfers(toy):
+    g = chain_graph(3)
+    ct = build_cost_table(g, toy, "int8")
+    assert ct.supported[:, 1].tolist() == [True, False, True]  # pool is not supported on the gpu at int8
+    pool = g.layers[1]
+    io = 2 * pool.output_elements * 1
+    cpu_t = ct.latency_s[1, 0]
+    assert ct.latency_s[1, 1] == pytest.approx(cpu_t + 2 * 1e-3 + io / 1e9)
+    assert ct.energy_j[1, 1] == pytest.approx(cpu_t * 2.5 + io * 1e-9)
+    assert ct.latency_s[1, 1] > ct.latency_s[1, 0]
+
+
+def test_clock_override_scales_compute_and_power(toy):
+    g = chain_graph(1, hw=64, c=64)  # one big compute-bound conv
+    fast = build_cost_table(g, toy, "fp32")
+    slow = build_cost_table(g, toy, "fp32", clock_hz={"cpu": 1e9})
+    compute = g.layers[0].macs / (10e9 * 0.5)
+    assert fast.latency_s[0, 0] == pytest.approx(10e-6 + compute)
+    assert slow.latency_s[0, 0] == pytest.approx(10e-6 + 2 * compute)
+    assert slow.active_power_w[0] == pytest.approx(0.5 + 2 / 8)
+    assert slow.latency_s[0, 1] == fast.latency_s[0, 1]
+    with pytest.raises(UnknownNameError, match="unknown processor 'npu'.*cpu, gpu"):
+        build_cost_table(g, toy, "fp32", clock_hz={"npu": 1e9})
+    with pytest.raises(ConfigError, match="expected 0 < f"):
+        build_cost_table(g, toy, "fp32", clock_hz={"cpu": 3e9})
+
+
+def test_dtype_changes_bytes_and_peak(toy):
+    g = chain_graph(3)
+    f32 = build_cost_table(g, toy, "fp32")
+    i8 = build_cost_table(g, toy, "int8")
+    assert f32.cut_bytes[1] == 4 * i8.cut_bytes[1]
+    assert i8.latency_s[0, 0] < f32.latency_s[0, 0]
+    with pytest.raises(ConfigError, match="unknown dtype"):
+        build_cost_table(g, toy, "int4")
+
+
+def test_real_devices_and_server(zoo_graph):
+    g = zoo_graph("mobilenet_v2")
+    for name in ("pixel4", "pixel6", "galaxy_s22", "jetson_nano", "host"):
+        ct = build_cost_table(g, name, "int8")
+        assert np.isfinite(ct.latency_s).all() and (ct.latency_s > 0).all()
+        assert (ct.energy_j > 0).all()
+    ct = build_cost_table(g, load_server("gpu_server"), "fp16")
+    assert ct.processor_kinds == ("cloud", "cpu")
+    assert ct.whole_network_latency()[0] < ct.whole_network_latency()[1]
+    p4 = build_cost_table(g, "pixel4", "fp32")
+    # the DSP and NPU are int8-only: at fp32 every layer falls back to the CPU
+    assert not p4.supported[:, 2].any()
+    assert (p4.latency_s[:, 2] > p4.latency_s[:, 0]).all()
+
+
+def test_1000_layers_5_processors_is_fast(toy):
+    dev = toy.model_copy(update={"processors": [toy.processors[0], toy.processors[1]] + [
+        toy.processors[1].model_copy(update={"name": f"gpu{i}"}) for i in range(3)]})
+    g = chain_graph(1000, ops=["conv", "pool", "act", "add", "dense", "norm"][:3])
+    build_cost_table(g, dev, "int8")
+    t0 = time.perf_counter()
+    ct = build_cost_table(g, dev, "int8")
+    elapsed = time.perf_counter() - t0
+    assert ct.latency_s.shape == (1000, 5)
+    assert elapsed < 0.25  # benchmark target 50 ms; margin for a loaded CI host
+
+
+# --------------------------------------------------------------------------- measured
+def _table_from(ct: CostTable, meta=None) -> MeasuredTable:
+    import pandas as pd
+
+    rows = [{"processor": p, "index": i, "layer": name, "op": "", "latency_s": ct.latency_s[i, j],
+             "latency_std_s": 0.0, "energy_j": np.nan}
+            for j, p in enumerate(ct.processors) for i, name in enumerate(ct.layer_names)]
+    return MeasuredTable(pd.DataFrame(rows), meta or {"model": ct.model}, "")
+
+
+def test_measured_roundtrip_csv_and_json(toy, tmp_path):
+    g = chain_graph(6)
+    ref = build_cost_table(g, toy, "int8")
+    for suffix in ("csv", "json"):
+        path = write_measured_table(_table_from(ref, {"model": "toy", "dtype": "int8"}), tmp_path / f"t.{suffix}")
+        mt = read_measured_table(path)
+        assert mt.meta["model"] == "toy"
+        ct = build_cost_table(g, toy, "int8", "measured", table=path)
+        assert ct.backend == "measured"
+        assert np.allclose(ct.latency_s, ref.latency_s)
+        assert np.allclose(ct.energy_j, ref.latency_s * ref.active_power_w[None, :])
+
+
+def test_measured_mismatch_names_first_layer(toy, tmp_path):
+    g = chain_graph(6)
+    mt = _table_from(build_cost_table(g, toy, "int8"))
+    mt.rows.loc[(mt.rows["processor"] == "gpu") & (mt.rows["index"] == 3), "layer"] = "conv_x"
+    path = write_measured_table(mt, tmp_path / "bad.csv")
+    with pytest.raises(ConfigError, match=r"bad.csv: layer 3 is 'conv_x' .* has 'l3' there"):
+        build_cost_table(g, toy, "int8", "measured", table=path)
+    short = chain_graph(8)
+    with pytest.raises(ConfigError, match="first missing layer 6 'l6'"):
+        build_cost_table(short, toy, "int8", "measured", table=_table_from(build_cost_table(g, toy, "int8")))
+    only_cpu = _table_from(build_cost_table(g, toy, "int8"))
+    only_cpu = MeasuredTable(only_cpu.rows[only_cpu.rows["processor"] == "cpu"], {}, "cpu.csv")
+    with pytest.raises(ConfigError, match="no rows for processor 'gpu'"):
+        build_cost_table(g, toy, "int8", "measured", table=only_cpu)
+    bad = tmp_path / "neg.csv"
+    bad.write_text("processor,index,layer,latency_s\ncpu,0,l0,-1\n")
+    with pytest.raises(SchemaError, match="row 1: latency_s = -1"):
+        read_measured_table(bad)
+    bad.write_text("processor,index,layer\ncpu,0,l0\n")
+    with pytest.raises(SchemaError, match="lacks column 'latency_s'"):
+        read_measured_table(bad)
+
+
+# --------------------------------------------------------------------------- learned
+def test_learned_pipeline_predicts_unseen_network(toy):
+    from sklearn.pipeline import Pipeline
+
+    graphs = [chain_graph(12, name=f"net{s}", hw=8 + 4 * s, c=4 + 2 * s, seed=s) for s in range(7)]
+    cpu_only = toy.model_copy(update={"processors": [toy.processors[0]]})
+    tables = [(g, _table_from(build_cost_table(g, cpu_only, "fp32"))) for g in graphs]
+    model = fit_learned_model(tables[:-1], dtype="fp32")
+    assert isinstance(model, Pipeline) and model.processors_ == ["cpu"]
+    test_graph = graphs[-1]
+    ct = build_cost_table(test_graph, cpu_only, "fp32", "learned", model=model)
+    truth = build_cost_table(test_graph, cpu_only, "fp32").whole_network_latency()[0]
+    assert ct.backend == "learned"
+    assert abs(ct.whole_network_latency()[0] / truth - 1) < 0.3
+    with pytest.raises(ConfigError, match="trained on processors cpu, not 'gpu'"):
+        build_cost_table(test_graph, toy, "fp32", "learned", model=model)
+
+
+# --------------------------------------------------------------------------- CLI
+def test_cli_cost_json_and_errors(run_cli, tmp_path):
+    r = run_cli("cost", "alexnet", "--device", "pixel6", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["processors"] == ["cpu", "gpu", "tpu"] and len(doc["layers"]) > 20
+    assert doc["totals"]["latency_s"]["tpu"] > 0
+    r = run_cli("cost", "mobilenet_v2", "--device", "pixel5")
+    assert r.exit_code == 2 and "unknown device 'pixel5'" in r.stderr and "pixel6" in r.stderr
+    r = run_cli("cost", "alexnet", "--device", "pixel6", "--clock", "npu=1GHz")
+    assert r.exit_code == 2 and "unknown processor 'npu'" in r.stderr and "tpu" in r.stderr
+    r = run_cli("cost", "alexnet", "--device", "pixel6", "--backend", "magic")
+    assert r.exit_code == 2 and "unknown cost backend 'magic'" in r.stderr
+    bad = tmp_path / "t.csv"
+    bad.write_text("# model: \"alexnet\"\nprocessor,index,layer,latency_s\ncpu,0,nope,0.001\n")
+    r = run_cli("cost", "alexnet", "--device", "host", "--backend", "measured", "--table", str(bad), "--dtype", "fp32")
+    assert r.exit_code == 2 and "layer 0 is 'nope'" in r.stderr

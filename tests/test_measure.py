@@ -1,0 +1,118 @@
+"""Host measurement (onnxruntime per layer, LiteRT whole model) and the external protocol."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import numpy as np
+import pytest
+
+from optimizer.errors import ConfigError, MeasurementError
+from optimizer.measure import ExternalMeasurer
+
+PY = shlex.quote(sys.executable)
+RUNNER = f"{PY} -m optimizer.measure.reference_runner"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A small Keras model saved as .keras, its LayerGraph and float .tflite."""
+    from optimizer.graph import load_graph
+    from optimizer.graph.convert import keras_to_tflite
+    from optimizer.lazy import keras as _keras
+
+    keras = _keras()
+    d = tmp_path_factory.mktemp("tiny")
+    inp = keras.Input((48, 48, 3), name="input")
+    x = keras.layers.Conv2D(16, 3, padding="same", name="c1")(inp)
+    x = keras.layers.BatchNormalization(name="bn1")(x)
+    x = keras.layers.ReLU(name="r1")(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    x = keras.layers.ReLU(name="r2")(x)
+    x = keras.layers.Conv2D(32, 1, name="pw")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    out = keras.layers.Dense(10, name="fc")(x)
+    model = keras.Model(inp, out, name="tiny")
+    path = d / "tiny.keras"
+    model.save(path)
+    tfl = keras_to_tflite(model, d / "tiny.tflite")
+    return {"keras": path, "graph": load_graph(path), "tflite": tfl, "dir": d}
+
+
+@pytest.mark.slow
+def test_ort_profile_maps_nodes_to_layers(tiny, tmp_path, monkeypatch, run_cli):
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "tiny.csv"
+    r = run_cli("measure", str(tiny["keras"]), "--backend", "ort", "--repeats", "5", "--warmup", "1",
+                "--out", str(out), "--json")
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["unattributed_share"] < 0.05
+    from optimizer.cost import build_cost_table, read_measured_table
+
+    table = read_measured_table(out)
+    g = tiny["graph"]
+    assert table.rows["layer"].tolist() == [la.name for la in g.layers]
+    lat = dict(zip(table.rows["layer"], table.rows["latency_s"]))
+    # fused Conv+BN+ReLU nodes are attributed to the convolution, not to the activation
+    assert lat["c1"] > 0 and lat["dw"] > 0 and lat["pw"] > 0
+    assert lat["c1"] > lat["r1"]
+    assert summary["layer_sum_s"] == pytest.approx(sum(lat.values()), rel=1e-6)
+    ct = build_cost_table(g, "host", "fp32", "measured", table=out)
+    assert np.allclose(ct.latency_s[:, 0], table.rows["latency_s"].to_numpy())
+
+
+@pytest.mark.slow
+def test_litert_whole_model_timing(tiny):
+    from optimizer.measure import time_litert
+
+    r = time_litert(tiny["tflite"], threads=1, repeats=7, warmup=1)
+    assert 0 < r.p10_s <= r.median_s <= r.p90_s and r.repeats == 7
+    with pytest.raises(ConfigError):
+        time_litert(tiny["tflite"], repeats=0)
+
+
+@pytest.mark.slow
+def test_reference_runner_measures_on_host(tiny):
+    assignment = {"kind": "pipeline", "stages": [{"processor": "cpu", "layers": [0, 8], "threads": 1}]}
+    with ExternalMeasurer(RUNNER, timeout_s=120, retries=0) as m:
+        a = m.measure(tiny["tflite"], assignment, repeats=5, warmup=1)
+        b = m.measure(tiny["tflite"], assignment, repeats=5, warmup=1)  # same process, second request
+        assert a["latency_s"] > 0 and a["fps"] == pytest.approx(1 / a["latency_s"])
+        assert b["threads"] == 1
+        with pytest.raises(MeasurementError, match="could not measure missing.tflite"):
+            m.measure(tiny["dir"] / "missing.tflite", assignment)
+
+
+@pytest.mark.parametrize("script, message", [
+    ("import time; time.sleep(30)", "no reply within 0.5 s"),
+    ("import sys; sys.exit(3)", "exited with status 3 without replying"),
+    ("print('hello')", "not JSON: 'hello'"),
+    ("import sys; sys.stdin.readline(); print('[1, 2]')", "not a reply object"),
+])
+def test_measure_cmd_failures(tiny, script, message):
+    cmd = f"{PY} -c {shlex.quote(script)}"
+    with pytest.raises(MeasurementError, match=message) as exc:
+        ExternalMeasurer(cmd, timeout_s=0.5, retries=1).measure(tiny["tflite"], {})
+    assert "after 2 attempts" in str(exc.value)
+
+
+def test_measure_cmd_errors_through_cli(tiny, run_cli):
+    bad = f"{PY} -c {shlex.quote('import sys; sys.exit(3)')}"
+    r = run_cli("measure", str(tiny["keras"]), "--measure-cmd", bad, "--measure-retries", "0")
+    assert r.exit_code == 2 and "exited with status 3" in r.stderr
+    r = run_cli("measure", str(tiny["keras"]), "--measure-cmd", "", "--measure-retries", "0")
+    assert r.exit_code == 2 and "--measure-cmd is empty" in r.stderr
+    r = run_cli("measure", str(tiny["keras"]), "--backend", "tvm")
+    assert r.exit_code == 2 and "expected ort or litert" in r.stderr
+
+
+@pytest.mark.slow
+def test_cli_measure_through_reference_runner(tiny, run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    r = run_cli("measure", str(tiny["keras"]), "--measure-cmd", RUNNER, "--repeats", "3", "--warmup", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["metrics"]["latency_s"] > 0
