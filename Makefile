@@ -31,6 +31,17 @@ demo: install
 	@echo "== 1. profile the default network ($(MODEL)) =="
 	$(DNNPLAN) profile $(MODEL) --granularity block --out $(DEMO)/profile_block.json
 	$(DNNPLAN) profile $(MODEL) --quiet --out $(DEMO)/profile_op.json
+	@echo "== 2. quantize it to INT8 (TFLite PTQ, per-channel) =="
+	$(DNNPLAN) quantize $(MODEL) --out $(DEMO)/$(MODEL)_int8.tflite --samples 200 --report $(DEMO)/quantize_report.json
+	@echo "== 3. map it onto pixel6 as an INT8 pipeline (GA vs exact optimum and baselines) =="
+	$(DNNPLAN) map $(MODEL) --device pixel6 --dtype int8 --out $(DEMO)/map_plan.json
+	@echo "== 4. split it between galaxy_j6 and a server over 10 Mbps Wi-Fi (NSGA-II + TOPSIS) =="
+	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network wifi_10 --out $(DEMO)/split_plan.json --front $(DEMO)/split_front.csv
+	@echo "== 5. a small batch job: both searches on two devices, resumable store =="
+	$(DNNPLAN) batch run search_spaces/jobs/demo.yaml --out $(DEMO)/batch
+	$(DNNPLAN) batch collect $(DEMO)/batch --out $(DEMO)/batch_table.csv
+	@echo "== 6. report: figures and tables of the plans, the front and the batch run =="
+	$(DNNPLAN) report $(DEMO)/split_plan.json $(DEMO)/split_front.csv $(DEMO)/map_plan.json $(DEMO)/batch --out $(DEMO) --title "dnnplan demo: $(MODEL)"
 	@echo "demo outputs in $(DEMO)/"
 
 test: install

@@ -138,33 +138,35 @@ class ResultStore:
                 search.get("space_size"), search.get("explored_fraction"), r.get("wall_time_s"),
                 r.get("plan_path"), json.dumps(r.get("metrics") or {}, sort_keys=True))
 
-    def reindex(self) -> None:
-        """Rebuild the SQLite index from the task folders (the source of truth)."""
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Index rows read from the task folders (the source of truth), sorted by task id."""
         rows = []
         for d in sorted(self.tasks_dir.glob("*/task.json")):
             task = TaskSpec.model_validate(json.loads(d.read_text()))
             res = d.parent / "result.json"
             rows.append(self._row(task, json.loads(res.read_text()) if res.is_file() else None))
+        return rows
+
+    def reindex(self) -> None:
+        """Rebuild the SQLite index from the task folders."""
+        rows = self.rows()
         with self._db() as db:
             db.execute("DELETE FROM tasks")
             db.executemany(f"INSERT INTO tasks VALUES ({','.join('?' * len(INDEX_COLUMNS))})", rows)
 
     def table(self) -> Any:
-        """All tasks as a pandas DataFrame (one row per task), sorted by task id."""
+        """All tasks as a pandas DataFrame (one row per task), sorted by task id; read-only."""
         import pandas as pd
 
-        self.reindex()
-        with self._db() as db:
-            df = pd.read_sql_query("SELECT * FROM tasks ORDER BY task_id", db)
+        df = pd.DataFrame(self.rows(), columns=list(INDEX_COLUMNS))
         metrics = df.pop("metrics").map(json.loads)
         flat = pd.DataFrame(list(metrics), index=df.index)
         return pd.concat([df, flat.add_prefix("metric_")], axis=1)
 
     def counts(self) -> dict[str, int]:
-        """Tasks by status (done / failed / pending)."""
-        self.reindex()
-        with self._db() as db:
-            rows = db.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status").fetchall()
+        """Tasks by status (done / failed / pending); read-only."""
         out = {"done": 0, "failed": 0, "pending": 0}
-        out.update({k: v for k, v in rows})
+        status_col = INDEX_COLUMNS.index("status")
+        for row in self.rows():
+            out[row[status_col]] = out.get(row[status_col], 0) + 1
         return out

@@ -73,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         console_err.print("aborted")
         return 1
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # usage errors of (Typer's copy of) click carry their own exit code
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             return exc.exit_code
         raise

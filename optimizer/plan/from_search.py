@@ -116,7 +116,8 @@ def pipeline_plan(result: Any, problem: Any, graph: Any, *, variant: dict[str, A
         evaluations=result.evaluations, space_size=result.space_size,
         explored_fraction=result.explored_fraction, wall_time_s=result.wall_time_s,
         settings=_jsonable({**result.settings, "problem": problem.get_params(),
-                            "space_counting": result.space_counting, "front_size": len(result.front)}),
+                            "space_counting": result.space_counting, "front_size": len(result.front),
+                            "history": [dict(h) for h in result.history]}),
         decision=_jsonable(decision) or None, baselines=baselines)
     model = ModelRef(name=graph.name, sha256=graph.source_sha256 or "unknown", layers=len(graph),
                      granularity=graph.granularity, dtype=ct.dtype, source=graph.source or None,
