@@ -1,0 +1,29 @@
+"""Thermal modelling: RC networks, throttling governor, sustained-run simulation, trace fitting.
+
+* :mod:`.rc` — N-node RC network, exact zero-order-hold discretisation, closed forms.
+* :mod:`.governor` — hysteresis throttling governor replaying a device's trip table.
+* :mod:`.simulate` — sustained-run engine (RC + governor + workload) and vectorised
+  steady-state objectives for searches.
+* :mod:`.trace`, :mod:`.fit` — CSV traces, SPLASH linear and constrained RC model fitting,
+  evaluation at horizons against persistence.
+"""
+
+from .fit import ThermalModel, evaluate, fit_model, fixed_model, load_model, save_model
+from .governor import Governor, GovernorEvent, GovernorTrace, replay
+from .rc import DiscreteThermalModel, RCNetwork, zoh
+from .simulate import (
+    ScaledWorkload,
+    SimulationResult,
+    SteadyStateObjective,
+    WorkloadPoint,
+    reference_workload,
+    simulate,
+)
+from .trace import Segment, Trace, read_trace
+
+__all__ = [
+    "DiscreteThermalModel", "Governor", "GovernorEvent", "GovernorTrace", "RCNetwork", "ScaledWorkload",
+    "Segment", "SimulationResult", "SteadyStateObjective", "ThermalModel", "Trace", "WorkloadPoint",
+    "evaluate", "fit_model", "fixed_model", "load_model", "read_trace", "reference_workload", "replay",
+    "save_model", "simulate", "zoh",
+]

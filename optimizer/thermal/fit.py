@@ -1,0 +1,550 @@
+"""Thermal models fitted from traces, their evaluation at horizons, and JSON save/load.
+
+Two model families, both ending as a discrete state-space model
+``x[k+1] = Ad x[k] + Bd u[k] + c`` whose first ``S`` states are the measured sensors:
+
+``linear``
+    SPLASH's model (Jeong 2023; METHODS.md §5): next temperatures linear in all current
+    temperatures, the inputs and an offset, ``T[k+1] = Θ·[T[k], u[k], 1]``, fitted one step
+    ahead by least squares with a rank-revealing solver (SVD, ``numpy.linalg.lstsq``) or ridge,
+    optionally on the last ``window`` samples only (SPLASH refits on a 2000-sample window).
+
+``rc``
+    A physically constrained RC network (HotSpot-style, Skadron et al. 2003): one node per
+    sensor plus optional hidden nodes (board, heat sink), capacities > 0, symmetric
+    conductances ≥ 0, conductances to an ambient that is fitted as the offset, and
+    non-negative input gains; stable by construction (``A = -C⁻¹G``, ``G`` positive definite).
+    Its continuous parameters are fitted with ``scipy.optimize.least_squares`` on the
+    **open-loop** error over each training segment (simulation error, not one-step error), so
+    long-horizon behaviour is what is fitted. Hidden nodes start at their quasi-steady value
+    given the measured nodes. The overall capacity scale is not identifiable from temperatures
+    alone and is fixed by ``C_0 = 1``; time constants, gains and predictions are unaffected.
+
+Evaluation (:func:`evaluate`) reports RMSE per sensor and overall at each horizon (every start
+in every segment, never across a gap) and open loop from each segment's first sample, next to
+the persistence baseline ("temperature stays the same").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from scipy.linalg import expm
+from scipy.optimize import least_squares, lsq_linear
+from scipy.signal import lfilter
+from threadpoolctl import threadpool_limits
+
+from ..errors import ConfigError, InputFileError, SchemaError
+from ..fileio import atomic_write_json
+from .trace import Segment, Trace
+
+_log = logging.getLogger(__name__)
+
+MODEL_SCHEMA = "dnnplan.thermal-model"
+MODEL_VERSION = 1
+ModelKind = Literal["linear", "rc", "fixed"]
+
+
+@dataclass(frozen=True)
+class ThermalModel:
+    """A fitted (or given) discrete thermal model over sensors ``temp_names`` and ``input_names``.
+
+    ``kind="rc"`` also holds the continuous ``A, B, b0`` (``dx/dt = A x + B u + b0``) and can be
+    re-discretised for any step; ``linear``/``fixed`` models are tied to ``dt_s``.
+    """
+
+    kind: ModelKind
+    temp_names: tuple[str, ...]
+    input_names: tuple[str, ...]
+    dt_s: float
+    Ad: np.ndarray
+    Bd: np.ndarray
+    c: np.ndarray
+    n_hidden: int = 0
+    A: np.ndarray | None = None
+    B: np.ndarray | None = None
+    b0: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_states(self) -> int:
+        return self.Ad.shape[0]
+
+    def discrete(self, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(Ad, Bd, c)`` for step ``dt``: exact re-discretisation for rc, else the fitted step."""
+        if abs(dt - self.dt_s) <= 1e-3 * self.dt_s:
+            return self.Ad, self.Bd, self.c
+        if self.A is None:
+            raise ConfigError(f"this {self.kind} model was fitted at a {self.dt_s:g} s step and cannot "
+                              f"predict a trace sampled every {dt:g} s; refit it, or use --model rc")
+        Ad, Bfull = _zoh(self.A, np.column_stack([self.B, self.b0]), dt)
+        return Ad, Bfull[:, :-1], Bfull[:, -1]
+
+    def initial_states(self, temps: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+        """Full states [K, n] from measured temps [K, S]: hidden nodes at their quasi-steady value."""
+        temps = np.atleast_2d(temps)
+        if not self.n_hidden:
+            return temps.copy()
+        S = len(self.temp_names)
+        Ahh, Aho = self.A[S:, S:], self.A[S:, :S]
+        rhs = temps @ Aho.T + np.atleast_2d(inputs) @ self.B[S:].T + self.b0[S:]
+        hidden = -np.linalg.solve(Ahh, rhs.T).T
+        return np.column_stack([temps, hidden])
+
+    def time_constants_s(self) -> np.ndarray:
+        """Time constants (s), largest first: ``-1/λ(A)`` for rc, ``-dt/ln λ(Ad)`` otherwise."""
+        if self.A is not None:
+            lam = np.linalg.eigvals(self.A).real
+            return np.sort(-1.0 / lam)[::-1]
+        lam = np.linalg.eigvals(self.Ad)
+        mag = np.clip(np.abs(lam), 1e-300, None)
+        with np.errstate(divide="ignore"):
+            return np.sort(-self.dt_s / np.log(mag))[::-1]
+
+    def simulate(self, temps0: np.ndarray, inputs: np.ndarray, dt: float | None = None) -> np.ndarray:
+        """Open-loop sensor temperatures [K, S] from measured ``temps0`` [S] under inputs [K, M]
+        (row 0 is the start; input k acts over step k)."""
+        Ad, Bd, c = self.discrete(self.dt_s if dt is None else dt)
+        x = self.initial_states(temps0, inputs[:1])[0]
+        out = np.empty((len(inputs), self.n_states))
+        out[0] = x
+        drive = inputs @ Bd.T + c
+        AdT = Ad.T
+        for k in range(len(inputs) - 1):
+            x = x @ AdT + drive[k]
+            out[k + 1] = x
+        return out[:, : len(self.temp_names)]
+
+    # -- persistence -----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {"schema": MODEL_SCHEMA, "version": MODEL_VERSION, "kind": self.kind,
+             "temps": list(self.temp_names), "inputs": list(self.input_names), "dt_s": self.dt_s,
+             "n_hidden": self.n_hidden, "Ad": self.Ad.tolist(), "Bd": self.Bd.tolist(), "c": self.c.tolist(),
+             "time_constants_s": [float(t) for t in self.time_constants_s()], "info": self.info}
+        if self.A is not None:
+            d.update(A=self.A.tolist(), B=self.B.tolist(), b0=self.b0.tolist())
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "model") -> ThermalModel:
+        """Inverse of :meth:`to_dict` (SchemaError names the bad field)."""
+        if not isinstance(d, dict) or d.get("schema") != MODEL_SCHEMA:
+            raise SchemaError(f"{where}: not a dnnplan thermal model (schema field must be {MODEL_SCHEMA!r})")
+        if d.get("version") != MODEL_VERSION:
+            raise SchemaError(f"{where}: version {d.get('version')!r} is not supported (expected {MODEL_VERSION})")
+        try:
+            temps, inputs = tuple(d["temps"]), tuple(d["inputs"])
+            S, M = len(temps), len(inputs)
+            nh = int(d.get("n_hidden", 0))
+            n = S + nh
+            arr = {k: np.asarray(d[k], dtype=float) for k in ("Ad", "Bd", "c")}
+            shapes = {"Ad": (n, n), "Bd": (n, M), "c": (n,)}
+            if d["kind"] == "rc":
+                arr.update({k: np.asarray(d[k], dtype=float) for k in ("A", "B", "b0")})
+                shapes.update(A=(n, n), B=(n, M), b0=(n,))
+            for k, shp in shapes.items():
+                if arr[k].shape != shp or not np.all(np.isfinite(arr[k])):
+                    raise SchemaError(f"{where}: field {k!r} must be a finite {shp} array, got shape {arr[k].shape}")
+            if d["kind"] not in ("linear", "rc", "fixed"):
+                raise SchemaError(f"{where}: kind {d['kind']!r} must be linear, rc or fixed")
+            return cls(d["kind"], temps, inputs, float(d["dt_s"]), arr["Ad"], arr["Bd"], arr["c"], nh,
+                       arr.get("A"), arr.get("B"), arr.get("b0"), dict(d.get("info", {})))
+        except KeyError as exc:
+            raise SchemaError(f"{where}: missing field {exc.args[0]!r}") from exc
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{where}: malformed model ({exc})") from exc
+
+
+def save_model(model: ThermalModel, path: str | Path) -> Path:
+    """Write the model as versioned JSON, atomically."""
+    return atomic_write_json(path, model.to_dict())
+
+
+def load_model(path: str | Path) -> ThermalModel:
+    """Read a model written by :func:`save_model`."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: model file not found")
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{p}: not valid JSON ({exc})") from exc
+    return ThermalModel.from_dict(d, where=str(p))
+
+
+def fixed_model(Ad: np.ndarray, Bd: np.ndarray, dt_s: float, temp_names: tuple[str, ...],
+                input_names: tuple[str, ...], c: np.ndarray | None = None, source: str = "") -> ThermalModel:
+    """A given discrete model (e.g. a published ``T[k+1] = A T[k] + B P[k]``) for evaluation."""
+    Ad, Bd = np.asarray(Ad, float), np.asarray(Bd, float)
+    cc = np.zeros(Ad.shape[0]) if c is None else np.asarray(c, float)
+    return ThermalModel("fixed", tuple(temp_names), tuple(input_names), float(dt_s), Ad, Bd, cc,
+                        info={"source": source})
+
+
+# ---------------------------------------------------------------------------------------------
+# linear (SPLASH)
+# ---------------------------------------------------------------------------------------------
+def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None) -> ThermalModel:
+    """Fit SPLASH's ``T[k+1] = Θ·[T[k], u[k], 1]`` one step ahead.
+
+    Parameters
+    ----------
+    trace
+        Training data (transitions are taken inside segments only).
+    ridge
+        Ridge penalty on standardised regressors (0 = minimum-norm least squares via SVD).
+    window
+        Use only the last ``window`` transitions (SPLASH's sliding window).
+    """
+    X, Y = [], []
+    for s in trace.segments:
+        X.append(np.column_stack([s.temps_c[:-1], s.inputs[:-1], np.ones(len(s) - 1)]))
+        Y.append(s.temps_c[1:])
+    X, Y = np.vstack(X), np.vstack(Y)
+    if window is not None:
+        if window < 1:
+            raise ConfigError(f"--window must be >= 1, got {window}")
+        X, Y = X[-window:], Y[-window:]
+    S, M = len(trace.temp_names), len(trace.input_names)
+    n_par = S + M + 1
+    if len(X) < n_par:
+        raise ConfigError(f"{trace.path}: {len(X)} transitions to fit, but the linear model has {n_par} "
+                          f"parameters per sensor; give more rows (or fewer columns)")
+    theta = _ridge_solve(X, Y, ridge)                       # [S+M+1, S]
+    Ad, Bd, c = theta[:S].T, theta[S:S + M].T, theta[-1]
+    resid = X @ theta - Y
+    return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c,
+                        info={"solver": "ridge" if ridge else "lstsq (SVD)", "ridge": ridge,
+                              "window": window, "transitions": len(X),
+                              "train_one_step_rmse_c": float(np.sqrt(np.mean(resid**2)))})
+
+
+def _ridge_solve(X: np.ndarray, Y: np.ndarray, ridge: float) -> np.ndarray:
+    """Least squares with SVD (rank-revealing) on column-scaled regressors, optional ridge."""
+    scale = np.sqrt(np.mean(X**2, axis=0))
+    scale[scale == 0] = 1.0
+    Xs = X / scale
+    if ridge > 0:
+        Xs = np.vstack([Xs, math.sqrt(ridge * len(X)) * np.eye(X.shape[1])])
+        Y = np.vstack([Y, np.zeros((X.shape[1], Y.shape[1]))])
+    theta, *_ = np.linalg.lstsq(Xs, Y, rcond=None)
+    return theta / scale[:, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# rc (physically constrained, open-loop fitted)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _RCLayout:
+    """Nonlinear parameters of the RC fit: log capacities (node 0 fixed at 1), log pair
+    conductances, log ambient conductances. The input map and the ambient are linear."""
+
+    n: int      # nodes (sensors + hidden)
+    M: int      # inputs
+
+    @property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.triu_indices(self.n, 1)
+
+    @property
+    def size(self) -> int:
+        return (self.n - 1) + len(self.pairs[0]) + self.n
+
+    @property
+    def n_linear(self) -> int:
+        return self.n * self.M + 1
+
+    def unpack(self, th: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.n
+        c = np.exp(np.concatenate([[0.0], th[: n - 1]]))
+        npair = len(self.pairs[0])
+        g = np.zeros((n, n))
+        g[self.pairs] = np.exp(th[n - 1: n - 1 + npair])
+        g = g + g.T
+        ga = np.exp(th[n - 1 + npair:])
+        return c, g, ga
+
+
+class _VarProRC:
+    """Variable projection (Golub & Pereyra 1973) for the open-loop RC fit.
+
+    For fixed capacities and conductances the simulated sensor temperatures are affine in the
+    input map ``S`` and the ambient ``T_amb`` (the initial state of hidden nodes included), so
+    those are solved exactly by bounded linear least squares (``S >= 0``) inside every
+    evaluation; ``least_squares`` only searches the conductances and capacities. Simulation
+    is exact ZOH in modal coordinates (``A = V diag(λ) V⁻¹``, one first-order filter per mode).
+    """
+
+    def __init__(self, segs, S: int, hidden: int, dt: float, weights: list[float]) -> None:
+        self.segs, self.S, self.hidden, self.dt = segs, S, hidden, dt
+        self.lay = _RCLayout(S + hidden, segs[0].inputs.shape[1])
+        self.w = weights
+        self.target = np.concatenate([w * sg.temps_c[1:].ravel() for sg, w in zip(segs, self.w, strict=True)])
+        self.steps = [np.arange(len(sg) - 1, dtype=float) + 1.0 for sg in segs]
+
+    def design(self, th: np.ndarray):
+        """(Φ [rows, n·M+1], fixed part [rows], A, c, ga) for nonlinear parameters ``th``."""
+        lay, S, dt = self.lay, self.S, self.dt
+        n, M = lay.n, lay.M
+        c, g, ga = lay.unpack(th)
+        G = np.diag(g.sum(axis=1) + ga) - g
+        A = -G / c[:, None]
+        r = 1.0 / np.sqrt(c)
+        lam, q = np.linalg.eigh(-(r[:, None] * G * r[None, :]))
+        V, Vinv = r[:, None] * q, q.T / r[None, :]
+        a = np.exp(lam * dt)
+        gain = (a - 1.0) / lam
+        # columns: S[i, m] (node i, input m) in row-major order, then T_amb
+        col_b = np.zeros((n, lay.n_linear))                    # continuous drive of each column
+        for i in range(n):
+            col_b[i, i * M:(i + 1) * M] = 1.0 / c[i]
+        col_b[:, -1] = ga / c
+        Vo = V[:S]                                              # observed rows
+        if self.hidden:
+            Ahh_inv = np.linalg.inv(A[S:, S:])
+            Aho = A[S:, :S]
+        Phi, fixed = [], []
+        for sg, w, kk in zip(self.segs, self.w, self.steps, strict=True):
+            U = np.column_stack([sg.inputs, np.ones(len(sg))])     # [K, M+1]
+            # F[k, l, j] = sum_{i<k} a_l^{k-1-i} U[i, j] * gain_l  (k = 1..K-1)
+            F = np.empty((len(sg) - 1, n, M + 1))
+            for l_ in range(n):
+                F[:, l_, :] = lfilter([1.0], [1.0, -a[l_]], U[:-1], axis=0) * gain[l_]
+            # forced response of column (i, m): Vo @ (F[:, :, m] * Vinv[:, i] * drive)
+            modal_b = Vinv @ col_b                                  # [n modes, cols]
+            src = np.concatenate([np.tile(np.arange(M), n), [M]])
+            H = F[:, :, src] * modal_b[None]                        # [K-1, n, cols]
+            forced = np.tensordot(H, Vo, axes=([1], [1])).transpose(0, 2, 1)   # [K-1, S, cols]
+            x0 = sg.temps_c[0]
+            powk = a[None, :] ** kk[:, None]                        # [K-1, n]
+            x0_full = np.concatenate([x0, -Ahh_inv @ (Aho @ x0)]) if self.hidden else x0
+            free = (powk * (Vinv @ x0_full)[None, :]) @ Vo.T       # [K-1, S]
+            if self.hidden:
+                # hidden initial state is quasi-steady: it depends linearly on S[h, :] and T_amb
+                dx0 = np.zeros((n, lay.n_linear))
+                u0 = np.concatenate([sg.inputs[0], [1.0]])
+                dx0[S:] = -Ahh_inv @ (col_b[S:] * u0[src][None, :])
+                forced = forced + np.tensordot(powk[:, :, None] * (Vinv @ dx0)[None], Vo,
+                                               axes=([1], [1])).transpose(0, 2, 1)
+            Phi.append(w * forced.reshape(-1, lay.n_linear))
+            fixed.append(w * free.ravel())
+        return np.vstack(Phi), np.concatenate(fixed), A, c, ga
+
+    def solve_linear(self, th: np.ndarray):
+        Phi, fixed, A, c, ga = self.design(th)
+        lo = np.zeros(self.lay.n_linear)
+        lo[-1] = -np.inf
+        scale = np.sqrt((Phi**2).mean(axis=0))
+        scale[scale == 0] = 1.0
+        # tall problem: reduce to a square system via the Cholesky factor of the normal matrix
+        Ps = Phi / scale
+        y = self.target - fixed
+        gram = Ps.T @ Ps
+        gram[np.diag_indices_from(gram)] += 1e-10 * np.trace(gram) / len(gram)
+        L = np.linalg.cholesky(gram)
+        sol = lsq_linear(L.T, np.linalg.solve(L, Ps.T @ y), bounds=(lo, np.inf), method="bvls")
+        beta = sol.x / scale
+        return beta, Phi @ beta + fixed - self.target, A, c, ga
+
+    def residuals(self, th: np.ndarray) -> np.ndarray:
+        return self.solve_linear(th)[1]
+
+
+def fit_rc(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: int = 0,
+           max_samples: int = 2000, shooting_s: float | None = None) -> ThermalModel:
+    """Fit a stable RC network to the open-loop response of every training segment.
+
+    Parameters
+    ----------
+    trace
+        Training data; each segment is simulated from its first sample.
+    hidden
+        Unmeasured nodes to add (e.g. 1 for a board/heat-sink node).
+    max_nfev
+        Budget of function evaluations per start of ``least_squares``.
+    seed
+        Seed of the random perturbation of the second and later starts.
+    max_samples
+        Longer traces are fitted on every q-th sample (q = ceil(rows / max_samples)) with inputs
+        averaged over each block; the continuous model is then discretised exactly at the
+        trace's own step, so predictions keep the original resolution.
+    shooting_s
+        Also fit windows of this length restarted from the measured state (multiple
+        shooting), weighted equally with the open-loop error; None = open loop only.
+    """
+    if hidden < 0:
+        raise ConfigError(f"--hidden must be >= 0, got {hidden}")
+    S, M = len(trace.temp_names), len(trace.input_names)
+    lay = _RCLayout(S + hidden, M)
+    n_par = lay.size + lay.n_linear
+    n_obs = sum((len(s) - 1) * S for s in trace.segments)
+    if n_obs < n_par:
+        raise ConfigError(f"{trace.path}: {n_obs} observations to fit, but the rc model has {n_par} "
+                          f"parameters; give more rows (or fewer columns / hidden nodes)")
+    q = max(1, math.ceil(trace.n_rows / max_samples))
+    dt = trace.dt_s * q
+    segs = [s for s in (_decimate(s, q) for s in trace.segments) if len(s) >= 2]
+    span = sum(len(s) - 1 for s in segs) * dt
+    # open loop over every segment, plus (multiple shooting) windows of `shooting_s` restarted
+    # from the measured state: the first fits the slow modes and gains, the second the fast ones
+    n_open = sum(len(s) - 1 for s in segs)
+    parts, weights = list(segs), [1.0 / math.sqrt(n_open)] * len(segs)
+    if shooting_s:
+        w_len = max(2, int(round(shooting_s / dt)) + 1)
+        chunks = [Segment(s.times_s[i:i + w_len], s.temps_c[i:i + w_len], s.inputs[i:i + w_len])
+                  for s in segs for i in range(0, len(s) - w_len + 1, w_len - 1)]
+        if chunks:
+            n_chunk = sum(len(c) - 1 for c in chunks)
+            parts += chunks
+            weights += [1.0 / math.sqrt(n_chunk)] * len(chunks)
+    vp = _VarProRC(parts, S, hidden, dt, weights)
+    rng = np.random.default_rng(seed)
+    best = None
+    with threadpool_limits(1):   # small dense problems: BLAS threads only contend
+        for k, tau0 in enumerate((span / 20.0, span / 200.0, span / 2.0)):
+            tau0 = max(tau0, 3 * dt)
+            th = np.full(lay.size, math.log(1.0 / tau0))
+            th[: lay.n - 1] = 0.0
+            if k:
+                th += rng.normal(0.0, 0.5, lay.size)
+            res = least_squares(vp.residuals, th, bounds=(-30.0, 15.0), x_scale=1.0,
+                                max_nfev=max_nfev, method="trf")
+            _log.debug("rc start %d: cost %.4g after %d evaluations (%s)", k, res.cost, res.nfev, res.message)
+            if best is None or res.cost < best.cost:
+                best = res
+        beta, resid, A, c_, ga_ = vp.solve_linear(best.x)
+    s_ = beta[:-1].reshape(lay.n, M)
+    tamb = float(beta[-1])
+    B = s_ / c_[:, None]
+    b0 = ga_ * tamb / c_
+    Ad, Bfull_d = _zoh(A, np.column_stack([B, b0]), trace.dt_s)
+    n_fit = sum((len(sg) - 1) * S for sg in segs)
+    sq = float(np.sum(resid[:n_fit] ** 2)) / weights[0] ** 2
+    _, g_, _ = lay.unpack(best.x)
+    return ThermalModel(
+        "rc", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bfull_d[:, :-1], Bfull_d[:, -1], hidden,
+        A, B, b0,
+        info={"solver": "variable projection: scipy.optimize.least_squares (trf) over conductances and "
+                        "capacities, bounded linear least squares for input gains and ambient; "
+                        "open-loop error", "hidden_nodes": hidden,
+              "ambient_c": tamb, "capacitance_rel": c_.tolist(), "conductance_rel": g_.tolist(),
+              "ambient_conductance_rel": ga_.tolist(), "input_map_rel": s_.tolist(),
+              "evaluations": int(best.nfev), "parameters": n_par, "fit_step_s": dt,
+              "train_open_loop_rmse_c": math.sqrt(sq / n_fit)})
+
+
+def _decimate(seg, q: int):
+    """Every q-th sample; the input over each new step is the mean of the q inputs it spans."""
+    if q == 1:
+        return seg
+    K = (len(seg) - 1) // q
+    idx = np.arange(K + 1) * q
+    u = seg.inputs[: K * q].reshape(K, q, -1).mean(axis=1)
+    u = np.vstack([u, seg.inputs[idx[-1]][None, :]])
+    return Segment(seg.times_s[idx], seg.temps_c[idx], u)
+
+
+def _zoh(A: np.ndarray, B: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    n, m = A.shape[0], B.shape[1]
+    aug = np.zeros((n + m, n + m))
+    aug[:n, :n], aug[:n, n:] = A, B
+    e = expm(aug * dt)
+    return e[:n, :n], e[:n, n:]
+
+
+def fit_model(trace: Trace, model: str = "linear", *, window: int | None = None, ridge: float = 0.0,
+              hidden: int = 0, shooting_s: float | None = None, seed: int = 0) -> ThermalModel:
+    """Fit ``model`` ("linear" or "rc") on ``trace`` and record the training range in ``info``."""
+    if model == "linear":
+        if hidden or shooting_s:
+            raise ConfigError("--hidden and --shooting apply to the rc model only")
+        m = fit_linear(trace, ridge=ridge, window=window)
+    elif model == "rc":
+        if window is not None:
+            raise ConfigError("--window applies to the linear model only")
+        m = fit_rc(trace, hidden=hidden, shooting_s=shooting_s, seed=seed)
+    else:
+        raise ConfigError(f"--model must be linear or rc, got {model!r}")
+    m.info.update(trace=trace.path, time_column=trace.time_name, train_from_s=float(trace.segments[0].times_s[0]),
+                  train_to_s=float(trace.segments[-1].times_s[-1]), segments=len(trace.segments),
+                  rows=trace.n_rows, resampled=trace.resampled)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class HorizonScore:
+    """RMSE (°C) per sensor and overall of the model and of persistence at one horizon."""
+
+    label: str
+    steps: int | None            # None = open loop
+    seconds: float | None
+    n: int
+    rmse_c: dict[str, float]
+    persistence_rmse_c: dict[str, float]
+
+    def to_dict(self) -> dict:
+        return {"horizon": self.label, "steps": self.steps, "seconds": self.seconds, "n": self.n,
+                "rmse_c": self.rmse_c, "persistence_rmse_c": self.persistence_rmse_c}
+
+
+def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[HorizonScore]:
+    """RMSE at each horizon (steps) from every start, and open loop from each segment start.
+
+    Raises
+    ------
+    ConfigError
+        The trace's columns differ from the model's, or a horizon is < 1.
+    """
+    if trace.temp_names != model.temp_names or trace.input_names != model.input_names:
+        raise ConfigError(f"{trace.path}: columns differ from the model's: model temps "
+                          f"{','.join(model.temp_names)} inputs {','.join(model.input_names)}; trace temps "
+                          f"{','.join(trace.temp_names)} inputs {','.join(trace.input_names)}")
+    if any(h < 1 for h in horizons):
+        raise ConfigError(f"horizons must be >= 1 step, got {horizons}")
+    Ad, Bd, c = model.discrete(trace.dt_s)
+    S = len(model.temp_names)
+    names = list(model.temp_names)
+    out = []
+    for h in horizons:
+        se, pe, n = np.zeros(S), np.zeros(S), 0
+        for s in trace.segments:
+            K = len(s) - h
+            if K <= 0:
+                continue
+            X = model.initial_states(s.temps_c[:K], s.inputs[:K])
+            for j in range(h):
+                X = X @ Ad.T + s.inputs[j:j + K] @ Bd.T + c
+            target = s.temps_c[h:h + K]
+            se += ((X[:, :S] - target) ** 2).sum(axis=0)
+            pe += ((s.temps_c[:K] - target) ** 2).sum(axis=0)
+            n += K
+        out.append(_score(f"{h} steps", h, h * trace.dt_s, n, se, pe, names))
+    se, pe, n = np.zeros(S), np.zeros(S), 0
+    for s in trace.segments:
+        pred = model.simulate(s.temps_c[0], s.inputs, trace.dt_s)
+        se += ((pred[1:] - s.temps_c[1:]) ** 2).sum(axis=0)
+        pe += ((s.temps_c[0] - s.temps_c[1:]) ** 2).sum(axis=0)
+        n += len(s) - 1
+    out.append(_score("open loop", None, None, n, se, pe, names))
+    return out
+
+
+def _score(label, steps, seconds, n, se, pe, names) -> HorizonScore:
+    if n == 0:
+        nan = {k: float("nan") for k in [*names, "overall"]}
+        return HorizonScore(label, steps, seconds, 0, nan, dict(nan))
+
+    def per(v):
+        d = {k: float(np.sqrt(v[i] / n)) for i, k in enumerate(names)}
+        d["overall"] = float(np.sqrt(v.sum() / (n * len(names))))
+        return d
+    return HorizonScore(label, steps, seconds, n, per(se), per(pe))

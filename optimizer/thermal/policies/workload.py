@@ -1,0 +1,216 @@
+"""Multi-DNN workloads (``search_spaces/workloads/*.yaml``) and their per-worker cost profiles.
+
+A workload lists the inference requests one camera frame issues (SPLASH, Jeong 2023;
+METHODS.md §5): each entry names a zoo network, its input size and variant, and how many
+requests of it a frame makes. The SLO of every request is the frame period.
+
+:func:`worker_profiles` turns a workload into what the scheduler and the simulated phone need
+per request type and worker (the device's processors plus the cloud): latency and energy at
+the maximum clock from the cost model (CPU fallback split out, because fallback heats the CPU),
+input/output bytes, and the cloud's server compute, link time and radio energy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...errors import UnknownNameError
+from ...yamlio import load_model_yaml
+
+#: where named workloads live
+WORKLOAD_DIR = Path(__file__).resolve().parents[3] / "search_spaces" / "workloads"
+
+#: the name of the offloading worker
+CLOUD = "cloud"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RequestSpec(_Model):
+    """``count`` requests of zoo network ``model`` (at ``input_size``, with ``variant``) per frame."""
+
+    model: str
+    input_size: Annotated[int, Field(gt=0)] | None = None
+    variant: dict[str, Any] = Field(default_factory=dict)
+    count: Annotated[int, Field(gt=0)]
+
+    @field_validator("model")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from ...graph.zoo import zoo_names
+
+        names = zoo_names()
+        if v not in names:
+            raise ValueError(f"unknown zoo network {v!r}; valid: {', '.join(names)}")
+        return v
+
+    @property
+    def label(self) -> str:
+        return self.model + (f"@{self.input_size}" if self.input_size else "") + "".join(
+            f",{k}={v}" for k, v in sorted(self.variant.items()))
+
+
+class WorkloadSpec(_Model):
+    """A multi-DNN workload: the requests of one frame and the default camera rate."""
+
+    name: str
+    description: str = ""
+    fps: Annotated[float, Field(gt=0)] = 30.0
+    requests: list[RequestSpec] = Field(min_length=1)
+    source: str
+
+    @property
+    def requests_per_frame(self) -> int:
+        return sum(r.count for r in self.requests)
+
+
+def workload_names() -> list[str]:
+    """Names of the workloads shipped in ``search_spaces/workloads``."""
+    return sorted(p.stem for p in WORKLOAD_DIR.glob("*.yaml"))
+
+
+def load_workload(name_or_path: str | Path) -> WorkloadSpec:
+    """A workload by name (``person_finder``) or YAML path.
+
+    Raises
+    ------
+    UnknownNameError
+        Not a shipped workload name (lists them).
+    SchemaError
+        Invalid file, e.g. a request naming a network the zoo does not have (file, line, field).
+    """
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith((".yaml", ".yml")) or path.exists()):
+        path = WORKLOAD_DIR / f"{text}.yaml"
+        if not path.exists():
+            raise UnknownNameError("workload", text, workload_names())
+    return load_model_yaml(path, WorkloadSpec)
+
+
+@dataclass(frozen=True)
+class WorkerProfiles:
+    """Per request type r and worker w (processors first, then the cloud if a link is given).
+
+    All times are at the processors' maximum clocks. ``native_s``/``fallback_s`` split a
+    request's on-device time into the part on its worker and the CPU-fallback part;
+    ``native_w`` is the worker's active power split ``static_w + dynamic_w`` (clock-scaled as
+    ``static + dynamic·c³``). Cloud columns: ``native_s`` holds the whole round trip, and the
+    radio is busy ``radio_s`` drawing ``radio_w``.
+    """
+
+    workload: str
+    device: str
+    link: str | None
+    workers: tuple[str, ...]
+    labels: tuple[str, ...]               # R request types
+    counts: np.ndarray                    # [R] requests per frame
+    native_s: np.ndarray                  # [R, W]
+    fallback_s: np.ndarray                # [R, W]
+    static_w: np.ndarray                  # [W] (cloud: 0)
+    dynamic_w: np.ndarray                 # [W]
+    in_bytes: np.ndarray                  # [R]
+    out_bytes: np.ndarray                 # [R]
+    server_s: np.ndarray                  # [R] server compute per request
+    upload_s: np.ndarray                  # [R]
+    download_s: np.ndarray                # [R]
+    rtt_s: float = 0.0
+    radio_up_w: float = 0.0
+    radio_down_w: float = 0.0
+    rssi_proxy_db: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        """[R, W] latency of one request on each idle worker at maximum clocks."""
+        return self.native_s + self.fallback_s
+
+    @property
+    def n_processors(self) -> int:
+        return len(self.workers) - (1 if self.link else 0)
+
+
+def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None,
+                    server: str = "gpu_server", dtype: str = "int8",
+                    max_radio_w: float = 1.2) -> WorkerProfiles:
+    """Cost profiles of every request type of ``workload`` on ``device``'s processors (+ cloud).
+
+    Parameters
+    ----------
+    workload
+        The workload.
+    device
+        Phone name (``search_spaces/devices``); its processors become workers.
+    link
+        Network link name for the cloud worker (None: no cloud).
+    server
+        Server that runs offloaded requests (its ``cloud`` processor).
+    dtype
+        Precision of on-device inference (int8: DSP and NPU run int8 only).
+    max_radio_w
+        Ceiling on the Wi-Fi/cellular radio power. Huang et al.'s ``alpha·tau + beta`` was
+        measured at a few Mbps; at 249 Mbps it would give ~70 W, which no phone radio draws.
+        1.2 W is the order of a phone Wi-Fi/LTE front end at full transmit duty.
+    """
+    from ...cost import build_cost_table
+    from ...hardware import load_device, load_link, load_server
+
+    dev = load_device(device)
+    lk = load_link(link) if link else None
+    srv = load_server(server) if lk else None
+    procs = dev.processor_names
+    cpu = dev.fallback_index
+    workers = procs + ((CLOUD,) if lk else ())
+    R, W = len(workload.requests), len(workers)
+    native = np.zeros((R, W))
+    fallback = np.zeros((R, W))
+    in_b, out_b, server_s = np.zeros(R), np.zeros(R), np.zeros(R)
+    for r, req in enumerate(workload.requests):
+        graph = _graph(req.model, req.input_size, tuple(sorted(req.variant.items())))
+        ct = build_cost_table(graph, dev, dtype)
+        sup = ct.supported
+        for j in range(len(procs)):
+            native[r, j] = ct.latency_s[sup[:, j], j].sum()
+            fallback[r, j] = ct.latency_s[~sup[:, j], j].sum()
+        in_b[r] = float(graph.cut_bytes_array("int8")[0])      # camera image, 1 B per pixel value
+        out_b[r] = float(graph.cut_bytes_array("fp32")[-1])    # results as float32
+        if lk and srv is not None:
+            st = build_cost_table(graph, srv, "fp16")
+            server_s[r] = st.latency_s[:, st.processor_index(CLOUD)].sum()
+    static = np.array([p.power.static_w for p in dev.processors] + ([0.0] if lk else []))
+    active = np.array([p.power_w() for p in dev.processors] + ([0.0] if lk else []))
+    up = np.asarray(lk.upload_s(in_b), float) if lk else np.zeros(R)
+    down = np.asarray(lk.download_s(out_b), float) if lk else np.zeros(R)
+    rtt = lk.rtt_s if lk else 0.0
+    if lk:
+        native[:, -1] = rtt + up + server_s + down
+    return WorkerProfiles(
+        workload=workload.name, device=dev.name, link=lk.name if lk else None, workers=workers,
+        labels=tuple(r.label for r in workload.requests),
+        counts=np.array([r.count for r in workload.requests], dtype=int),
+        native_s=native, fallback_s=fallback, static_w=static, dynamic_w=active - static,
+        in_bytes=in_b, out_bytes=out_b, server_s=server_s, upload_s=up, download_s=down, rtt_s=rtt,
+        radio_up_w=min(lk.upload_power_w, max_radio_w) if lk else 0.0,
+        radio_down_w=min(lk.download_power_w, max_radio_w) if lk else 0.0,
+        rssi_proxy_db=10.0 * np.log10(lk.uplink_bps / 1e6) if lk else 0.0,
+        meta={"dtype": dtype, "server": server if lk else None, "cpu_index": cpu,
+              "max_radio_w": max_radio_w})
+
+
+@lru_cache(maxsize=32)
+def _graph(model: str, input_size: int | None, variant: tuple) -> Any:
+    """LayerGraph of a request's network (cached: importing a zoo network builds it in Keras)."""
+    from ...graph import load_graph
+
+    kw: dict[str, Any] = dict(variant)
+    if input_size:
+        kw["input_size"] = input_size
+    return load_graph(model, **kw)

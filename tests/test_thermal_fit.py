@@ -1,0 +1,145 @@
+"""Thermal model fitting from traces: synthetic recovery, evaluation, CLI and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from optimizer.errors import ConfigError, InputFileError
+from optimizer.thermal.fit import evaluate, fit_model, fixed_model, load_model, save_model
+from optimizer.thermal.rc import RCNetwork
+from optimizer.thermal.trace import read_trace
+
+
+def _network() -> RCNetwork:
+    g = np.array([[0, 0.4, 0.0], [0.4, 0, 0.6], [0.0, 0.6, 0]])
+    return RCNetwork(("die", "board", "skin"), ("p_cpu", "p_gpu"), np.array([2.0, 10.0, 40.0]), g,
+                     np.array([0.0, 0.05, 0.25]), np.array([[1.0, 0.3], [0.0, 0.7], [0.0, 0.0]]))
+
+
+@pytest.fixture(scope="module")
+def synthetic_csv(tmp_path_factory):
+    """A 1 s trace of a known 3-node network under random power steps, with a gap in the middle."""
+    net = _network()
+    rng = np.random.default_rng(7)
+    n = 3000
+    steps = np.repeat(rng.uniform(0, [3.0, 2.0], size=(n // 60 + 1, 2)), 60, axis=0)[:n]
+    x = net.discretise(1.0).simulate(np.full(3, 24.0), steps[:-1], 24.0)
+    temps = x + rng.normal(0, 0.02, x.shape)
+    t = np.arange(n, dtype=float)
+    t[1500:] += 500.0                                  # a gap: never predicted across
+    df = pd.DataFrame({"time_s": t, "t_die_c": temps[:, 0], "t_board_c": temps[:, 1],
+                       "t_skin_c": temps[:, 2], "p_cpu": steps[:, 0], "p_gpu": steps[:, 1]})
+    path = tmp_path_factory.mktemp("trace") / "synthetic.csv"
+    df.to_csv(path, index=False)
+    return path, net
+
+
+def test_rc_fit_recovers_time_constants_within_5_percent(synthetic_csv, tmp_path):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    assert len(tr.segments) == 2 and tr.dt_s == pytest.approx(1.0)
+    model = fit_model(tr, "rc")
+    true = net.time_constants_s()
+    fitted = model.time_constants_s()
+    np.testing.assert_allclose(fitted, true, rtol=0.05)
+    # steady-state gains recovered too (ambient 24 °C was not given to the fit)
+    assert model.info["ambient_c"] == pytest.approx(24.0, abs=0.3)
+    out = tmp_path / "rc.json"
+    save_model(model, out)
+    again = load_model(out)
+    np.testing.assert_allclose(again.Ad, model.Ad)
+    scores = {s.label: s for s in evaluate(again, tr, [1, 60])}
+    assert scores["open loop"].rmse_c["overall"] < 0.05
+    assert scores["60 steps"].rmse_c["overall"] < scores["60 steps"].persistence_rmse_c["overall"] / 10
+    # re-discretised exactly at another step: a 2 s model predicts the 2 s subsampled trace
+    Ad2, _, _ = again.discrete(2.0)
+    np.testing.assert_allclose(Ad2, net.discretise(2.0).Ad, atol=0.01)
+
+
+def test_linear_fit_one_step_and_window(synthetic_csv):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    lin = fit_model(tr, "linear")
+    np.testing.assert_allclose(lin.Ad, net.discretise(1.0).Ad, atol=0.02)
+    s1 = evaluate(lin, tr, [1])[0]
+    assert s1.rmse_c["overall"] < 0.035                    # noise 0.02 °C, one step
+    short = fit_model(tr, "linear", window=200)
+    assert short.info["transitions"] == 200
+    with pytest.raises(ConfigError, match="fitted at a 1 s step"):
+        lin.discrete(2.0)
+
+
+def test_published_matrices_evaluate_as_fixed_model(synthetic_csv):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    d = net.discretise(1.0)
+    exact = fixed_model(d.Ad, d.Bd, 1.0, tr.temp_names, tr.input_names, c=d.ed * 24.0)
+    ol = evaluate(exact, tr, [5])[-1]
+    assert ol.rmse_c["overall"] < 0.03 < ol.persistence_rmse_c["overall"]
+
+
+@pytest.fixture()
+def small_csv(tmp_path):
+    def _write(rows: list[list], name="t.csv", header="t_s,temp_a_c,temp_b_c,p_w"):
+        p = tmp_path / name
+        p.write_text(header + "\n" + "\n".join(",".join(str(v) for v in r) for r in rows) + "\n")
+        return p
+    return _write
+
+
+def test_cli_fit_and_eval_roundtrip(run_cli, synthetic_csv, tmp_path):
+    path, _ = synthetic_csv
+    out = tmp_path / "lin.json"
+    r = run_cli("thermal", "fit", path, "--time", "time_s", "--temps", "t_die_c,t_b*_c,t_skin_c",
+                "--inputs", "p_*", "--train-from", "0", "--train-to", "1200", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    model = json.loads(out.read_text())
+    assert model["schema"] == "dnnplan.thermal-model" and model["kind"] == "linear"
+    assert model["temps"] == ["t_die_c", "t_board_c", "t_skin_c"]
+    r = run_cli("thermal", "eval", out, path, "--horizons", "1,10,60s", "--from", "1200", "--json")
+    assert r.exit_code == 0, r.stderr
+    scores = json.loads(r.stdout)["scores"]
+    assert [s["steps"] for s in scores] == [1, 10, 60, None]
+    assert all(s["rmse_c"]["overall"] < s["persistence_rmse_c"]["overall"] for s in scores[1:])
+    r = run_cli("thermal", "eval", out, path)
+    assert r.exit_code == 0 and "open loop" in r.stdout and "t_skin_c" in r.stdout
+
+
+@pytest.mark.parametrize("rows, args, message", [
+    ([[0, 30, 31, 1.0], [1, 30.1, 31, 1.0]], ("--temps", "temp_c*"), "column 'temp_c\\*' not found; columns found: t_s, temp_a_c"),
+    ([[0, 30, 31, 1.0], [1, "hot", 31, 1.0], [2, 30, 31, 1]], (), "row 2 \\(line 3\\), column 'temp_a_c': value 'hot'"),
+    ([[0, 30, 31, 1.0], [1, 30, 31, 1.0], [2, 30, "nan", 1]], (), "row 3 \\(line 4\\), column 'temp_b_c'"),
+    ([[0, 30, 31, 1.0], [2, 30, 31, 1.0], [1, 30, 31, 1]], (), "not strictly increasing at row 3"),
+    ([[0, 30, 31, 1.0], [1, 30.2, 31, 1.0], [2, 30.3, 31, 1]], (), "2 transitions to fit, but the linear model has 4"),
+])
+def test_cli_bad_traces_exit_2_and_write_nothing(run_cli, small_csv, tmp_path, rows, args, message):
+    path = small_csv(rows)
+    out = tmp_path / "m.json"
+    temps = dict(zip(args[::2], args[1::2], strict=True)).get("--temps", "temp_*_c")
+    r = run_cli("thermal", "fit", path, "--time", "t_s", "--temps", temps, "--inputs", "p_w", "--out", out)
+    assert r.exit_code == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    import re
+
+    assert re.search(message, " ".join(r.stderr.split())), r.stderr
+    assert not out.exists() and not list(tmp_path.glob(".m.json*"))
+
+
+def test_rc_needs_more_rows_than_parameters(small_csv):
+    path = small_csv([[0, 30, 31, 1.0], [1, 30.2, 31, 1.0], [2, 30.3, 31, 1]])
+    with pytest.raises(ConfigError, match="parameters"):
+        fit_model(read_trace(path, "t_s", "temp_*_c", "p_w"), "rc")
+
+
+def test_irregular_sampling_is_resampled_and_gaps_split(small_csv):
+    rows = [[t, 30 + 0.01 * t, 31, 1.0] for t in (0, 1, 2.3, 3, 4, 5.4, 6, 100, 101, 102)]
+    tr = read_trace(small_csv(rows), "t_s", "temp_*_c", "p_w")
+    assert tr.resampled and len(tr.segments) == 2
+    np.testing.assert_allclose(np.diff(tr.segments[0].times_s), 1.0)
+    assert tr.segments[0].temps_c[3, 0] == pytest.approx(30.03)
+    with pytest.raises(InputFileError, match="not found"):
+        read_trace(small_csv(rows).with_name("missing.csv"), "t_s", "temp_*_c", "p_w")
