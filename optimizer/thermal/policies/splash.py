@@ -6,7 +6,8 @@ to one worker (the phone's CPU, GPU, DSP, NPU, or the cloud), each with a FIFO q
 network advanced exactly every ``substep_s`` under the power the dispatched requests draw, and
 its hysteresis governor sampled every ``period_s``. Clock caps slow workers (latency ∝ 1/cap,
 dynamic power ∝ cap³); a switched-off processor (Pixel 4's NPU at 51 °C skin) takes no work.
-Offloading heats the phone through the radio ("modem" node) while it transmits.
+Offloading heats the phone through the radio ("modem" node) while it sends and receives; the
+radio is one FIFO resource (a request holds it for its upload and download).
 
 What the scheduler knows is what SPLASH learns online:
 
@@ -370,7 +371,8 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
         if has_cloud:
             g_in = float(model.theta[col_in, targets[-1]])
             g_out = float(model.theta[col_in + 1, targets[-1]])
-            cloud_dT = [trend[cloud_w] + max(0.0, gain[cloud_w] * up_s[r] + g_in * in_mb[r] + g_out * out_mb[r])
+            cloud_dT = [trend[cloud_w] + max(0.0, gain[cloud_w] * (up_s[r] + down_s[r]) + g_in * in_mb[r]
+                                             + g_out * out_mb[r])
                         for r in range(R)]
         wtemp = [int(reading[targets[w]]) for w in range(W)]
         avail = [w for w in allowed if caps_w[w] > 0]
@@ -427,10 +429,10 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
                     comm = rtt * j + up + down
                     comp = srv_s[r] * jd[req]
                     lat = comm + comp
-                    free[w] = start + up
-                    spread(e_rows, inp[w], start, start + up, radio_up * up)
-                    spread(e_rows, inp[w], start + lat - down, start + lat, radio_down * down)
-                    spread(b_rows, w, start, start + up, up)
+                    # one radio: it sends and receives this request's bytes before the next
+                    free[w] = start + up + down
+                    spread(e_rows, inp[w], start, start + up + down, radio_up * up + radio_down * down)
+                    spread(b_rows, w, start, start + up + down, up + down)
                     pi = int(start / period)
                     if pi < len(io):
                         io[pi, 0] += in_mb[r]

@@ -140,7 +140,7 @@ class WorkerProfiles:
 
 def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None,
                     server: str = "gpu_server", dtype: str = "int8",
-                    max_radio_w: float = 1.2) -> WorkerProfiles:
+                    max_radio_w: float = 1.2, max_result_bytes: float = 4096.0) -> WorkerProfiles:
     """Cost profiles of every request type of ``workload`` on ``device``'s processors (+ cloud).
 
     Parameters
@@ -159,6 +159,10 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
         Ceiling on the Wi-Fi/cellular radio power. Huang et al.'s ``alpha·tau + beta`` was
         measured at a few Mbps; at 249 Mbps it would give ~70 W, which no phone radio draws.
         1.2 W is the order of a phone Wi-Fi/LTE front end at full transmit duty.
+    max_result_bytes
+        Size of what the server sends back: the network's float32 output, at most this (a
+        detector's server decodes its raw anchor outputs and returns the detections, as in
+        SPLASH's offloading, instead of megabytes of anchor scores).
     """
     from ...cost import build_cost_table
     from ...hardware import load_device, load_link, load_server
@@ -181,7 +185,7 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
             native[r, j] = ct.latency_s[sup[:, j], j].sum()
             fallback[r, j] = ct.latency_s[~sup[:, j], j].sum()
         in_b[r] = float(graph.cut_bytes_array("int8")[0])      # camera image, 1 B per pixel value
-        out_b[r] = float(graph.cut_bytes_array("fp32")[-1])    # results as float32
+        out_b[r] = min(float(graph.cut_bytes_array("fp32")[-1]), max_result_bytes)
         if lk and srv is not None:
             st = build_cost_table(graph, srv, "fp16")
             server_s[r] = st.latency_s[:, st.processor_index(CLOUD)].sum()
@@ -202,7 +206,7 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
         radio_down_w=min(lk.download_power_w, max_radio_w) if lk else 0.0,
         rssi_proxy_db=10.0 * np.log10(lk.uplink_bps / 1e6) if lk else 0.0,
         meta={"dtype": dtype, "server": server if lk else None, "cpu_index": cpu,
-              "max_radio_w": max_radio_w})
+              "max_radio_w": max_radio_w, "max_result_bytes": max_result_bytes})
 
 
 @lru_cache(maxsize=32)

@@ -1,0 +1,208 @@
+"""``dnnplan schedule``, ``dnnplan tadf``, ``dnnplan shift``: thermal-aware policies from the literature."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err, print_json
+
+
+def _opt(v: float | None, fmt: str = "{:.0f} s") -> str:
+    return "none" if v is None else fmt.format(v)
+
+
+@app.command()
+def schedule(
+    workload: str = typer.Argument(..., help="Workload name (search_spaces/workloads) or YAML path."),
+    device: str = typer.Option("pixel4", "--device", "-d", help="Phone whose processors are the workers."),
+    network: str = typer.Option("wifi_249", "--network", "-n", help="Link to the cloud worker, or 'none'."),
+    policy: str = typer.Option("minheat", "--policy", "-p", help="minheat, ppt, heft or heft-cloud."),
+    duration: float = typer.Option(600.0, "--duration", help="Simulated seconds."),
+    fps: Optional[float] = typer.Option(None, "--fps", help="Camera frame rate (default: the workload's)."),
+    max_fps: bool = typer.Option(False, "--max-fps", help="Bisect the highest FPS run for the whole duration without thermal status severe "
+                                 "and with >= 90 % of frames within the SLO."),
+    eta: float = typer.Option(0.1, "--eta", help="SPLASH's eta (minheat penalty / ppt latency weight)."),
+    ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the latency jitter and profiling run."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write temperatures and status over time (PNG)."),
+) -> None:
+    """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
+    from ..errors import ConfigError
+    from ..hardware import load_device
+    from ..thermal.policies.splash import POLICIES, max_sustainable_fps, run_schedule
+    from ..thermal.policies.workload import load_workload, worker_profiles
+
+    if policy not in POLICIES:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("policy", policy, POLICIES)
+    if max_fps and fps is not None:
+        raise ConfigError("give either --fps N or --max-fps, not both")
+    link = None if network.lower() == "none" else network
+    if link is None and policy in ("heft-cloud",):
+        raise ConfigError(f"--policy {policy} offloads to the cloud; give --network LINK")
+    wl = load_workload(workload)
+    spec = load_device(device).thermal_spec()
+    if not STATE.quiet:
+        console_err.print(f"[dim]profiling {wl.name} on {device} (cost model) ...[/]")
+    prof = worker_profiles(wl, device, link)
+    kw = dict(duration_s=duration, eta=eta, ambient_c=ambient, seed=seed)
+    found = None
+    if max_fps:
+        found, res = max_sustainable_fps(prof, spec, policy, **kw)
+        if res is None:
+            raise ConfigError(f"{policy} cannot run {wl.name} on {device} even at 0.5 FPS for {duration:g} s "
+                              "without reaching thermal status severe")
+        res = run_schedule(prof, spec, policy, found, **kw)
+    else:
+        res = run_schedule(prof, spec, policy, wl.fps if fps is None else fps, **kw)
+    out = res.to_dict() if as_json else res.summary()
+    if found is not None:
+        out["max_fps_without_throttling"] = found
+    if plot:
+        _plot(res, plot)
+    if as_json:
+        print_json(out)
+        return
+    from rich.table import Table
+
+    s = res.summary()
+    head = (f"{wl.name} on {device} via {res.link or 'no cloud'} — {policy}, {res.fps:.2f} FPS, "
+            f"{res.duration_s:.0f} s at {res.ambient_c:g} °C")
+    console.print(f"[bold]{head}[/]")
+    if found is not None:
+        console.print(f"max FPS without throttling: [bold]{found:.2f}[/]")
+    console.print(f"time to throttling (status severe): [bold]{_opt(res.time_to_severe_s)}[/]; "
+                  f"first cap: {_opt(res.time_to_first_throttle_s)}; SLO met: {100 * res.slo_rate:.1f} % of "
+                  f"frames; mean latency {s['mean_latency_ms']:.2f} ms (p95 {s['p95_latency_ms']:.2f})")
+    t = Table(header_style="bold")
+    for c in ("worker", "share %", "peak °C", "final °C", "model RMSE °C", "persistence RMSE °C"):
+        t.add_column(c, justify="right")
+    for w in res.workers:
+        node = "modem" if w == "cloud" else w
+        rm = res.model_rmse_c[w]
+        t.add_row(w, f"{100 * res.share[w]:.1f}", f"{res.peak_temp_c.get(node, float('nan')):.1f}",
+                  f"{res.final_temp_c.get(node, float('nan')):.1f}", f"{rm['model']:.3f}", f"{rm['persistence']:.3f}")
+    console.print(t)
+    skin = load_device(device).thermal_spec().skin
+    console.print(f"skin peak {res.peak_temp_c[skin]:.1f} °C; simulated in {res.wall_s:.2f} s")
+
+
+def _plot(res, path: str) -> None:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..fileio import atomic_write_bytes
+
+    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(3, 1))
+    for i, n in enumerate(res.node_names):
+        a.plot(res.times_s, res.temps_c[:, i], label=n)
+    a.set_ylabel("°C")
+    a.legend(ncol=4, fontsize=8)
+    a.set_title(f"{res.workload} — {res.policy}, {res.fps:.2f} FPS")
+    b.step(res.times_s, res.status, where="post")
+    b.set_yticks(range(len(res.status_names)), res.status_names, fontsize=7)
+    b.set_xlabel("s")
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+@app.command()
+def tadf(
+    model: str = typer.Argument(..., help="Zoo name or model file (e.g. alexnet, vgg16)."),
+    device: str = typer.Option("jetson_nano", "--device", "-d", help="Device with a CPU and a GPU."),
+    ambient: float = typer.Option(40.0, "--ambient", help="Environment temperature (°C)."),
+    tmax: float = typer.Option(85.0, "--tmax", help="Steady-state limit T_max (°C)."),
+    theta: float = typer.Option(0.5, "--theta", help="Bisection tolerance θ (°C)."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or int8."),
+    layers: bool = typer.Option(False, "--layers", help="Print every layer's decision."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+) -> None:
+    """TADF clock choice under T_max and HSWD per-layer CPU/GPU split vs CPU, GPU and CGP."""
+    from ..graph import load_graph
+    from ..thermal.policies.tadf import hswd
+    from ..thermal.policies.tadf import tadf as run_tadf
+
+    res = run_tadf(device, ambient, tmax, theta)
+    h = hswd(load_graph(model), device, res.clock_hz, dtype)
+    if as_json:
+        print_json({"tadf": res.to_dict(), "hswd": h.to_dict()})
+        return
+    from rich.table import Table
+
+    clocks = ", ".join(f"{p} {f / 1e6:.0f} MHz (max {res.max_clock_hz[p] / 1e6:.0f})" for p, f in res.clock_hz.items())
+    co = res.coefficients
+    console.print(f"[bold]TADF on {res.device} at {res.ambient_c:g} °C, T_max {res.tmax_c:g} °C:[/] {clocks}"
+                  f"{' (max clocks fit)' if res.at_max else ''}")
+    console.print(f"T_inf = {co['a1']:g}·T_env + {co['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
+                  f"{co['a3_at_max_c']:.2f}·(fG/fGmax)³ + {co['a0']:.2f}  (node {co['node']}, derived from the "
+                  "RC network and power model)")
+    console.print(f"steady temperature: model {max(res.predicted_steady_c.values()):.1f} °C, simulator "
+                  f"{res.simulated_peak_die_c:.1f} °C (hottest die){', THROTTLED' if res.throttled else ''}")
+    if layers and not STATE.quiet:
+        t = Table(title=f"HSWD decisions: {h.model}", header_style="bold")
+        for c in ("layer", "op", "choice", "GPU share", "CPU ms", "GPU ms", "split ms"):
+            t.add_column(c, justify="right")
+        for la in h.layers:
+            t.add_row(la["name"], la["op"], la["choice"], f"{la['gpu_share']:.2f}", f"{la['t_cpu_ms']:.2f}",
+                      f"{la['t_gpu_ms']:.2f}", "-" if la["t_split_ms"] is None else f"{la['t_split_ms']:.2f}")
+        console.print(t)
+    d = h.to_dict()["decisions"]
+    console.print(f"HSWD decisions: {d['split']} split, {d['cpu']} CPU, {d['gpu']} GPU")
+    t = Table(title=f"{h.model} whole-network latency", header_style="bold")
+    for c in ("method", "ms", "HSWD speed-up"):
+        t.add_column(c, justify="right")
+    sp = h.speedups()
+    for k, v in h.latency_s.items():
+        t.add_row(k, f"{1e3 * v:.1f}", "-" if k == "hswd" else f"×{sp[k]:.2f}")
+    console.print(t)
+
+
+@app.command()
+def shift(
+    model: str = typer.Argument("slimmable_resnet50", help="slimmable_resnet50 or bert_small."),
+    device: str = typer.Option("pixel4", "--device", "-d", help="Device (phone profile, or raspberry_pi4)."),
+    duration: float = typer.Option(3600.0, "--duration", help="Simulated seconds."),
+    fps: Optional[float] = typer.Option(None, "--fps", help="Request rate (default: large variant 80 % busy)."),
+    reload: float = typer.Option(1.0, "--reload", help="Model reload time per switch (s); 0 = shared weights."),
+    ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or int8."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
+) -> None:
+    """Play It Cool dynamic model shifting vs always-large and always-small."""
+    from ..thermal.policies.shifting import compare_shifting, shift_setup
+
+    setup = shift_setup(device, model, dtype=dtype, fps=fps, reload_s=reload)
+    res = compare_shifting(setup, duration_s=duration, ambient_c=ambient)
+    if as_json:
+        print_json({"setup": {"device": setup.device, "model": setup.model, "fps": setup.fps,
+                              "latency_s": setup.latency_s, "t_lim_c": setup.t_lim_c, "g_lim": setup.g_lim,
+                              "reload_s": setup.reload_s},
+                    "runs": {k: v.to_dict() for k, v in res.items()}})
+        return
+    from rich.table import Table
+
+    console.print(f"[bold]{setup.model} on {setup.device}[/]: {setup.fps:.2f} req/s, large "
+                  f"{1e3 * setup.latency_s[0]:.1f} ms / small {1e3 * setup.latency_s[1]:.1f} ms at max clock; "
+                  f"tLim {setup.t_lim_c:g} °C, gLim {setup.g_lim:g}, reload {setup.reload_s:g} s")
+    t = Table(header_style="bold")
+    for c in ("mode", "mean latency ms", "large %", "small %", "accuracy", "switches", "throttle events",
+              "first throttle", "peak CPU °C"):
+        t.add_column(c, justify="right")
+    for k, r in res.items():
+        t.add_row(k, f"{1e3 * r.mean_latency_s:.1f}", f"{100 * r.time_share['large']:.1f}",
+                  f"{100 * r.time_share['small']:.1f}",
+                  "-" if r.accuracy_score is None else f"{r.accuracy_score:.3f}", str(r.switches),
+                  str(r.throttle_events), _opt(r.time_to_first_throttle_s), f"{r.peak_cpu_c:.1f}")
+    console.print(t)

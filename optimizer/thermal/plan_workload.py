@@ -1,0 +1,382 @@
+"""A plan as a simulator workload: clock caps → per-processor power and throughput.
+
+:func:`plan_workload` turns a Plan v1 (pipeline or split) into the ``caps -> WorkloadPoint``
+callable of :func:`optimizer.thermal.simulate.simulate`. Under caps ``c_p`` (fraction of
+processor ``p``'s maximum clock, 0 = off) the cost model is rebuilt at ``clock_hz = c_p f_max``
+(:func:`optimizer.cost.build_cost_table`, cached per distinct caps) and:
+
+* **pipeline** (Park & Ha, IEEE Access 2024): stage times come from
+  :meth:`optimizer.search.pipeline.PipelineProblem.evaluate` on the capped table with the plan's
+  own settings (threads, cores, pre/post), throughput = 1 / slowest stage;
+* **split** (SmartSplit): the head runs at ``min(head clock, c f_max)``; throughput =
+  1 / (client + upload + server + download + RTT), frames processed one at a time as in
+  :class:`optimizer.search.split.SplitProblem`; upload/server/download terms do not depend on
+  the phone's clocks and are read from the plan's ``predicted.extra`` (or recomputed from the
+  link and server files).
+
+A processor the governor switches **off** (Pixel 4's NPU at 51 °C skin) does not stall the
+plan: its layers fall back to the CPU, as NNAPI/TFLite re-route work of an unavailable
+delegate — its cost-table column becomes the CPU's and its time heats the CPU.
+
+Power of processor ``p`` (busy time ``b_p`` per frame, period ``T``; utilisation
+``u_p = b_p / T``): ``P_p = P_static,p + (P_active,p(f) - P_static,p) u_p`` for processors the
+plan uses (the CPU always: it hosts pre/post-processing and CPU fallback), 0 for the others
+(power-gated). ``P_active(f) = P_static + Υ f³`` is the device's power model (TADF, Zhang et al.
+2023). CPU busy time counts CPU stages, CPU fallback of other stages' unsupported layers and
+pre/post-processing weighted by ``host_threads / cpu_threads``. A split's uploads heat the
+``modem`` node: radio energy per frame (Huang et al., MobiSys'12: ``(α_u τ_u + β) I / B`` up,
+alike down) over the period. The phone's whole-device idle power (display, DRAM) is not an
+input of the thermal specs and is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from .simulate import WorkloadPoint
+
+#: processor name of the radio in the thermal specs
+MODEM = "modem"
+
+
+def _caps_key(caps: Mapping[str, float], names: Sequence[str]) -> tuple[float, ...]:
+    return tuple(round(float(caps.get(n, 1.0)), 9) for n in names)
+
+
+class CappedTables:
+    """Cost tables of one graph on one device at capped clocks, cached per distinct caps.
+
+    Parameters
+    ----------
+    graph
+        The LayerGraph (granularity of the plan or problem).
+    device
+        The :class:`~optimizer.hardware.schema.Device`.
+    dtype
+        Compute dtype of the table.
+    base
+        The uncapped table if already built (reused for caps of all ones).
+
+    Notes
+    -----
+    ``table(caps)`` returns a table whose off processors (cap 0) carry the CPU's latency and
+    energy columns with ``supported`` False (all their time is CPU fallback).
+    """
+
+    def __init__(self, graph: Any, device: Any, dtype: str, *, backend: str = "analytic",
+                 base: Any = None) -> None:
+        self.graph, self.device, self.dtype, self.backend = graph, device, dtype, backend
+        self.names = device.processor_names
+        self.cpu = device.fallback_index
+        self.static_w = np.array([p.power.static_w for p in device.processors])
+        self._cache: dict[tuple[float, ...], Any] = {}
+        if base is not None:
+            self._cache[(1.0,) * len(self.names)] = base
+
+    def table(self, caps: Mapping[str, float]) -> Any:
+        """The CostTable under ``caps`` (processor → fraction of max clock, 0 = off; missing = 1)."""
+        from ..cost import build_cost_table
+
+        key = _caps_key(caps, self.names)
+        if key not in self._cache:
+            if key[self.cpu] <= 0:
+                raise ConfigError(f"device {self.device.name!r}: the CPU ({self.names[self.cpu]!r}) is switched "
+                                  "off; nothing can run (thermal shutdown)")
+            clocks = {p.name: c * p.max_clock_hz for p, c in zip(self.device.processors, key, strict=True)
+                      if 0 < c < 1}
+            ct = build_cost_table(self.graph, self.device, self.dtype, backend=self.backend,
+                                  clock_hz=clocks or None)
+            off = [j for j, c in enumerate(key) if c <= 0]
+            if off:
+                lat, en, sup = ct.latency_s.copy(), ct.energy_j.copy(), ct.supported.copy()
+                for j in off:
+                    lat[:, j], en[:, j], sup[:, j] = lat[:, self.cpu], en[:, self.cpu], False
+                ct = replace(ct, latency_s=lat, energy_j=en, supported=sup,
+                             meta={**ct.meta, "off": [self.names[j] for j in off]})
+            self._cache[key] = ct
+        return self._cache[key]
+
+
+def _native_cum(ct: Any) -> np.ndarray:
+    """[L+1, P] prefix sums of the time each processor spends natively (fallback excluded)."""
+    cached = ct.meta.get("_native_cum")
+    if cached is None:
+        cached = np.vstack([np.zeros((1, ct.n_processors)), np.cumsum(ct.latency_s * ct.supported, axis=0)])
+        ct.meta["_native_cum"] = cached
+    return cached
+
+
+def pipeline_power(problem: Any, X: np.ndarray, out: Mapping[str, np.ndarray], static_w: np.ndarray,
+                   pre_s: float = 0.0, post_s: float = 0.0) -> np.ndarray:
+    """Per-processor power [N, P] (cost-table order) of pipeline mappings ``X`` [N, 2K].
+
+    ``out`` is ``problem.evaluate(X)``; ``pre_s``/``post_s`` the raw pre/post-processing times
+    (before CPU sharing). See the module docstring for the model.
+    """
+    ct = problem.cost_table
+    prep = problem.prepare()
+    K, cpu = prep.K, prep.cpu
+    X = np.asarray(X, dtype=np.int64)
+    counts, procs = X[:, :K], X[:, K:].copy()
+    used = counts > 0
+    procs[~used] = cpu
+    b = np.cumsum(counts, axis=1)
+    a = b - counts
+    raw = ct.cum_latency_s[b, procs] - ct.cum_latency_s[a, procs]
+    nat_cum = _native_cum(ct)
+    native = np.where(used, nat_cum[b, procs] - nat_cum[a, procs], 0.0)
+    fallback = np.where(used, raw, 0.0) - native
+    N, P = len(X), ct.n_processors
+    busy = np.zeros((N, P))
+    rows = np.repeat(np.arange(N), K)
+    np.add.at(busy, (rows, procs.ravel()), native.ravel())
+    busy[:, cpu] += fallback.sum(axis=1) + (pre_s + post_s) * problem.host_threads / problem.cpu_threads
+    on = np.zeros((N, P), dtype=bool)
+    on[rows, procs.ravel()] |= used.ravel()
+    on[:, cpu] = True
+    period = np.asarray(out["bottleneck_s"], dtype=np.float64)[:, None]
+    util = np.divide(busy, period, out=np.zeros_like(busy), where=period > 0)
+    active = np.asarray(ct.active_power_w, dtype=np.float64)[None, :]
+    static = np.minimum(static_w[None, :], active)
+    return np.where(on, static + (active - static) * util, 0.0)
+
+
+def _spec_columns(spec: Any, names: Sequence[str], device: str) -> np.ndarray:
+    """Index in ``spec.processor_names`` of each device processor name (error if one is missing)."""
+    procs = spec.processor_names
+    missing = [n for n in names if n not in procs]
+    if missing:
+        raise ConfigError(f"thermal spec {spec.device!r} has no processor {missing[0]!r} of device {device!r}; "
+                          f"it knows {', '.join(procs)}")
+    return np.array([procs.index(n) for n in names], dtype=np.int64)
+
+
+@dataclass
+class PipelineWorkload:
+    """Simulator workload of one pipeline mapping (see the module docstring)."""
+
+    tables: CappedTables
+    settings: dict[str, Any]
+    chromosome: np.ndarray
+    last: dict[str, Any] | None = None
+
+    def problem_at(self, caps: Mapping[str, float]) -> Any:
+        """The plan's PipelineProblem on the cost table at ``caps``."""
+        from ..search.pipeline import PipelineProblem
+
+        ct = self.tables.table(caps)
+        cpu_frac = float(caps.get(self.tables.names[self.tables.cpu], 1.0)) or 1.0
+        s = self.settings
+        return PipelineProblem(ct, stages=s["stages"], objectives=("throughput",),
+                               processors=s.get("processors"), cpu_threads=s["cpu_threads"],
+                               host_threads=s["host_threads"], cpu_cores=s.get("cpu_cores"),
+                               pre_s=s["pre_s"] / cpu_frac, post_s=s["post_s"] / cpu_frac)
+
+    def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
+        prob = self.problem_at(caps)
+        X = self.chromosome[None]
+        out = prob.evaluate(X)
+        power = pipeline_power(prob, X, out, self.tables.static_w, prob.pre_s, prob.post_s)[0]
+        self.last = {"stage_time_s": out["stage_time_s"][0].tolist()}
+        return WorkloadPoint(dict(zip(self.tables.names, power.tolist(), strict=True)),
+                             float(out["throughput_fps"][0]))
+
+
+@dataclass
+class SplitWorkload:
+    """Simulator workload of one split plan (see the module docstring)."""
+
+    tables: CappedTables
+    split: int
+    head: str | None
+    head_clock_hz: float | None
+    remote_s: float  # upload + server + download + RTT (independent of the phone's clocks)
+    radio_j: float  # upload + download energy per frame
+
+    def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
+        dev = self.tables.device
+        names = self.tables.names
+        cpu = self.tables.cpu
+        power = dict.fromkeys(names, 0.0)
+        if self.split == 0 or self.head is None:
+            period = self.remote_s
+            ct = self.tables.table({})
+            native_cpu = 0.0
+            j = cpu
+            busy = 0.0
+        else:
+            j = names.index(self.head)
+            proc = dev.processors[j]
+            frac = float(caps.get(self.head, 1.0))
+            clock = self.head_clock_hz or proc.max_clock_hz
+            eff = {n: float(caps.get(n, 1.0)) for n in names}
+            if frac > 0:
+                eff[self.head] = min(clock, frac * proc.max_clock_hz) / proc.max_clock_hz
+            ct = self.tables.table(eff)
+            busy = float(ct.cum_latency_s[self.split, j])
+            native = float(_native_cum(ct)[self.split, j])
+            native_cpu = busy - native
+            busy = native
+            period = busy + native_cpu + self.remote_s
+        static = np.minimum(self.tables.static_w, ct.active_power_w)
+        if j != cpu:
+            u = busy / period if period > 0 else 0.0
+            power[names[j]] = float(static[j] + (ct.active_power_w[j] - static[j]) * u)
+            cpu_busy = native_cpu
+        else:
+            cpu_busy = busy + native_cpu
+        u_cpu = cpu_busy / period if period > 0 else 0.0
+        power[names[cpu]] = float(static[cpu] + (ct.active_power_w[cpu] - static[cpu]) * u_cpu)
+        if self.radio_j > 0 and period > 0:
+            power[MODEM] = self.radio_j / period
+        return WorkloadPoint(power, 1.0 / period if period > 0 else float("inf"))
+
+
+def plan_graph(plan: Any) -> Any:
+    """The LayerGraph a plan was made for (zoo name + variant, or its model file)."""
+    from ..graph import load_graph
+
+    src = plan.model.source or plan.model.name
+    ref = src.removeprefix("zoo:")
+    graph = load_graph(ref, plan.model.granularity, **(plan.model.variant if src.startswith("zoo:") or
+                                                          ref == plan.model.name else {}))
+    if len(graph) != plan.model.layers:
+        raise ConfigError(f"plan: field model.layers is {plan.model.layers} but {src!r} has {len(graph)} "
+                          f"{plan.model.granularity} layers; the plan was made for another model")
+    return graph
+
+
+def plan_workload(plan: Any, *, graph: Any = None, device: Any = None, spec: Any = None) -> Any:
+    """The simulator workload of ``plan`` (a :class:`~optimizer.plan.schema.Plan`).
+
+    Parameters
+    ----------
+    plan
+        Pipeline or split plan (schema v1).
+    graph
+        The plan's LayerGraph if already loaded (default: :func:`plan_graph`).
+    device
+        Its Device (default: ``load_device(plan.device)``).
+    spec
+        The device's thermal spec (checked against the processors the plan uses).
+
+    Returns
+    -------
+    PipelineWorkload or SplitWorkload
+        Callable ``caps -> WorkloadPoint``.
+    """
+    from ..hardware import load_device
+
+    dev = device if device is not None else load_device(plan.device)
+    graph = graph if graph is not None else plan_graph(plan)
+    if spec is not None:
+        _spec_columns(spec, dev.processor_names, dev.name)
+    tables = CappedTables(graph, dev, plan.model.dtype)
+    if plan.kind == "pipeline":
+        s = dict((plan.search.settings or {}).get("problem") or {})
+        cpu_name = dev.processor_names[dev.fallback_index]
+        K = max(int(s.get("stages") or 0), len(plan.stages))
+        threads = next((st.threads for st in plan.stages if st.processor == cpu_name and st.threads), None)
+        settings = {"stages": K, "processors": None,
+                    "cpu_threads": int(s.get("cpu_threads") or threads or 4),
+                    "host_threads": int(s.get("host_threads") or (plan.preprocess.threads if plan.preprocess else 2)),
+                    "cpu_cores": s.get("cpu_cores"), "pre_s": float(s.get("pre_s") or 0.0),
+                    "post_s": float(s.get("post_s") or 0.0)}
+        counts = [st.last_layer - st.first_layer + 1 for st in plan.stages]
+        for st in plan.stages:
+            dev.processor(st.processor)
+        idx = [dev.processor_names.index(st.processor) for st in plan.stages]
+        spare = [j for j in range(len(dev.processors)) if j not in idx]
+        chrom = np.array(counts + [0] * (K - len(counts)) + idx + spare[:K - len(idx)], dtype=np.int64)
+        return PipelineWorkload(tables, settings, chrom)
+    if plan.kind == "split":
+        sp = plan.split
+        extra = plan.predicted.extra
+        keys = ("upload_s", "server_s", "download_s", "rtt_s", "upload_j", "download_j")
+        if all(k in extra for k in keys):
+            remote = sum(extra[k] for k in keys[:4])
+            radio = extra["upload_j"] + extra["download_j"]
+        else:
+            remote, radio = _remote_from_files(plan, graph)
+        if sp.head_processor is not None:
+            dev.processor(sp.head_processor)
+        return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
+                             sp.head_clock_hz, float(remote), float(radio))
+    raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
+
+
+def _remote_from_files(plan: Any, graph: Any) -> tuple[float, float]:
+    """Upload + server + download + RTT seconds and radio joules of a split plan, from its files."""
+    from ..cost import build_cost_table
+    from ..hardware import load_link, load_server
+
+    sp = plan.split
+    if sp.layer >= len(graph):
+        return 0.0, 0.0
+    if plan.network is None:
+        raise ConfigError("plan: field network is empty; a split plan needs its link to be simulated")
+    link = load_link(plan.network)
+    srv = load_server(sp.server or "smartsplit_i5")
+    st = build_cost_table(graph, srv, dtype="fp32")
+    kinds = list(st.processor_kinds)
+    q = kinds.index("cloud") if "cloud" in kinds else 0
+    server_s = float(st.cum_latency_s[-1, q] - st.cum_latency_s[sp.layer, q])
+    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
+    up_s, dn_s = float(link.upload_s(sp.bytes)), float(link.download_s(out_bytes))
+    return (up_s + server_s + dn_s + float(link.rtt_s),
+            float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)))
+
+
+def simulate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
+                  ambient_c: float | None = None) -> Any:
+    """Run :func:`optimizer.thermal.simulate.simulate` on ``plan`` on its device.
+
+    Raises
+    ------
+    ConfigError
+        The plan's device has no thermal section (the message lists devices that have one).
+    """
+    from ..hardware import load_device
+    from .simulate import simulate
+
+    dev = device if device is not None else load_device(plan.device)
+    spec = thermal_spec_of(dev)
+    wl = plan_workload(plan, graph=graph, device=dev, spec=spec)
+    return simulate(spec, wl, duration_s=duration_s, ambient_c=ambient_c)
+
+
+def devices_with_thermal() -> list[str]:
+    """Names of the shipped devices whose file names a thermal spec."""
+    from ..hardware import load_device
+    from ..hardware.loader import device_names
+
+    out = []
+    for name in device_names():
+        try:
+            if load_device(name).thermal is not None:
+                out.append(name)
+        except Exception:  # noqa: BLE001 - a broken device file must not hide the others
+            continue
+    return out
+
+
+def thermal_spec_of(device: Any) -> Any:
+    """The device's thermal spec, or a ConfigError naming the device and those that have one."""
+    if device.thermal is None:
+        raise ConfigError(f"device {device.name!r} has no thermal section (no 'thermal:' entry in its file); "
+                          f"devices with one: {', '.join(devices_with_thermal())}")
+    return device.thermal_spec()
+
+
+def mapping_workload(problem: Any, x: Sequence[int], graph: Any, device: Any) -> PipelineWorkload:
+    """The simulator workload of chromosome ``x`` of a PipelineProblem (same settings, no plan)."""
+    settings = {"stages": problem.stages, "processors": problem.processors, "cpu_threads": problem.cpu_threads,
+                "host_threads": problem.host_threads, "cpu_cores": problem.cpu_cores,
+                "pre_s": problem.pre_s, "post_s": problem.post_s}
+    tables = CappedTables(graph, device, problem.cost_table.dtype, base=problem.cost_table)
+    return PipelineWorkload(tables, settings, np.asarray(x, dtype=np.int64))

@@ -1,0 +1,103 @@
+"""SPLASH scheduling (issue 9): workloads, policies on the simulated Pixel 4, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from optimizer.errors import ConstraintError, SchemaError, UnknownNameError
+from optimizer.hardware.thermal_spec import load_thermal_spec
+from optimizer.thermal.policies.splash import capacity_fps, check_slo, max_sustainable_fps, run_schedule
+from optimizer.thermal.policies.workload import load_workload, worker_profiles, workload_names
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_thermal_spec("pixel4")
+
+
+@pytest.fixture(scope="module")
+def pf():
+    return worker_profiles(load_workload("person_finder"), "pixel4", "wifi_249")
+
+
+def test_shipped_workloads_match_methods():
+    assert {"person_finder", "live_video_analytics"} <= set(workload_names())
+    wl = load_workload("person_finder")
+    assert [(r.model, r.input_size, r.count) for r in wl.requests] == [
+        ("retinaface_mobilenet", 160, 4), ("arcface_mobilenet", 112, 8)]
+    lva = load_workload("live_video_analytics")
+    assert [(r.model, r.count) for r in lva.requests] == [("efficientdet_lite0", 2), ("mobilenet_v2", 10)]
+
+
+def test_unknown_model_in_workload(tmp_path):
+    bad = tmp_path / "w.yaml"
+    bad.write_text("name: w\nsource: test\nrequests:\n  - {model: resnet_9000, count: 2}\n")
+    with pytest.raises(SchemaError, match=r"w\.yaml line 4.*unknown zoo network 'resnet_9000'; valid: .*alexnet"):
+        load_workload(bad)
+    with pytest.raises(UnknownNameError, match="person_finder"):
+        load_workload("no_such_workload")
+
+
+def test_profiles(pf):
+    assert pf.workers == ("cpu", "gpu", "dsp", "npu", "cloud")
+    lat = pf.latency_s
+    assert lat.shape == (2, 5) and np.all(lat > 0)
+    # cloud round trip = rtt + upload + server + download, radio power capped
+    assert lat[0, 4] == pytest.approx(pf.rtt_s + pf.upload_s[0] + pf.server_s[0] + pf.download_s[0])
+    assert 0 < pf.radio_up_w <= 1.2
+    assert pf.in_bytes[0] == 160 * 160 * 3 and pf.out_bytes.max() <= 4096
+
+
+def test_unmeetable_slo_says_what_is_reachable(pf, spec):
+    with pytest.raises(ConstraintError, match=r"cannot be met by any worker.*fastest is .*reachable: at most"):
+        run_schedule(pf, spec, "minheat", 1000.0, duration_s=10)
+    check_slo(pf, 10.0)   # fine
+    assert capacity_fps(pf, [0, 1, 2, 3]) < capacity_fps(pf)
+
+
+def test_minheat_delays_throttling_vs_heft(pf, spec):
+    heft = run_schedule(pf, spec, "heft", 30.0, duration_s=400)
+    mh = run_schedule(pf, spec, "minheat", 30.0, duration_s=400)
+    assert heft.time_to_severe_s is not None            # the latency-greedy baseline overheats
+    assert mh.time_to_severe_s is None or mh.time_to_severe_s > heft.time_to_severe_s
+    assert heft.share["cloud"] == 0.0
+    assert sum(heft.share.values()) == pytest.approx(1.0)
+    # status severe means the skin sensor reached 49 °C
+    assert heft.peak_temp_c["skin"] >= 49.0 - 1e-6
+    assert mh.peak_temp_c["skin"] < heft.peak_temp_c["skin"]
+    assert heft.wall_s < 30
+
+
+def test_online_model_and_weak_signal(pf, spec):
+    res = run_schedule(pf, spec, "heft-cloud", 15.0, duration_s=200)
+    assert res.share["cloud"] > 0.1
+    for w, v in res.model_rmse_c.items():
+        assert np.isfinite(v["model"]) and v["model"] < 2.0, w
+    weak = worker_profiles(load_workload("person_finder"), "pixel4", "wifi_13")
+    assert weak.latency_s[0, 4] > 2.0 * pf.latency_s[0, 4]
+    res_weak = run_schedule(weak, spec, "heft-cloud", 15.0, duration_s=200)
+    assert res_weak.share["cloud"] < res.share["cloud"]
+
+
+def test_max_fps_bisection(pf, spec):
+    f, res = max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=1.0)
+    assert res is not None and res.time_to_severe_s is None and res.slo_rate >= 0.9
+    above = run_schedule(pf, spec, "heft", f + 2.0, duration_s=200)
+    assert above.time_to_severe_s is not None or above.slo_rate < 0.9
+
+
+def test_cli_schedule(run_cli, tmp_path):
+    png = tmp_path / "t.png"
+    r = run_cli("schedule", "person_finder", "--policy", "heft", "--fps", "10", "--duration", "60",
+                "--json", "--plot", str(png))
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["policy"] == "heft" and out["fps"] == 10 and len(out["times_s"]) == 60
+    assert png.stat().st_size > 1000
+    r = run_cli("schedule", "person_finder", "--fps", "500", "--duration", "10")
+    assert r.exit_code == 2 and "cannot be met by any worker" in r.stderr
+    r = run_cli("schedule", "person_finder", "--policy", "greedy")
+    assert r.exit_code == 2 and "minheat" in r.stderr
