@@ -166,7 +166,8 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
             name=label, op=family, op_type=op_name,
             inputs=tuple(dict.fromkeys(str(t) for t in ins if t not in constants)),
             outputs=tuple(str(t) for t in outs), output_shapes=out_shapes,
-            macs=_macs(op_name, [full(t) for t in ins], [per_sample(t) for t in ins], out_shapes),
+            macs=_macs(op_name, [full(t) for t in ins], [per_sample(t) for t in ins],
+                       tuple(full(t) for t in outs)),
             params=params,
         ))
     if not specs:
@@ -192,6 +193,9 @@ def _tensor_name(details: dict[int, Any], outs: Any) -> str:
 
 def _macs(op: str, ins_full: list[tuple[int, ...]], ins: list[tuple[int, ...]],
           outs: tuple[tuple[int, ...], ...]) -> int:
+    """MACs of one op at the interpreter's batch of 1. ``outs`` are the full (concrete) output
+    shapes: an op whose leading dimension merges batch and sequence (a FULLY_CONNECTED on
+    [tokens, hidden]) must count every row, not drop the first one as the batch."""
     if not outs:
         return 0
     out = math.prod(outs[0])

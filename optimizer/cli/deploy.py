@@ -1,0 +1,117 @@
+"""``dnnplan export | run | serve``: deployable artifacts, the reference runtime, the split server."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from .common import STATE, console, console_err, print_json
+
+
+@app.command()
+def export(
+    plan_file: str = typer.Argument(..., metavar="PLAN.json", help="Plan to export."),
+    out: str = typer.Option(..., "--out", "-o", help="Artifacts directory (replaced atomically)."),
+    calib: str = typer.Option("synthetic", "--calib", help="INT8 calibration: 'synthetic' or FILE.npz."),
+    samples: int = typer.Option(64, "--samples", help="Calibration samples."),
+    seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),
+    model: Optional[str] = typer.Option(None, "--model", help="A .keras file instead of the plan's model."),
+    keep_reference: bool = typer.Option(False, "--keep-reference",
+                                        help="Also ship the single-file INT8 model the parts are aligned to."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+) -> None:
+    """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""
+    from ..plan import read_plan
+    from ..plan.export import export_plan
+
+    plan = read_plan(plan_file)
+    progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
+    manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
+                           keep_reference=keep_reference, progress=progress)
+    if as_json:
+        print_json(manifest.model_dump(mode="json"))
+        return
+    for p in manifest.parts:
+        ins = ", ".join(t.name for t in p.inputs)
+        console.print(f"{p.file}: layers {p.first_layer}-{p.last_layer} ({p.dtype}, {p.location}, "
+                      f"{p.bytes / 1e6:.2f} MB) reads {ins}", highlight=False)
+    console.print(f"[green]exported[/] {len(manifest.parts)} parts of {manifest.model.name} to {out}",
+                  highlight=False)
+
+
+@app.command()
+def run(
+    plan_file: str = typer.Argument(..., metavar="PLAN.json", help="The exported plan."),
+    artifacts: str = typer.Option(..., "--artifacts", help="Directory written by 'dnnplan export'."),
+    frames: int = typer.Option(50, "--frames", help="Frames to run."),
+    input_file: Optional[str] = typer.Option(None, "--input", help="Input frames (.npy) [N, ...]."),
+    server: Optional[str] = typer.Option(None, "--server", help="Tail server HOST:PORT (loopback); "
+                                         "default: an in-process server for split plans."),
+    bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Emulated uplink, e.g. 10Mbps."),
+    fps: Optional[float] = typer.Option(None, "--fps", help="Pace the input at this frame rate "
+                                        "(default: saturated, as fast as the slowest part accepts)."),
+    no_pin: bool = typer.Option(False, "--no-pin", help="Do not pin stages to core groups."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Execute a plan on this host and report measured FPS and latency next to the prediction."""
+    from ..plan import read_plan
+    from ..runtime import parse_bandwidth, parse_server, run_plan
+
+    plan = read_plan(plan_file)
+    addr = parse_server(server) if server else None
+    rate = parse_bandwidth(bandwidth)
+    report = run_plan(plan, artifacts, frames=frames, input=input_file, server=addr,
+                      bandwidth_bps=rate, pin=not no_pin, input_fps=fps)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    from rich.table import Table
+
+    def fmt(v: float | None, scale: float = 1.0, unit: str = "") -> str:
+        return "-" if v is None else f"{v * scale:.2f}{unit}"
+
+    t = Table(title=f"{report.kind} plan of {report.model}: {report.frames} frames")
+    for col in ("part", "processor", "cores", "threads", "busy s", "util", "mean ms", "predicted ms"):
+        t.add_column(col)
+    for s in report.stages:
+        t.add_row(s.name, s.processor, "-" if s.cores is None else ",".join(map(str, s.cores)),
+                  str(s.threads), f"{s.busy_s:.3f}", f"{s.utilization:.0%}", fmt(s.mean_s, 1e3),
+                  fmt(s.predicted_s, 1e3))
+    console.print(t)
+    lat = report.latency_s
+    console.print(f"throughput {report.throughput_fps:.1f} FPS (predicted {fmt(report.predicted_fps)}"
+                  f"{'' if report.fps_ratio is None else f', ratio {report.fps_ratio:.2f}'}); latency "
+                  f"p50 {lat['p50'] * 1e3:.1f} ms, p90 {lat['p90'] * 1e3:.1f} ms, p99 {lat['p99'] * 1e3:.1f} ms "
+                  f"(predicted {fmt(report.predicted_latency_s, 1e3, ' ms')})", highlight=False)
+    if report.wire:
+        w = report.wire
+        console.print(f"wire: {w['bytes_per_frame']:.0f} B/frame, upload p50 {w['upload_s_p50'] * 1e3:.2f} ms, "
+                      f"round trip p50 {w['round_trip_s_p50'] * 1e3:.2f} ms"
+                      + (f" at {w['bandwidth_bps'] / 1e6:g} Mbps" if w["bandwidth_bps"] else ""),
+                      highlight=False)
+
+
+@app.command()
+def serve(
+    artifacts: str = typer.Option(..., "--artifacts", help="Directory written by 'dnnplan export' (split plan)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
+    port: int = typer.Option(5599, "--port", help="TCP port (0 = any free port)."),
+    workers: int = typer.Option(2, "--workers", help="Interpreters serving requests concurrently."),
+    max_clients: int = typer.Option(32, "--max-clients", help="Concurrent connections."),
+) -> None:
+    """Serve the tail of a split plan over TCP until interrupted (Ctrl-C)."""
+    from ..runtime import TailServer
+
+    server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
+    console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
+                      "(Ctrl-C stops)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        s = server.stats
+        console_err.print(f"served {s.requests} requests, {s.errors} error replies, "
+                          f"{s.connections} connections", highlight=False)

@@ -1,0 +1,713 @@
+"""Export a plan as deployable artifacts: one TFLite sub-model per part plus ``manifest.json``.
+
+The network is rebuilt in Keras (a zoo builder with a fixed weight seed, or a ``.keras`` file)
+and cut at the plan's boundaries in execution order. Every tensor crossing a cut — all of them,
+not only the previous layer's output, so cuts inside residual blocks work — becomes an output
+of the part that produces it and an input of each later part that reads it (the DAG cut of
+:meth:`optimizer.graph.layergraph.LayerGraph.cut_tensors`). Sub-models are Keras functional
+models built by re-applying the original layer objects to new ``Input`` tensors in execution
+order, so their weights are the full model's weights.
+
+INT8 parts use full-integer post-training quantization (Jacob et al., "Quantization and
+Training of Neural Networks for Efficient Integer-Arithmetic-Only Inference", CVPR 2018, as
+implemented by the TFLite converter): part ``k`` is calibrated with the float activations that
+parts ``0..k-1`` produce on the calibration inputs, i.e. with the statistics the single-file
+model sees at that point of the network. Separately converted parts still differ from the
+single-file INT8 model in the last float bits of their scales, so multi-part INT8 exports also
+convert the single-file model once and align every part to it (quantization parameters of
+activations, constants of matched operators, producer parameters at every cut): the parts then
+compute exactly what the single-file model computes.
+
+Everything is written into a temporary directory next to ``out_dir`` and renamed at the end:
+a failed export leaves no half-written directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
+from ..fileio import atomic_write_json, sha256_bytes, sha256_file
+from ..graph.layergraph import LayerGraph
+from .manifest import (
+    MANIFEST_FILE,
+    Calibration,
+    Manifest,
+    ModelInfo,
+    Part,
+    Quantization,
+    ReferenceModel,
+    TensorSpec,
+    Wire,
+    TensorInfo,
+)
+from .schema import Plan
+
+DEFAULT_CALIB_SAMPLES = 64
+REFERENCE_FILE = "reference.int8.tflite"
+FRAME_HEADER_SLACK = 64 * 1024  # bytes allowed in a frame beyond the tensor payload (names, shapes)
+_PLAN_DTYPE_TO_NP = {"fp32": "float32", "fp16": "float32", "int8": "int8"}
+
+
+DEPLOYMENT_FIELDS = ("kind", "model", "device", "stages", "split")
+
+
+def plan_sha256(plan: Plan) -> str:
+    """SHA-256 of the plan's deployment fields (``kind, model, device, stages, split``) as
+    canonical JSON: what a manifest records. Predictions, search info and provenance are left
+    out, so re-stamping a plan does not invalidate its artifacts."""
+    import json
+
+    data = plan.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS))
+    return sha256_bytes(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class PartRange:
+    """One part of a plan as operator ranges of the op-view graph."""
+
+    name: str
+    role: str  # stage | head | tail
+    first_layer: int
+    last_layer: int
+    first_op: int
+    end_op: int  # exclusive
+    processor: str
+    threads: int
+    dtype: str
+    location: str  # device | server
+
+
+def op_boundaries(plan_graph: LayerGraph) -> list[int]:
+    """Op-view boundary of every plan-view boundary 0..L (block view: via ``layer.members``)."""
+    sizes = [len(layer.members) or 1 for layer in plan_graph.layers]
+    return [0, *np.cumsum(sizes).tolist()]
+
+
+def plan_parts(plan: Plan, plan_graph: LayerGraph) -> list[PartRange]:
+    """The executable parts of ``plan`` (empty head or tail of a split are omitted)."""
+    if len(plan_graph) != plan.model.layers:
+        raise SchemaError(f"plan: field model.layers: {plan.model.layers} does not match the "
+                          f"{len(plan_graph)} {plan_graph.granularity} layers of {plan.model.name}; "
+                          "the plan was made for another model or variant")
+    ob = op_boundaries(plan_graph)
+    n = len(plan_graph)
+    parts: list[PartRange] = []
+    if plan.kind in ("pipeline", "joint"):
+        for k, st in enumerate(plan.stages or []):
+            parts.append(PartRange(f"stage{k}", "stage", st.first_layer, st.last_layer,
+                                   ob[st.first_layer], ob[st.last_layer + 1], st.processor,
+                                   st.threads or 1, st.dtype, "device"))
+    split = plan.split
+    if plan.kind == "split" and split is not None and split.layer > 0:
+        parts.append(PartRange("head", "head", 0, split.layer - 1, 0, ob[split.layer],
+                               split.head_processor or "cpu", 1, plan.model.dtype, "device"))
+    if plan.kind in ("split", "joint") and split is not None and split.layer < n:
+        parts.append(PartRange("tail", "tail", split.layer, n - 1, ob[split.layer], ob[n],
+                               split.server or "server", 1, plan.model.dtype, "server"))
+    if not parts:
+        raise SchemaError("plan: nothing to export (no stages and an empty split)")
+    return parts
+
+
+def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[Any, LayerGraph, int | None]:
+    """The Keras model of ``plan``, its op-view LayerGraph, and the weight seed used.
+
+    ``model`` may be a ``keras.Model``, a ``.keras`` path, or None: the zoo builder named by
+    the plan with ``keras.utils.set_random_seed(seed)`` first and batch-norm statistics
+    re-estimated (:func:`reestimate_batchnorm`), so the same seed gives the same weights; or
+    the plan's ``.keras`` source file.
+    """
+    from ..graph.keras_import import graph_from_keras, load_keras_model
+    from ..graph.zoo import build_keras, builder, builder_names
+    from ..lazy import keras as _keras
+
+    keras = _keras()
+    ref = plan.model
+    if model is None:
+        src = ref.source or ""
+        if src.startswith("zoo:") or (not src and ref.name in builder_names()):
+            name = src.removeprefix("zoo:") or ref.name
+            mod = builder(name)
+            keras.utils.set_random_seed(seed)
+            km = build_keras(name, **ref.variant)
+            reestimate_batchnorm(km, seed)
+            with open(mod.__file__, "rb") as fh:
+                import json
+
+                ident = sha256_bytes(fh.read() + json.dumps(ref.variant, sort_keys=True).encode())
+            graph = graph_from_keras(km, name, block_of=mod.block_of, source=f"zoo:{name}",
+                                     source_sha256=ident, fmt="zoo")
+            return km, graph, seed
+        if src.endswith(".keras"):
+            model = src
+        else:
+            raise ModelFormatError(f"plan: field model.source: {src!r} cannot be exported; export "
+                                   "supports zoo networks and .keras files (pass --model FILE.keras)")
+    if isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        km = load_keras_model(p)
+        graph = graph_from_keras(km, p.stem, source=str(p), source_sha256=sha256_file(p))
+        return km, graph, None
+    return model, graph_from_keras(model, getattr(model, "name", "model")), None
+
+
+BN_SAMPLES = 32
+
+
+def reestimate_batchnorm(model: Any, seed: int, samples: int = BN_SAMPLES) -> None:
+    """Set every BatchNormalization's moving statistics to its batch statistics on synthetic
+    inputs (uniform in [-1, 1], seeded).
+
+    Zoo weights are random (``weights=None``) with identity BN statistics, under which the
+    activations of deep networks shrink towards zero (MobileNetV2's logits come out ~1e-11),
+    so float comparisons and INT8 calibration would be meaningless. This is data-dependent
+    initialisation (Krähenbühl et al., "Data-dependent Initializations of Convolutional Neural
+    Networks", ICLR 2016): one forward pass in training mode with momentum 0 makes each BN
+    normalise its input to zero mean and unit variance, layer after layer.
+    """
+    from ..lazy import keras as _keras
+
+    keras = _keras()
+    from ..graph.keras_import import _flatten_layers
+
+    bns = [la for la in _flatten_layers(model) if isinstance(la, keras.layers.BatchNormalization)]
+    if not bns:
+        return
+    rng = np.random.default_rng(seed)
+    xs = [rng.uniform(-1, 1, (samples, *tuple(t.shape[1:]))).astype(np.float32) for t in model.inputs]
+    saved = [la.momentum for la in bns]
+    try:
+        for la in bns:
+            la.momentum = 0.0
+        model(xs if len(xs) > 1 else xs[0], training=True)
+    finally:
+        for la, m in zip(bns, saved, strict=True):
+            la.momentum = m
+
+
+# ---------------------------------------------------------------- Keras sub-models
+def _node_index(model: Any) -> dict[str, tuple[Any, Any]]:
+    """Layer name -> (layer, the node the importer used)."""
+    from ..graph.keras_import import _flatten_layers, _inbound_nodes
+
+    out: dict[str, tuple[Any, Any]] = {}
+    for layer in _flatten_layers(model):
+        nodes = _inbound_nodes(layer)
+        if len(nodes) != 1:
+            raise ModelFormatError(f"{model.name}: layer {layer.name!r} is applied {len(nodes)} times; "
+                                   "shared layers cannot be cut into parts")
+        out[layer.name] = (layer, nodes[0])
+    return out
+
+
+def _keras_tensors(model: Any, nodes: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """Tensor id -> original KerasTensor (model inputs and every layer output)."""
+    from ..graph.keras_import import _flat, _tensor_id
+
+    out = {_tensor_id(t): t for t in model.inputs}
+    for _, node in nodes.values():
+        for t in _flat(node.output_tensors):
+            out[_tensor_id(t)] = t
+    return out
+
+
+class KerasCutter:
+    """Builds sub-models of one Keras model.
+
+    The layer nodes and tensors of the original graph are indexed once, at construction:
+    re-applying a layer adds a node to it, so indexing later would see the sub-models' nodes.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.nodes = _node_index(model)
+        self.originals = _keras_tensors(model, self.nodes)
+
+    def submodel(self, graph: LayerGraph, first_op: int, end_op: int, inputs: list[str],
+                 outputs: list[str], name: str) -> Any:
+        """A Keras functional model computing ops ``[first_op, end_op)`` of ``graph``.
+
+        ``inputs``/``outputs`` are tensor ids; the sub-model's inputs are named ``in0, in1, ...``
+        and its outputs are in the order given. The original layer objects are re-applied, so
+        weights are shared with the full model.
+        """
+        from ..graph.keras_import import _flat, _tensor_id
+        from ..lazy import keras as _keras
+
+        keras = _keras()
+        env: dict[str, Any] = {}
+        new_inputs = []
+        for k, tid in enumerate(inputs):
+            orig = self.originals[tid]
+            t = keras.Input(shape=tuple(orig.shape[1:]), dtype=orig.dtype, name=f"in{k}")
+            env[tid] = t
+            new_inputs.append(t)
+
+        def swap(x: Any) -> Any:
+            if isinstance(x, keras.KerasTensor):
+                tid = _tensor_id(x)
+                if tid not in env:
+                    raise ModelFormatError(f"{self.model.name}: part {name} reads tensor {tid!r} that "
+                                           "is neither its input nor computed inside it")
+                return env[tid]
+            return x
+
+        for layer_spec in graph.layers[first_op:end_op]:
+            layer, node = self.nodes[layer_spec.name]
+            args = keras.tree.map_structure(swap, node.arguments.args)
+            kwargs = keras.tree.map_structure(swap, node.arguments.kwargs)
+            result = layer(*args, **kwargs)
+            for orig, new in zip(_flat(node.output_tensors), _flat(result), strict=True):
+                env[_tensor_id(orig)] = new
+        return keras.Model(new_inputs, [env[t] for t in outputs], name=name)
+
+
+def part_io(graph: LayerGraph, first_op: int, end_op: int) -> tuple[list[str], list[str]]:
+    """Tensor ids a part reads from earlier parts and produces for later parts (DAG cut)."""
+    n = len(graph)
+    ins, outs = [], []
+    for t in graph.tensors.values():
+        inside = [c for c in t.consumers if first_op <= c < end_op]
+        if t.producer < first_op and inside:
+            ins.append(t)
+        if first_op <= t.producer < end_op and any(c >= end_op or c == n for c in t.consumers):
+            outs.append(t)
+    key = lambda t: (t.producer, t.name)  # noqa: E731
+    return [t.name for t in sorted(ins, key=key)], [t.name for t in sorted(outs, key=key)]
+
+
+# ---------------------------------------------------------------- conversion
+def _convert(submodel: Any, path: Path, dtype: str,
+             representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None) -> Path:
+    """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
+
+    Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings.
+    """
+    from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
+    from ..lazy import tensorflow
+
+    if dtype != "int8":
+        return keras_to_tflite(submodel, path, fp16=dtype == "fp16")
+    tf = tensorflow()
+    converter = keras_tflite_converter(submodel)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    return run_converter(converter, path, submodel.name)
+
+
+def _tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
+    """I/O specs of a converted part, read back from its ``serving_default`` signature."""
+    from ..lazy import litert_interpreter
+
+    interp = litert_interpreter()(model_path=str(path))
+    runner = interp.get_signature_runner("serving_default")
+    details = runner.get_input_details() if kind == "inputs" else runner.get_output_details()
+    prefix = "in" if kind == "inputs" else "output_"
+    specs = []
+    for k, name in enumerate(names):
+        sig = f"{prefix}{k}"
+        if sig not in details:
+            raise ModelFormatError(f"{path.name}: converted part has no {kind[:-1]} {sig!r} "
+                                   f"(signature has {sorted(details)})")
+        d = details[sig]
+        scale, zp = d["quantization"]
+        q = Quantization(scale=float(scale), zero_point=int(zp)) if scale else None
+        specs.append(TensorSpec(name=name, signature_name=sig, index=int(d["index"]),
+                                shape=[int(s) for s in d["shape"]], dtype=np.dtype(d["dtype"]).name,
+                                quantization=q))
+    return specs
+
+
+def _delegate(processor: str, role: str) -> str:
+    if role == "tail":
+        return "none"
+    p = processor.lower()
+    if p.startswith("gpu"):
+        return "gpu"
+    if p.startswith(("npu", "dsp", "tpu")):
+        return "nnapi"
+    return "xnnpack"
+
+
+# ---------------------------------------------------------------- calibration
+def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -> tuple[dict[str, np.ndarray], Calibration]:
+    """Calibration batches for the graph inputs: ``synthetic`` (uniform in [-1, 1], i.e. the
+    normalised range of the zoo preprocessing), an ``.npz`` file, or a dict of arrays."""
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected at least 1 calibration sample")
+    if calib is None or calib == "synthetic":
+        rng = np.random.default_rng(seed)
+        data = {t: rng.uniform(-1.0, 1.0, (samples, *graph.tensors[t].shape)).astype(np.float32)
+                for t in graph.inputs}
+        return data, Calibration(source="synthetic", samples=samples, seed=seed)
+    if isinstance(calib, dict):
+        arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
+    else:
+        p = Path(calib)
+        if not p.is_file():
+            raise InputFileError(f"{p}: no such calibration file; give an .npz file or 'synthetic'")
+        try:
+            with np.load(p, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError) as exc:
+            raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None
+        info = Calibration(source=p.name, samples=samples, seed=seed, file_sha256=sha256_file(p))
+    data = {}
+    keys = list(arrays)
+    for k, t in enumerate(graph.inputs):
+        key = t if t in arrays else (t.split(":")[0] if t.split(":")[0] in arrays else
+                                     (keys[k] if k < len(keys) else None))
+        if key is None:
+            raise InputFileError(f"{calib}: no array for network input {t!r}; arrays: {keys}")
+        a = np.asarray(arrays[key], dtype=np.float32)
+        want = graph.tensors[t].shape
+        if a.ndim == len(want):
+            a = a[None]
+        if tuple(a.shape[1:]) != tuple(want):
+            raise InputFileError(f"{calib}: array {key!r} has shape {list(a.shape)}; expected "
+                                 f"[N, {', '.join(map(str, want))}] for input {t!r}")
+        data[t] = a[:samples]
+    info.samples = min(len(v) for v in data.values())
+    return data, info
+
+
+def _representative(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
+    """A TFLite representative dataset yielding one sample per step, keyed ``in0, in1, ...``."""
+    def gen() -> Iterator[dict[str, np.ndarray]]:
+        for i in range(len(arrays[0])):
+            yield {f"in{k}": a[i:i + 1] for k, a in enumerate(arrays)}
+
+    return gen
+
+
+def _predict(submodel: Any, arrays: list[np.ndarray], batch: int = 16) -> list[np.ndarray]:
+    """Float outputs of a Keras sub-model (the calibration data of the next parts)."""
+    outs: list[list[np.ndarray]] = []
+    for i in range(0, len(arrays[0]), batch):
+        res = submodel([a[i:i + batch] for a in arrays], training=False)
+        res = res if isinstance(res, (list, tuple)) else [res]
+        outs.append([np.asarray(r) for r in res])
+    return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
+
+
+# ---------------------------------------------------------------- INT8 alignment
+class _Int8Reference:
+    """The single-file INT8 model of the whole network, as a TFLite object tree.
+
+    Parts quantized separately agree with it only up to the last float bits of their scales
+    (their calibrators see float activations computed in a different order), and a random-
+    weight network amplifies the resulting one-LSB flips. :meth:`align` therefore copies the
+    reference's quantization parameters onto every activation tensor of a part (matched by
+    the TensorFlow op name the converter gives each tensor), the reference's constants onto
+    every matched operator (so biases quantized against the reference's input scales), and
+    makes each part input use its producer's parameters: the parts then compute exactly what
+    the single-file model computes.
+    """
+
+    def __init__(self, path: Path, graph_inputs: list[str], graph_outputs: list[str]) -> None:
+        from ..lazy import tensorflow
+
+        tensorflow()
+        from tensorflow.lite.tools import flatbuffer_utils
+
+        self.fu = flatbuffer_utils
+        self.model = flatbuffer_utils.read_model(str(path))
+        sg = self.model.subgraphs[0]
+        self.act: dict[str, Any] = {}
+        self.ops: dict[str, Any] = {}
+        self.producer: dict[int, Any] = {}
+        for t in sg.tensors:
+            if self._is_activation(self.model, t):
+                self.act.setdefault(_op_key(t.name), t.quantization)
+        for op in sg.operators:
+            for oi in op.outputs:
+                self.ops.setdefault(_op_key(sg.tensors[oi].name), op)
+                self.producer[oi] = op
+        sig = self.model.signatureDefs[0]
+        by_sig = {tm.name.decode(): tm.tensorIndex for tm in sig.outputs}
+        self.outputs = {name: by_sig.get(f"output_{k}") for k, name in enumerate(graph_outputs)}
+        by_sig = {tm.name.decode(): sg.tensors[tm.tensorIndex].quantization for tm in sig.inputs}
+        self.inputs = {name: by_sig.get(f"in{k}") for k, name in enumerate(graph_inputs)}
+
+    @staticmethod
+    def _is_activation(model: Any, t: Any) -> bool:
+        q = t.quantization
+        data = model.buffers[t.buffer].data
+        return (q is not None and q.scale is not None and len(q.scale) == 1
+                and (data is None or len(data) == 0))
+
+    def _tensor_index(self, tid: str, shape: list[int]) -> int | None:
+        """The reference's tensor holding LayerGraph tensor ``tid`` (by the producing layer's
+        op-name scope and the shape), or None."""
+        if self.outputs.get(tid) is not None:
+            return self.outputs[tid]
+        layer = tid.split(":")[0]
+        pat = re.compile(rf"^{re.escape(layer)}(_\d+)?/")
+        sg = self.model.subgraphs[0]
+        found = [i for i, t in enumerate(sg.tensors) if self._is_activation(self.model, t)
+                 and pat.match(_op_key(t.name)) and list(t.shape) == shape]
+        return found[-1] if found else None
+
+    def align(self, path: Path, part_inputs: list[str], part_outputs: list[str],
+              known: dict[str, Quantization]) -> None:
+        """Rewrite the INT8 part at ``path`` in place (see the class docstring)."""
+        from ..fileio import atomic_write_bytes
+
+        fu = self.fu
+        pm = fu.read_model(str(path))
+        sg = pm.subgraphs[0]
+        ref_sg = self.model.subgraphs[0]
+        for t in sg.tensors:  # internal activations (signature I/O are named after the signature)
+            if self._is_activation(pm, t) and not _signature_named(t.name):
+                q = self.act.get(_op_key(t.name))
+                if q is not None:
+                    t.quantization = copy.deepcopy(q)
+        sig = pm.signatureDefs[0]
+        index = {tm.name.decode(): tm.tensorIndex for tm in list(sig.inputs) + list(sig.outputs)}
+        # part output tensor -> the reference's tensor with the same LayerGraph id
+        out_ref: dict[int, int] = {}
+        for k, tid in enumerate(part_outputs):
+            ti = index[f"output_{k}"]
+            ri = self._tensor_index(tid, list(sg.tensors[ti].shape))
+            if ri is not None:
+                out_ref[ti] = ri
+        for op in sg.operators:  # constants (weights, biases) of matched operators
+            if op.outputs[0] in out_ref:  # named after the signature, not the op
+                ref = self.producer.get(out_ref[op.outputs[0]])
+            elif not _signature_named(sg.tensors[op.outputs[0]].name):
+                ref = self.ops.get(_op_key(sg.tensors[op.outputs[0]].name))
+            else:
+                ref = None
+            if ref is None or len(ref.inputs) != len(op.inputs):
+                continue
+            for ti, ri in zip(op.inputs, ref.inputs, strict=True):
+                if ti < 0 or ri < 0:
+                    continue
+                t, rt = sg.tensors[ti], ref_sg.tensors[ri]
+                data = pm.buffers[t.buffer].data
+                if data is not None and len(data) and list(t.shape) == list(rt.shape):
+                    pm.buffers[t.buffer].data = self.model.buffers[rt.buffer].data
+                    t.quantization = copy.deepcopy(rt.quantization)
+        for k, tid in enumerate(part_inputs):  # inputs: exactly the producer's parameters
+            t = sg.tensors[index[f"in{k}"]]
+            if t.quantization is None or t.quantization.scale is None:
+                continue
+            q = known.get(tid)
+            if q is not None:
+                t.quantization.scale, t.quantization.zeroPoint = [q.scale], [q.zero_point]
+            elif self.inputs.get(tid) is not None:
+                t.quantization = copy.deepcopy(self.inputs[tid])
+        for ti, ri in out_ref.items():
+            sg.tensors[ti].quantization = copy.deepcopy(self.model.subgraphs[0].tensors[ri].quantization)
+        atomic_write_bytes(path, bytes(fu.convert_object_to_bytearray(pm)))
+
+
+def _signature_named(name: bytes | str) -> bool:
+    """Tensors the converter names after the signature (``serving_default_in0:0``,
+    ``StatefulPartitionedCall_1:0``) rather than after the TensorFlow op computing them."""
+    text = name.decode() if isinstance(name, bytes) else name
+    return text.startswith(("serving_default_", "StatefulPartitionedCall"))
+
+
+def _op_key(name: bytes | str) -> str:
+    """``b"stage1_1/block_3_add_1/Add;..."`` -> ``"block_3_add_1/Add"`` (model scope dropped)."""
+    first = (name.decode() if isinstance(name, bytes) else name).split(";")[0]
+    return first.split("/", 1)[1] if "/" in first else first
+
+
+# ---------------------------------------------------------------- export
+def _prepare_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir}: exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_FILE).is_file():
+        raise ConfigError(f"--out {out_dir}: directory exists and is not a dnnplan export "
+                          "(no manifest.json); choose another directory")
+
+
+def _swap_in(tmp: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` by ``tmp`` with renames (old export removed only afterwards)."""
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        os.rmdir(old)
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
+                samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
+                progress: Callable[[str], None] | None = None) -> Manifest:
+    """Write the artifacts of ``plan`` into ``out_dir`` and return their manifest.
+
+    Parameters
+    ----------
+    plan : Plan
+        A pipeline, split or joint plan.
+    out_dir : path-like
+        Destination directory (created; an earlier export there is replaced atomically).
+    model : keras.Model or path, optional
+        The network; default: the plan's zoo builder with weights seeded by ``seed``.
+    calib : {"synthetic", path, dict}, optional
+        INT8 calibration inputs (default synthetic); ignored for fp32/fp16 parts.
+    samples : int
+        Calibration samples.
+    seed : int
+        Weight seed of zoo networks and seed of synthetic calibration data.
+    keep_reference : bool
+        Also ship the single-file INT8 model that multi-part INT8 exports are aligned to
+        (``reference.int8.tflite``, listed in the manifest), for validation on the device.
+    progress : callable, optional
+        Called with a short message before each conversion.
+    """
+    from .. import __version__
+
+    out = Path(out_dir)
+    _prepare_out_dir(out)
+    keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed)
+    cutter = KerasCutter(keras_model)
+    plan_graph = op_graph.with_granularity(plan.model.granularity)
+    parts = plan_parts(plan, plan_graph)
+    needs_int8 = any(p.dtype == "int8" for p in parts)
+    calib_data, calib_info = (calibration_inputs(op_graph, calib, samples, seed) if needs_int8
+                              else ({}, None))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        float_env = dict(calib_data)
+        reference = None
+        ref_info = None
+        if needs_int8 and len(parts) > 1:
+            if progress:
+                progress("converting the single-file INT8 reference (quantization parameters)")
+            ref_path = tmp / REFERENCE_FILE
+            full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs),
+                                   "full")
+            _convert(full, ref_path, "int8", _representative([calib_data[t] for t in op_graph.inputs]))
+            reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
+            if keep_reference:
+                ref_info = ReferenceModel(file=REFERENCE_FILE, sha256=sha256_file(ref_path),
+                                          bytes=ref_path.stat().st_size)
+            else:
+                ref_path.unlink()
+        known: dict[str, Quantization] = {}
+        manifest_parts: list[Part] = []
+        for pr in parts:
+            ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
+            sub = cutter.submodel(op_graph, pr.first_op, pr.end_op, ins, outs, pr.name)
+            rep = _representative([float_env[t] for t in ins]) if pr.dtype == "int8" else None
+            if progress:
+                progress(f"converting {pr.name} (layers {pr.first_layer}-{pr.last_layer}, {pr.dtype})")
+            fname = f"{pr.name}.tflite"
+            _convert(sub, tmp / fname, pr.dtype, rep)
+            if reference is not None and pr.dtype == "int8":
+                reference.align(tmp / fname, ins, outs, known)
+            if needs_int8 and pr is not parts[-1]:
+                float_env.update(zip(outs, _predict(sub, [float_env[t] for t in ins]), strict=True))
+            manifest_parts.append(Part(
+                name=pr.name, role=pr.role, file=fname, sha256=sha256_file(tmp / fname),
+                bytes=(tmp / fname).stat().st_size, first_layer=pr.first_layer, last_layer=pr.last_layer,
+                first_op=pr.first_op, last_op=pr.end_op - 1, processor=pr.processor,
+                delegate=_delegate(pr.processor, pr.role), threads=pr.threads, dtype=pr.dtype,
+                location=pr.location, inputs=_tensor_specs(tmp / fname, ins, "inputs"),
+                outputs=_tensor_specs(tmp / fname, outs, "outputs")))
+            known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
+        if calib_info is not None:
+            calib_info.aligned_to_single_file = reference is not None
+        manifest = _manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
+        manifest.reference = ref_info
+        manifest = Manifest.model_validate(manifest.model_dump())
+        atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
+              calib: Calibration | None, version: str) -> Manifest:
+    produced = {t.name: t for p in parts for t in p.outputs}
+    net_inputs = [TensorInfo(name=t, shape=[1, *op_graph.tensors[t].shape], dtype="float32")
+                  for t in op_graph.inputs]
+    net_outputs = [TensorInfo(name=t, shape=produced[t].shape, dtype=produced[t].dtype,
+                              quantization=produced[t].quantization) for t in op_graph.outputs]
+    wire = None
+    device_parts = [p for p in parts if p.location == "device"]
+    server_parts = [p for p in parts if p.location == "server"]
+    if server_parts:
+        tail = server_parts[0]
+        have = {t.name: t for p in device_parts for t in p.outputs}
+        have.update({t.name: t for t in net_inputs})
+        request = [TensorInfo(name=t.name, shape=have[t.name].shape, dtype=have[t.name].dtype,
+                              quantization=have[t.name].quantization) for t in tail.inputs]
+        response = [TensorInfo(name=t.name, shape=t.shape, dtype=t.dtype, quantization=t.quantization)
+                    for t in tail.outputs]
+        req_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in request)
+        resp_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in response)
+        wire = Wire(max_frame_bytes=max(req_bytes, resp_bytes) + FRAME_HEADER_SLACK, request=request,
+                    response=response, request_bytes=req_bytes)
+    model = ModelInfo(name=plan.model.name, sha256=plan.model.sha256, granularity=plan.model.granularity,
+                      layers=plan.model.layers, ops=len(op_graph), source=plan.model.source or op_graph.source,
+                      variant=dict(plan.model.variant), weight_seed=weight_seed)
+    return Manifest(kind=plan.kind, plan_sha256=plan_sha256(plan), device=plan.device,
+                    dtype=plan.model.dtype, model=model, inputs=net_inputs, outputs=net_outputs,
+                    parts=parts, wire=wire, calibration=calib, tool_version=version,
+                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def plan_for_cuts(model: str, cuts: list[int], *, kind: str = "pipeline", dtype: str = "fp32",
+                  granularity: str = "op", variant: dict[str, Any] | None = None,
+                  processors: list[str] | None = None, threads: int = 1, device: str = "host",
+                  solver: str = "manual") -> Plan:
+    """A plan with hand-chosen boundaries (for tests, demos and benchmarks).
+
+    ``cuts`` are boundaries in the ``granularity`` view: a pipeline gets ``len(cuts) + 1``
+    stages on ``processors`` (default ``cpu0, cpu1, ...``); a split takes ``cuts[0]`` as its
+    boundary, with the crossing tensors of :meth:`LayerGraph.cut_tensors`.
+    """
+    from ..graph import load_graph
+    from .schema import CrossingTensor, ModelRef, SearchInfo, Split, Stage, new_provenance
+
+    variant = dict(variant or {})
+    graph = load_graph(model, granularity, **variant)
+    n = len(graph)
+    ref = ModelRef(name=graph.name, sha256=graph.source_sha256, layers=n, granularity=granularity,
+                   dtype=dtype, source=graph.source or None, variant=variant)
+    search = SearchInfo(solver=solver, settings={"cuts": list(cuts)})
+    if kind == "pipeline":
+        bounds = [0, *cuts, n]
+        if sorted(set(bounds)) != bounds:
+            raise ConfigError(f"cuts {cuts}: expected strictly increasing boundaries inside 1..{n - 1}")
+        procs = processors or [f"cpu{k}" for k in range(len(bounds) - 1)]
+        stages = [Stage(processor=procs[k], first_layer=a, last_layer=b - 1, threads=threads, dtype=dtype)
+                  for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+        return Plan(kind="pipeline", model=ref, device=device, stages=stages, search=search,
+                    provenance=new_provenance())
+    if kind == "split":
+        if len(cuts) != 1 or not 0 <= cuts[0] <= n:
+            raise ConfigError(f"cuts {cuts}: a split takes one boundary in 0..{n}")
+        wire_dtype = dtype
+        tensors = [CrossingTensor(name=t.name, shape=list(t.shape), dtype=wire_dtype, bytes=t.nbytes(wire_dtype))
+                   for t in graph.cut_tensors(cuts[0])]
+        split = Split(layer=cuts[0], tensors=tensors, bytes=sum(t.bytes for t in tensors),
+                      head_processor=(processors or ["cpu0"])[0], wire_dtype=wire_dtype, server="server")
+        return Plan(kind="split", model=ref, device=device, split=split, search=search,
+                    provenance=new_provenance())
+    raise ConfigError(f"kind {kind!r}: expected pipeline or split")

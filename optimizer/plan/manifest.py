@@ -1,0 +1,250 @@
+"""Artifact manifest v1: the contract between ``dnnplan export`` and an on-device runtime.
+
+An exported plan is a directory holding one ``.tflite`` per part (pipeline stage, split head or
+tail) and ``manifest.json``, validated by the models below (JSON Schema shipped as
+``schemas/manifest-v1.schema.json``; see ``docs/MANIFEST.md``). Tensors are named by their
+LayerGraph tensor id (``"{layer}:{index}"``), so a runtime routes every tensor crossing a cut
+from the part that produces it to each part that reads it, re-quantizing when the producer's
+and the consumer's quantization parameters differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import InputFileError, SchemaError
+from ..fileio import sha256_file
+
+MANIFEST_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+MANIFEST_SCHEMA_FILE = "manifest-v1.schema.json"
+
+ElementType = Literal["float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Quantization(_Strict):
+    """Affine quantization ``real = scale * (q - zero_point)`` (per tensor)."""
+
+    scale: float = Field(gt=0)
+    zero_point: int
+
+
+class TensorSpec(_Strict):
+    """One input or output of a part (shape includes the batch dimension, which is 1)."""
+
+    name: str = Field(description="LayerGraph tensor id, e.g. 'block_3_add:0'")
+    signature_name: str = Field(description="Name in the .tflite 'serving_default' signature")
+    index: int = Field(ge=0, description="TFLite tensor index (informative; prefer signature_name)")
+    shape: list[int]
+    dtype: ElementType
+    quantization: Quantization | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+class Part(_Strict):
+    """One executable sub-model."""
+
+    name: str
+    role: Literal["stage", "head", "tail"]
+    file: str = Field(description="File name relative to the manifest")
+    sha256: str
+    bytes: int = Field(ge=0)
+    first_layer: int = Field(ge=0, description="First layer (plan granularity), inclusive")
+    last_layer: int = Field(ge=0, description="Last layer (plan granularity), inclusive")
+    first_op: int = Field(ge=0, description="First operator (op view), inclusive")
+    last_op: int = Field(ge=0, description="Last operator (op view), inclusive")
+    processor: str
+    delegate: Literal["xnnpack", "gpu", "nnapi", "none"] = Field(
+        description="Delegate hint for the runtime; 'none' = the default CPU kernels")
+    threads: int = Field(ge=1)
+    dtype: Literal["fp32", "fp16", "int8"]
+    location: Literal["device", "server"] = "device"
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+
+class TensorInfo(_Strict):
+    """A tensor of the network's interface or of the wire (no TFLite binding)."""
+
+    name: str
+    shape: list[int]
+    dtype: ElementType
+    quantization: Quantization | None = None
+
+
+class Wire(_Strict):
+    """The split's transport (see ``docs/MANIFEST.md`` for the frame layout)."""
+
+    protocol: Literal["dnnplan-tcp"] = "dnnplan-tcp"
+    protocol_version: int = 1
+    byte_order: Literal["little"] = "little"
+    max_frame_bytes: int = Field(gt=0)
+    request: list[TensorInfo] = Field(description="Tensors of a request frame (head -> tail)")
+    response: list[TensorInfo] = Field(description="Tensors of a response frame (tail -> head)")
+    request_bytes: int = Field(ge=0, description="Tensor payload bytes of one request")
+
+
+class ModelInfo(_Strict):
+    name: str
+    sha256: str
+    granularity: Literal["op", "block"]
+    layers: int = Field(ge=1)
+    ops: int = Field(ge=1, description="Operator count (op view)")
+    source: str
+    variant: dict[str, Any] = Field(default_factory=dict)
+    weight_seed: int | None = Field(description="Seed of the random zoo weights; null for a model file")
+
+
+class Calibration(_Strict):
+    source: str = Field(description="'synthetic' or the .npz file name")
+    samples: int = Field(ge=0)
+    seed: int
+    file_sha256: str | None = None
+    aligned_to_single_file: bool = Field(
+        default=False, description="Parts carry the quantization parameters and constants of the "
+        "single-file INT8 model (multi-part INT8 exports), so they compute what it computes")
+
+
+class ReferenceModel(_Strict):
+    """The single-file INT8 model a multi-part INT8 export is aligned to (optional)."""
+
+    file: str
+    sha256: str
+    bytes: int = Field(ge=0)
+
+
+class Manifest(_Strict):
+    """Manifest v1 of an exported plan."""
+
+    manifest_version: Literal[1] = MANIFEST_VERSION
+    kind: Literal["pipeline", "split", "joint"]
+    plan_sha256: str = Field(description="SHA-256 of the plan's deployment fields (kind, model, "
+                             "device, stages, split) as canonical JSON")
+    device: str
+    dtype: Literal["fp32", "fp16", "int8"]
+    model: ModelInfo
+    inputs: list[TensorInfo] = Field(description="The network's inputs, as the caller supplies them (float)")
+    outputs: list[TensorInfo] = Field(description="The network's outputs, as the parts produce them")
+    parts: list[Part] = Field(min_length=1)
+    wire: Wire | None = None
+    calibration: Calibration | None = None
+    reference: ReferenceModel | None = Field(
+        default=None, description="Single-file INT8 model the parts are aligned to, when shipped")
+    tool_version: str
+    created_at: str
+
+    @model_validator(mode="after")
+    def _routable(self) -> Manifest:
+        have = {t.name for t in self.inputs}
+        for k, part in enumerate(self.parts):
+            for t in part.inputs:
+                if t.name not in have:
+                    raise ValueError(f"parts[{k}] ({part.name}) reads tensor {t.name!r} that no earlier "
+                                     "part produces")
+            have.update(t.name for t in part.outputs)
+        missing = [t.name for t in self.outputs if t.name not in have]
+        if missing:
+            raise ValueError(f"network output {missing[0]!r} is produced by no part")
+        if self.kind in ("split", "joint") and self.wire is None:
+            raise ValueError(f"a {self.kind} manifest needs a 'wire' section")
+        return self
+
+    def part(self, name: str) -> Part:
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise SchemaError(f"manifest: no part named {name!r}; parts: {', '.join(p.name for p in self.parts)}")
+
+    @property
+    def device_parts(self) -> list[Part]:
+        return [p for p in self.parts if p.location == "device"]
+
+    @property
+    def server_parts(self) -> list[Part]:
+        return [p for p in self.parts if p.location == "server"]
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`Manifest` (what ``schemas/manifest-v1.schema.json`` ships)."""
+    schema = Manifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://dnnplan.dev/schemas/manifest-v1.schema.json"
+    return schema
+
+
+def shipped_manifest_schema() -> dict[str, Any]:
+    """The manifest JSON Schema file shipped inside the package."""
+    return json.loads(resources.files("optimizer.plan").joinpath("schemas", MANIFEST_SCHEMA_FILE).read_text())
+
+
+def read_manifest(artifacts_dir: str | os.PathLike[str], *, verify: bool = True) -> Manifest:
+    """Load ``DIR/manifest.json``; with ``verify``, check every part's file and SHA-256.
+
+    Raises
+    ------
+    InputFileError
+        The directory, the manifest or a part file is missing, or a file's SHA-256 differs.
+    SchemaError
+        The manifest does not validate.
+    """
+    d = Path(artifacts_dir)
+    if not d.is_dir():
+        raise InputFileError(f"{d}: no such artifacts directory; create one with 'dnnplan export'")
+    path = d / MANIFEST_FILE
+    if not path.is_file():
+        raise InputFileError(f"{path}: no manifest; is {d} a directory written by 'dnnplan export'?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and data.get("manifest_version", MANIFEST_VERSION) != MANIFEST_VERSION:
+        raise SchemaError(f"{path}: field manifest_version: {data.get('manifest_version')!r} is not "
+                          f"supported; this dnnplan reads version {MANIFEST_VERSION}")
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        from .io import format_validation_error
+
+        raise SchemaError(format_validation_error(str(path), exc)) from None
+    if verify:
+        verify_artifacts(manifest, d)
+    return manifest
+
+
+def verify_artifacts(manifest: Manifest, artifacts_dir: str | os.PathLike[str]) -> None:
+    """Check that every part's file exists and has the manifest's SHA-256."""
+    d = Path(artifacts_dir)
+    files = [(p.name, p.file, p.sha256) for p in manifest.parts]
+    if manifest.reference is not None:
+        files.append(("reference", manifest.reference.file, manifest.reference.sha256))
+    for name, file, sha in files:
+        f = d / file
+        if not f.is_file():
+            raise InputFileError(f"{f}: artifact of part {name!r} is missing; re-run 'dnnplan export'")
+        digest = sha256_file(f)
+        if digest != sha:
+            raise InputFileError(f"{f}: sha256 {digest[:16]}... does not match the manifest's "
+                                 f"{sha[:16]}... for part {name!r}; the artifact was "
+                                 "modified or belongs to another export")
+
+
+def check_manifest_matches(manifest: Manifest, plan_sha256: str, where: str) -> None:
+    """Refuse artifacts exported from a different plan."""
+    if manifest.plan_sha256 != plan_sha256:
+        raise InputFileError(f"{where}: the artifacts were exported from another plan (manifest "
+                             f"plan_sha256 {manifest.plan_sha256[:16]}..., this plan {plan_sha256[:16]}...); "
+                             "re-run 'dnnplan export' for this plan")

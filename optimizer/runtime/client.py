@@ -1,0 +1,162 @@
+"""Client side of the split: sends the crossing tensors to a :class:`TailServer`.
+
+Bandwidth shaping is a token bucket on send (Turner's leaky/token-bucket shaper, as in Linux
+``tc tbf``): the frame goes out in chunks and each chunk waits for its tokens, so upload time
+emulates the plan's uplink. Timeouts are explicit (connect and per-request); a request that
+fails on a broken connection is retried on a fresh one, ``retries`` times.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, MeasurementError
+from ..plan.manifest import Wire
+from . import wire
+from .server import check_loopback
+
+CHUNK = 16 * 1024
+
+
+class TokenBucket:
+    """Rate ``rate_bps`` bits/s with a burst of ``burst_bytes``; :meth:`consume` blocks."""
+
+    def __init__(self, rate_bps: float, burst_bytes: int = CHUNK) -> None:
+        if rate_bps <= 0:
+            raise ConfigError(f"--bandwidth {rate_bps}: expected a positive bit rate")
+        self.rate = rate_bps / 8.0
+        self.burst = float(burst_bytes)
+        self.tokens = self.burst
+        self.stamp = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def consume(self, n: int) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            self.tokens -= n
+            wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
+def parse_server(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (loopback only) → (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(f"--server {address!r}: expected HOST:PORT, e.g. 127.0.0.1:5599")
+    return check_loopback(host.strip("[]"), "--server"), int(port)
+
+
+def parse_bandwidth(text: str | float | None) -> float | None:
+    """``"10Mbps"`` → 1e7 bits/s (None stays None)."""
+    if text is None:
+        return None
+    from ..hardware.units import parse_quantity
+
+    try:
+        rate = parse_quantity(text, "bitrate")
+    except ValueError as exc:
+        raise ConfigError(f"--bandwidth {text!r}: {exc}") from None
+    if rate <= 0:
+        raise ConfigError(f"--bandwidth {text!r}: expected a positive bit rate")
+    return rate
+
+
+@dataclass
+class RequestStats:
+    bytes_sent: int
+    bytes_received: int
+    upload_s: float
+    round_trip_s: float
+    attempts: int
+
+
+class SplitClient:
+    """A connection to a tail server; one request at a time (use one client per thread)."""
+
+    def __init__(self, host: str, port: int, wire_spec: Wire, *, timeout_s: float = 10.0,
+                 connect_timeout_s: float = 5.0, retries: int = 2,
+                 bandwidth_bps: float | None = None) -> None:
+        self.host, self.port = check_loopback(host, "--server"), port
+        self.wire = wire_spec
+        self.timeout_s, self.connect_timeout_s, self.retries = timeout_s, connect_timeout_s, retries
+        self.bucket = TokenBucket(bandwidth_bps) if bandwidth_bps else None
+        self._sock: socket.socket | None = None
+        self._next_id = 1
+        self.reconnects = 0
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            try:
+                s = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
+            except OSError as exc:
+                raise MeasurementError(f"cannot connect to the tail server {self.host}:{self.port} "
+                                       f"({exc.strerror or exc}); start it with 'dnnplan serve'") from None
+            s.settimeout(self.timeout_s)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = s
+        return self._sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> SplitClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, sock: socket.socket, data: bytes) -> float:
+        t0 = time.perf_counter()
+        if self.bucket is None:
+            sock.sendall(data)
+        else:
+            view = memoryview(data)
+            for i in range(0, len(view), CHUNK):
+                chunk = view[i:i + CHUNK]
+                self.bucket.consume(len(chunk))
+                sock.sendall(chunk)
+        return time.perf_counter() - t0
+
+    def request(self, tensors: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RequestStats]:
+        """Send one request (tensors in the manifest's wire order) and wait for the response."""
+        rid = self._next_id
+        self._next_id += 1
+        frame = wire.encode(wire.REQUEST, rid, {t.name: tensors[t.name] for t in self.wire.request})
+        last: Exception | None = None
+        for attempt in range(1, self.retries + 2):
+            try:
+                sock = self._connect()
+                t0 = time.perf_counter()
+                upload = self._send(sock, frame)
+                payload = wire.read_frame(sock, self.wire.max_frame_bytes)
+                rtt = time.perf_counter() - t0
+                if payload is None:
+                    raise ConnectionError("server closed the connection")
+            except (OSError, TimeoutError, wire.WireError) as exc:
+                last = exc
+                self.close()
+                self.reconnects += 1
+                continue
+            reply = wire.decode(payload)
+            if reply.type == wire.ERROR:
+                raise MeasurementError(f"tail server rejected request {rid}: "
+                                       f"{wire.ERROR_NAMES.get(reply.error_code, reply.error_code)}: {reply.error}")
+            if reply.request_id != rid:
+                self.close()
+                raise MeasurementError(f"tail server answered request {reply.request_id}, expected {rid}")
+            stats = RequestStats(len(frame), len(payload) + wire.LENGTH.size, upload, rtt, attempt)
+            return reply.tensors, stats
+        raise MeasurementError(f"tail server {self.host}:{self.port} did not answer request {rid} after "
+                               f"{self.retries + 1} attempts (timeout {self.timeout_s} s): {last}")

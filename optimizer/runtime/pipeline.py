@@ -1,0 +1,363 @@
+"""Reference executor of plans on this host: one worker thread per part, bounded queues.
+
+A pipeline plan runs one worker per stage connected by ``queue.Queue(maxsize=2)``, so a slow
+stage back-pressures the earlier ones as on a phone (Park & Ha's pipelined inference); each
+worker owns a LiteRT interpreter with the stage's thread count, created after the worker pinned
+itself to its core group, so LiteRT's own threads inherit the pinning. A split plan runs the
+head locally and the tail through :class:`~optimizer.runtime.client.SplitClient` on a real TCP
+socket (an in-process :class:`~optimizer.runtime.server.TailServer` on loopback when no server
+is given); a joint plan does both.
+
+Core groups (``host`` device): the processors of ``search_spaces/devices/host.yaml`` take
+consecutive slices of the CPUs this process may use, in file order, each as many CPUs as its
+``cores`` (wrapping around when the file lists more cores than the machine has). When the
+plan's device is not ``host`` or a processor is not in the file, local stage ``k`` of ``n > 1``
+is pinned to CPU ``k mod ncpu``; a single local stage is not pinned. Pinning uses
+``os.sched_setaffinity(0, ...)``, which on Linux applies to the calling thread.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DnnplanError, MeasurementError
+from ..plan.export import plan_sha256
+from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
+from ..plan.schema import Plan
+from .client import SplitClient
+from .server import TailServer
+from .tensors import PartRunner, Value, as_frames, convert_tensor, load_input
+
+QUEUE_SIZE = 2
+_STOP = object()
+
+
+def core_groups(plan: Plan, parts: list[Part]) -> dict[str, list[int] | None]:
+    """CPU set per local part (None = not pinned); see the module docstring for the rule."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    local = [p for p in parts if p.location == "device"]
+    groups: dict[str, list[int] | None] = {p.name: None for p in parts}
+    if not cpus or len(local) < 2:
+        return groups
+    slices: dict[str, list[int]] = {}
+    if plan.device == "host":
+        try:
+            from ..hardware import load_device
+
+            dev = load_device("host")
+            off = 0
+            for proc in dev.processors:
+                n = max(1, int(getattr(proc, "cores", 1)))
+                slices[proc.name] = sorted({cpus[(off + i) % len(cpus)] for i in range(n)})
+                off += n
+        except DnnplanError:
+            slices = {}
+    for k, p in enumerate(local):
+        groups[p.name] = slices.get(p.processor, [cpus[k % len(cpus)]])
+    return groups
+
+
+@dataclass
+class StageReport:
+    name: str
+    processor: str
+    location: str
+    cores: list[int] | None
+    threads: int
+    busy_s: float
+    utilization: float
+    mean_s: float
+    predicted_s: float | None
+
+
+@dataclass
+class RunReport:
+    """What :func:`run_plan` measured, next to the plan's prediction."""
+
+    kind: str
+    model: str
+    frames: int
+    wall_s: float
+    throughput_fps: float
+    latency_s: dict[str, float]
+    stages: list[StageReport]
+    predicted_fps: float | None
+    predicted_latency_s: float | None
+    wire: dict[str, float] | None = None
+    outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def fps_ratio(self) -> float | None:
+        """Measured / predicted throughput."""
+        return self.throughput_fps / self.predicted_fps if self.predicted_fps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("outputs")
+        d["fps_ratio"] = self.fps_ratio
+        return d
+
+
+def _percentiles(x: list[float]) -> dict[str, float]:
+    a = np.asarray(x, dtype=np.float64)
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "mean": float(a.mean()), "max": float(a.max())}
+
+
+def input_frames(manifest: Manifest, input: Any, frames: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Network inputs ``[frames, ...]``: from an array, an ``.npy`` path, or synthetic (uniform
+    [-1, 1], seeded). Shorter inputs are cycled."""
+    if frames < 1:
+        raise ConfigError(f"--frames {frames}: expected at least 1")
+    out = {}
+    rng = np.random.default_rng(seed)
+    for k, spec in enumerate(manifest.inputs):
+        if input is None:
+            a = rng.uniform(-1, 1, (frames, *spec.shape[1:])).astype(np.float32)
+        elif isinstance(input, (str, os.PathLike)):
+            a = load_input(input, spec)
+        else:
+            src = input[spec.name] if isinstance(input, dict) else input
+            a = as_frames(src, spec, "input")
+        out[spec.name] = a[np.arange(frames) % len(a)]
+    return out
+
+
+def run_parts(manifest: Manifest, artifacts_dir: str | Path, inputs: dict[str, np.ndarray],
+              *, dequantize: bool = True) -> dict[str, np.ndarray]:
+    """Run all local parts one after the other on ``inputs`` (``[N, ...]`` per network input).
+
+    The reference for equivalence checks; server parts are not run here (use :func:`run_plan`).
+    Returns the network outputs ``[N, ...]`` (dequantized to float32 unless ``dequantize`` is
+    False).
+    """
+    if manifest.server_parts:
+        raise ConfigError("run_parts runs device parts only; use run_plan for split plans")
+    runners = [PartRunner(p, artifacts_dir) for p in manifest.parts]
+    n = len(next(iter(inputs.values())))
+    rows: list[dict[str, np.ndarray]] = []
+    for i in range(n):
+        env = {name: Value(a[i:i + 1]) for name, a in inputs.items()}
+        for r in runners:
+            env.update(r(env))
+        rows.append({t.name: (env[t.name].real() if dequantize else env[t.name].array)
+                     for t in manifest.outputs})
+    return {t.name: np.concatenate([r[t.name] for r in rows]) for t in manifest.outputs}
+
+
+class _Remote:
+    """Worker body of the server part: send the request tensors, receive the outputs."""
+
+    def __init__(self, manifest: Manifest, host: str, port: int, bandwidth_bps: float | None,
+                 timeout_s: float) -> None:
+        assert manifest.wire is not None
+        self.wire = manifest.wire
+        self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s)
+        self.bytes_sent: list[int] = []
+        self.upload_s: list[float] = []
+        self.rtt_s: list[float] = []
+
+    def __call__(self, env: dict[str, Value]) -> dict[str, Value]:
+        req = {t.name: convert_tensor(env[t.name], t) for t in self.wire.request}
+        outs, st = self.client.request(req)
+        self.bytes_sent.append(st.bytes_sent)
+        self.upload_s.append(st.upload_s)
+        self.rtt_s.append(st.round_trip_s)
+        return {t.name: Value(np.array(outs[t.name]), t.quantization) for t in self.wire.response}
+
+    def warm_up(self) -> None:
+        self.client.request({t.name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.wire.request})
+        self.bytes_sent.clear(), self.upload_s.clear(), self.rtt_s.clear()
+
+
+def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: Any = None,
+             server: tuple[str, int] | None = None, bandwidth_bps: float | None = None,
+             pin: bool = True, keep_outputs: bool = False, timeout_s: float = 30.0,
+             input_fps: float | None = None, seed: int = 0) -> RunReport:
+    """Execute ``plan`` from its exported artifacts and measure it.
+
+    Parameters
+    ----------
+    plan : Plan
+        The plan the artifacts were exported from (checked by SHA-256).
+    artifacts_dir : path-like
+        Directory written by :func:`optimizer.plan.export.export_plan` (every artifact's
+        SHA-256 is verified first).
+    frames : int
+        Frames to push through.
+    input : array, dict, path or None
+        Network input frames (``.npy`` path, array ``[N, ...]`` or one frame); default synthetic.
+    server : (host, port), optional
+        A running tail server (split/joint plans); default: one started in-process on loopback.
+    bandwidth_bps : float, optional
+        Emulated uplink rate for the crossing tensors (token bucket on send).
+    pin : bool
+        Pin stage threads to core groups (:func:`core_groups`).
+    keep_outputs : bool
+        Keep every frame's network outputs (dequantized) in ``RunReport.outputs``.
+    input_fps : float, optional
+        Pace the input at this frame rate (a camera); default: as fast as the slowest part
+        accepts frames (saturated: throughput is the bottleneck's, and latency includes
+        waiting in the bounded queues).
+    """
+    if input_fps is not None and input_fps <= 0:
+        raise ConfigError(f"--fps {input_fps}: expected a positive frame rate")
+    d = Path(artifacts_dir)
+    manifest = read_manifest(d)
+    check_manifest_matches(manifest, plan_sha256(plan), str(d))
+    inputs = input_frames(manifest, input, frames, seed)
+    own_server = None
+    if manifest.server_parts and server is None:
+        own_server = TailServer(d, "127.0.0.1", 0).start()
+        server = ("127.0.0.1", own_server.port)
+    try:
+        return _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin, keep_outputs, timeout_s,
+                        input_fps)
+    finally:
+        if own_server is not None:
+            own_server.stop()
+
+
+def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,
+             server: tuple[str, int] | None, bandwidth_bps: float | None, pin: bool,
+             keep_outputs: bool, timeout_s: float, input_fps: float | None) -> RunReport:
+    parts = manifest.device_parts + manifest.server_parts[:1]
+    groups = core_groups(plan, parts) if pin else {p.name: None for p in parts}
+    qs: list[queue.Queue[Any]] = [queue.Queue(maxsize=QUEUE_SIZE) for _ in range(len(parts) + 1)]
+    busy = [0.0] * len(parts)
+    bodies: list[Any] = [None] * len(parts)
+    errors: list[BaseException] = []
+    ready = threading.Barrier(len(parts) + 1)
+    stop = threading.Event()
+
+    def put(q: queue.Queue[Any], item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def worker(k: int) -> None:
+        part = parts[k]
+        try:
+            if groups.get(part.name) and hasattr(os, "sched_setaffinity"):
+                os.sched_setaffinity(0, groups[part.name])
+            if part.location == "server":
+                assert server is not None
+                body = _Remote(manifest, server[0], server[1], bandwidth_bps, timeout_s)
+            else:
+                body = PartRunner(part, d)
+            body.warm_up()
+            bodies[k] = body
+            ready.wait()
+        except threading.BrokenBarrierError:
+            return
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+            ready.abort()
+            return
+        try:
+            while True:
+                item = qs[k].get()
+                if item is _STOP:
+                    put(qs[k + 1], _STOP)
+                    return
+                fid, env, t_start = item
+                t0 = time.perf_counter()
+                if k == 0:
+                    t_start = t0
+                env.update(body(env))
+                busy[k] += time.perf_counter() - t0
+                if not put(qs[k + 1], (fid, env, t_start)):
+                    return
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+            try:
+                qs[-1].put_nowait(_STOP)
+            except queue.Full:
+                pass
+
+    threads = [threading.Thread(target=worker, args=(k,), name=f"dnnplan-{p.name}", daemon=True)
+               for k, p in enumerate(parts)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        for t in threads:
+            t.join(timeout=5)
+        raise errors[0] if errors else MeasurementError("a pipeline worker failed to start")
+
+    def feed() -> None:
+        for i in range(frames):
+            if input_fps:
+                wait = t_first + i / input_fps - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+            env = {name: Value(a[i:i + 1]) for name, a in inputs.items()}
+            if not put(qs[0], (i, env, 0.0)):
+                return
+        put(qs[0], _STOP)
+
+    feeder = threading.Thread(target=feed, name="dnnplan-feeder", daemon=True)
+    t_first = time.perf_counter()
+    feeder.start()
+    lat: list[float] = []
+    outputs: dict[str, list[np.ndarray]] = {t.name: [] for t in manifest.outputs}
+    t_last = t_first
+    while True:
+        try:
+            item = qs[-1].get(timeout=timeout_s * 4)
+        except queue.Empty:
+            stop.set()
+            raise MeasurementError(f"the pipeline produced no frame for {timeout_s * 4:.0f} s") from None
+        if item is _STOP:
+            break
+        fid, env, t_start = item
+        t_last = time.perf_counter()
+        lat.append(t_last - t_start)
+        if keep_outputs:
+            for t in manifest.outputs:
+                outputs[t.name].append(env[t.name].real())
+    stop.set()
+    feeder.join(timeout=5)
+    for t in threads:
+        t.join(timeout=5)
+    for b in bodies:
+        if isinstance(b, _Remote):
+            b.client.close()
+    if errors:
+        raise errors[0]
+    if len(lat) != frames:
+        raise MeasurementError(f"the pipeline finished {len(lat)} of {frames} frames")
+    wall = t_last - t_first
+    pred_stage = {f"stage{k}": s.predicted_time_s for k, s in enumerate(plan.stages or [])}
+    stages = [StageReport(p.name, p.processor, p.location, groups.get(p.name), p.threads, busy[k],
+                          busy[k] / wall if wall > 0 else 0.0, busy[k] / frames, pred_stage.get(p.name))
+              for k, p in enumerate(parts)]
+    wire_stats = None
+    remote = next((b for b in bodies if isinstance(b, _Remote)), None)
+    if remote is not None:
+        wire_stats = {"bytes_per_frame": float(np.mean(remote.bytes_sent)),
+                      "payload_bytes": float(manifest.wire.request_bytes if manifest.wire else 0),
+                      "upload_s_p50": float(np.median(remote.upload_s)),
+                      "round_trip_s_p50": float(np.median(remote.rtt_s)),
+                      "bandwidth_bps": float(bandwidth_bps or 0.0),
+                      "reconnects": float(remote.client.reconnects)}
+    return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
+                     throughput_fps=frames / wall if wall > 0 else float("inf"),
+                     latency_s=_percentiles(lat), stages=stages,
+                     predicted_fps=plan.predicted.throughput_fps, predicted_latency_s=plan.predicted.latency_s,
+                     wire=wire_stats,
+                     outputs={k: np.concatenate(v) for k, v in outputs.items() if v})

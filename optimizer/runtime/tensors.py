@@ -1,0 +1,111 @@
+"""Executing one exported part with LiteRT, and moving tensors between parts.
+
+Adjacent INT8 parts are calibrated separately, so a tensor's producer and consumer may use
+different affine quantization parameters; :func:`convert_tensor` re-quantizes through real
+values (``real = scale * (q - zero_point)``), and quantizes or dequantizes at float/int8 edges.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputFileError, ModelFormatError
+from ..plan.manifest import Part, Quantization, TensorInfo, TensorSpec
+
+# silenced_stderr swaps the process-wide fd 2: interpreters created in parallel threads take turns
+_QUIET = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor value with its element type and quantization (None = real-valued)."""
+
+    array: np.ndarray
+    quantization: Quantization | None = None
+
+    def real(self) -> np.ndarray:
+        """The real values (dequantized float32)."""
+        if self.quantization is None:
+            return self.array.astype(np.float32, copy=False)
+        q = self.quantization
+        return (self.array.astype(np.float32) - q.zero_point) * np.float32(q.scale)
+
+
+def convert_tensor(value: Value, spec: TensorSpec | TensorInfo) -> np.ndarray:
+    """``value`` as ``spec`` expects it (dtype and quantization); no copy when they already match."""
+    dtype = np.dtype(spec.dtype)
+    if value.array.dtype == dtype and value.quantization == spec.quantization:
+        return value.array
+    real = value.real()
+    q = spec.quantization
+    if q is None:
+        return real.astype(dtype)
+    info = np.iinfo(dtype)
+    return np.clip(np.rint(real / np.float32(q.scale)) + q.zero_point, info.min, info.max).astype(dtype)
+
+
+class PartRunner:
+    """A LiteRT interpreter for one part, fed from and feeding a tensor environment.
+
+    Create it in the thread that will run it: LiteRT's worker threads inherit that thread's
+    CPU affinity.
+    """
+
+    def __init__(self, part: Part, artifacts_dir: str | Path, threads: int | None = None) -> None:
+        from ..lazy import litert_interpreter, silenced_stderr
+
+        self.part = part
+        path = Path(artifacts_dir) / part.file
+        if not path.is_file():
+            raise InputFileError(f"{path}: artifact of part {part.name!r} is missing")
+        try:
+            with _QUIET, silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
+                self.interpreter = litert_interpreter()(model_path=str(path), num_threads=threads or part.threads)
+                self.runner = self.interpreter.get_signature_runner("serving_default")
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFormatError(f"{path}: LiteRT cannot load it ({exc})") from None
+
+    def __call__(self, env: dict[str, Value]) -> dict[str, Value]:
+        """Run on the tensors of ``env`` (by tensor name); return the part's outputs."""
+        feeds = {t.signature_name: convert_tensor(env[t.name], t) for t in self.part.inputs}
+        res = self.runner(**feeds)
+        return {t.name: Value(np.array(res[t.signature_name]), t.quantization) for t in self.part.outputs}
+
+    def warm_up(self) -> None:
+        """One invocation on zeros (first-call allocations stay out of the timings)."""
+        from ..lazy import silenced_stderr
+
+        with _QUIET, silenced_stderr():
+            self.runner(**{t.signature_name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.part.inputs})
+
+
+def as_frames(inputs: Any, spec: TensorInfo, where: str) -> np.ndarray:
+    """Inputs for one network input as float32 frames ``[N, *shape[1:]]``."""
+    a = np.asarray(inputs)
+    want = tuple(spec.shape[1:])
+    if a.ndim == len(want):
+        a = a[None]
+    if tuple(a.shape[1:]) != want or a.shape[0] < 1:
+        raise InputFileError(f"{where}: input has shape {list(a.shape)}; expected [N, "
+                             f"{', '.join(map(str, want))}] (or one frame [{', '.join(map(str, want))}]) "
+                             f"for network input {spec.name!r}")
+    if not np.issubdtype(a.dtype, np.number):
+        raise InputFileError(f"{where}: input has dtype {a.dtype}; expected numbers")
+    return a.astype(np.float32, copy=False)
+
+
+def load_input(path: str | Path, spec: TensorInfo) -> np.ndarray:
+    """Frames from an ``.npy`` file, checked against the network input."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such input file; give an .npy array of frames")
+    try:
+        a = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputFileError(f"{p}: not a readable .npy file ({exc})") from None
+    return as_frames(a, spec, str(p))

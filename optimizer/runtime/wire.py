@@ -1,0 +1,174 @@
+"""The split transport: length-prefixed binary frames with a versioned header (little-endian).
+
+::
+
+    frame   = length:u32  header  body               (length = bytes after the length field)
+    header  = magic "DNNP"  version:u8  type:u8  flags:u16  request_id:u64  count:u16   (18 B)
+    body    = count x tensor                          (type REQUEST or RESPONSE)
+            | code:u16  msg_len:u16  msg:utf-8        (type ERROR, count = 0)
+    tensor  = name_len:u16 name:utf-8 dtype:u8 ndim:u8 dims:ndim x u32 nbytes:u64 data
+
+``docs/MANIFEST.md`` is the normative description; the manifest's ``wire`` section gives the
+tensors a request must carry and the largest frame a server accepts.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DnnplanError
+
+MAGIC = b"DNNP"
+VERSION = 1
+REQUEST, RESPONSE, ERROR = 1, 2, 3
+MESSAGE_TYPES = {REQUEST: "request", RESPONSE: "response", ERROR: "error"}
+HEADER = struct.Struct("<4sBBHQH")
+LENGTH = struct.Struct("<I")
+TENSOR_HEAD = struct.Struct("<BB")
+NBYTES = struct.Struct("<Q")
+ERROR_HEAD = struct.Struct("<HH")
+MAX_NDIM = 8
+MAX_NAME = 1024
+
+DTYPE_CODES: dict[str, int] = {"float32": 1, "float16": 2, "int8": 3, "uint8": 4, "int16": 5,
+                               "int32": 6, "int64": 7, "bool": 8}
+CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
+
+# error codes of ERROR frames
+E_MAGIC, E_VERSION, E_TYPE, E_MALFORMED, E_TENSOR, E_TOO_LARGE, E_INTERNAL, E_BUSY = range(1, 9)
+ERROR_NAMES = {E_MAGIC: "bad_magic", E_VERSION: "bad_version", E_TYPE: "bad_type",
+               E_MALFORMED: "malformed", E_TENSOR: "bad_tensor", E_TOO_LARGE: "too_large",
+               E_INTERNAL: "internal", E_BUSY: "busy"}
+
+
+class WireError(DnnplanError):
+    """A frame violates the protocol; ``code`` is the ERROR frame's code."""
+
+    def __init__(self, code: int, message: str, request_id: int = 0) -> None:
+        super().__init__(message)
+        self.code, self.request_id = code, request_id
+
+
+@dataclass
+class Frame:
+    type: int
+    request_id: int
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    error_code: int = 0
+    error: str = ""
+
+
+def encode(type_: int, request_id: int, tensors: dict[str, np.ndarray] | None = None) -> bytes:
+    """A complete frame (length prefix included) carrying ``tensors`` in the given order."""
+    parts = []
+    tensors = tensors or {}
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr)
+        code = DTYPE_CODES.get(a.dtype.name)
+        if code is None:
+            raise WireError(E_TENSOR, f"tensor {name!r}: dtype {a.dtype} has no wire code")
+        nb = name.encode("utf-8")
+        parts += [struct.pack("<H", len(nb)), nb, TENSOR_HEAD.pack(code, a.ndim),
+                  struct.pack(f"<{a.ndim}I", *a.shape), NBYTES.pack(a.nbytes), a.tobytes()]
+    body = b"".join(parts)
+    head = HEADER.pack(MAGIC, VERSION, type_, 0, request_id, len(tensors))
+    return LENGTH.pack(len(head) + len(body)) + head + body
+
+
+def encode_error(request_id: int, code: int, message: str) -> bytes:
+    msg = message.encode("utf-8")[:4000]
+    head = HEADER.pack(MAGIC, VERSION, ERROR, 0, request_id, 0)
+    body = ERROR_HEAD.pack(code, len(msg)) + msg
+    return LENGTH.pack(len(head) + len(body)) + head + body
+
+
+def decode(payload: bytes | memoryview, max_tensors: int = 64) -> Frame:
+    """Parse a frame's bytes after the length field; raises :class:`WireError`."""
+    mv = memoryview(payload)
+    if len(mv) < HEADER.size:
+        raise WireError(E_MALFORMED, f"frame of {len(mv)} bytes is shorter than the {HEADER.size}-byte header")
+    magic, version, type_, _flags, rid, count = HEADER.unpack_from(mv, 0)
+    if magic != MAGIC:
+        raise WireError(E_MAGIC, f"bad magic {bytes(magic)!r}; expected {MAGIC!r}")
+    if version != VERSION:
+        raise WireError(E_VERSION, f"protocol version {version} is not supported; expected {VERSION}", rid)
+    if type_ not in MESSAGE_TYPES:
+        raise WireError(E_TYPE, f"unknown message type {type_}", rid)
+    off = HEADER.size
+    if type_ == ERROR:
+        if len(mv) < off + ERROR_HEAD.size:
+            raise WireError(E_MALFORMED, "truncated error frame", rid)
+        code, n = ERROR_HEAD.unpack_from(mv, off)
+        msg = bytes(mv[off + ERROR_HEAD.size: off + ERROR_HEAD.size + n]).decode("utf-8", "replace")
+        return Frame(ERROR, rid, error_code=code, error=msg)
+    if count > max_tensors:
+        raise WireError(E_MALFORMED, f"{count} tensors exceed the limit of {max_tensors}", rid)
+    tensors: dict[str, np.ndarray] = {}
+    try:
+        for _ in range(count):
+            (nlen,) = struct.unpack_from("<H", mv, off)
+            off += 2
+            if nlen > MAX_NAME or off + nlen > len(mv):
+                raise WireError(E_MALFORMED, f"tensor name length {nlen} runs past the frame", rid)
+            name = bytes(mv[off:off + nlen]).decode("utf-8")
+            off += nlen
+            code, ndim = TENSOR_HEAD.unpack_from(mv, off)
+            off += TENSOR_HEAD.size
+            if code not in CODE_DTYPES:
+                raise WireError(E_TENSOR, f"tensor {name!r}: unknown dtype code {code}", rid)
+            if ndim > MAX_NDIM:
+                raise WireError(E_TENSOR, f"tensor {name!r}: {ndim} dimensions exceed {MAX_NDIM}", rid)
+            shape = struct.unpack_from(f"<{ndim}I", mv, off)
+            off += 4 * ndim
+            (nbytes,) = NBYTES.unpack_from(mv, off)
+            off += NBYTES.size
+            dtype = np.dtype(CODE_DTYPES[code])
+            expect = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if nbytes != expect:
+                raise WireError(E_TENSOR, f"tensor {name!r}: {nbytes} data bytes but shape {list(shape)} "
+                                          f"of {dtype.name} needs {expect}", rid)
+            if off + nbytes > len(mv):
+                raise WireError(E_MALFORMED, f"tensor {name!r}: data runs past the end of the frame", rid)
+            if name in tensors:
+                raise WireError(E_TENSOR, f"tensor {name!r} appears twice", rid)
+            tensors[name] = np.frombuffer(mv[off:off + nbytes], dtype=dtype).reshape(shape)
+            off += nbytes
+    except struct.error:
+        raise WireError(E_MALFORMED, "frame ends inside a tensor header", rid) from None
+    except UnicodeDecodeError:
+        raise WireError(E_MALFORMED, "tensor name is not UTF-8", rid) from None
+    if off != len(mv):
+        raise WireError(E_MALFORMED, f"{len(mv) - off} trailing bytes after the last tensor", rid)
+    return Frame(type_, rid, tensors)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    """Read exactly ``n`` bytes; None when the peer closes before (a truncated frame)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            return None
+        got += k
+    return bytes(buf)
+
+
+def read_frame(sock: socket.socket, max_frame_bytes: int) -> bytes | None:
+    """The next frame's bytes after the length field; None on a clean or truncated close.
+
+    Raises :class:`WireError` (``E_TOO_LARGE``) for a declared length over the bound, before
+    reading it.
+    """
+    head = recv_exact(sock, LENGTH.size)
+    if head is None:
+        return None
+    (length,) = LENGTH.unpack(head)
+    if length > max_frame_bytes:
+        raise WireError(E_TOO_LARGE, f"frame of {length} bytes exceeds the limit of {max_frame_bytes}")
+    return recv_exact(sock, length)
