@@ -25,6 +25,7 @@ $(STAMP): setup.cfg pyproject.toml
 DNNPLAN := $(VENV)/bin/dnnplan
 DEMO    := results/demo
 MODEL   := mobilenet_v2
+TRACE   ?= ../shared/data/thermal/odroid_xu3_rise.csv
 
 demo: install
 	@mkdir -p $(DEMO)
@@ -37,10 +38,23 @@ demo: install
 	$(DNNPLAN) map $(MODEL) --device pixel6 --dtype int8 --out $(DEMO)/map_plan.json
 	@echo "== 4. split it between galaxy_j6 and a server over 10 Mbps Wi-Fi (NSGA-II + TOPSIS) =="
 	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network wifi_10 --out $(DEMO)/split_plan.json --front $(DEMO)/split_front.csv
-	@echo "== 5. a small batch job: both searches on two devices, resumable store =="
+	@echo "== 5. deploy: export stage and split artifacts, run them on this host (split over loopback TCP) =="
+	$(DNNPLAN) export $(DEMO)/map_plan.json --out $(DEMO)/map_artifacts --samples 32
+	$(DNNPLAN) run $(DEMO)/map_plan.json --artifacts $(DEMO)/map_artifacts --frames 50
+	$(DNNPLAN) export $(DEMO)/split_plan.json --out $(DEMO)/split_artifacts --samples 32
+	$(DNNPLAN) run $(DEMO)/split_plan.json --artifacts $(DEMO)/split_artifacts --frames 30 --bandwidth 10Mbps
+	@echo "== 6. thermal: fit a model to the real Odroid-XU3 trace; thermal-aware policies on pixel4 / jetson_nano =="
+	@if [ -f $(TRACE) ]; then \
+	  $(DNNPLAN) thermal fit $(TRACE) --time t_s --temps 't_a15_core*_c,t_gpu_c' --inputs 'p_*_w' --train-from 600 --model linear --out $(DEMO)/thermal_model.json && \
+	  $(DNNPLAN) thermal eval $(DEMO)/thermal_model.json $(TRACE) --horizons 1,600 --to 600; \
+	else echo "(skipping the trace fit: $(TRACE) not found; set TRACE=path/to/odroid_xu3_rise.csv)"; fi
+	$(DNNPLAN) schedule person_finder --device pixel4 --network wifi_249 --policy minheat --fps 20 --duration 600
+	$(DNNPLAN) tadf alexnet --device jetson_nano --ambient 40
+	$(DNNPLAN) shift slimmable_resnet50 --device pixel4 --duration 1800
+	@echo "== 7. a small batch job: both searches on two devices, resumable store =="
 	$(DNNPLAN) batch run search_spaces/jobs/demo.yaml --out $(DEMO)/batch
 	$(DNNPLAN) batch collect $(DEMO)/batch --out $(DEMO)/batch_table.csv
-	@echo "== 6. report: figures and tables of the plans, the front and the batch run =="
+	@echo "== 8. report: figures and tables of the plans, the front and the batch run =="
 	$(DNNPLAN) report $(DEMO)/split_plan.json $(DEMO)/split_front.csv $(DEMO)/map_plan.json $(DEMO)/batch --out $(DEMO) --title "dnnplan demo: $(MODEL)"
 	@echo "demo outputs in $(DEMO)/"
 

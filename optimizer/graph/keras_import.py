@@ -94,14 +94,14 @@ def _mha_macs(layer: Any, in_shapes: list[tuple[int, ...]]) -> int:
     return int(proj + attn + out)
 
 
-def _flatten_layers(model: Any) -> list[Any]:
+def flatten_layers(model: Any) -> list[Any]:
     """Layers of ``model`` with nested models expanded in place (InputLayers dropped)."""
     out: list[Any] = []
     for layer in model.layers:
         if type(layer).__name__ == "InputLayer":
             continue
         if hasattr(layer, "layers") and type(layer).__name__ in ("Functional", "Sequential", "Model"):
-            out.extend(_flatten_layers(layer))
+            out.extend(flatten_layers(layer))
         else:
             out.append(layer)
     return out
@@ -149,7 +149,7 @@ def graph_from_keras(
         return ids[key]
 
     specs: list[LayerSpec] = []
-    for layer in _flatten_layers(model):
+    for layer in flatten_layers(model):
         cls = type(layer).__name__
         family = _FAMILY.get(cls)
         if family is None:

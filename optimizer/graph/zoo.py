@@ -78,3 +78,35 @@ def build_keras(name: str, input_size: int | None = None, **variant: Any) -> Any
     mod = builder(name)
     size = input_size if input_size is not None else mod.INPUT_SIZE
     return mod.build(input_size=size, **variant)
+
+
+def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
+    """Set every BatchNormalization's moving statistics to its batch statistics on ``inputs``.
+
+    Zoo weights are random (``weights=None``) with identity BN statistics, under which the
+    activations of deep networks shrink towards zero (MobileNetV2's logits come out ~1e-11),
+    so float comparisons and INT8 calibration would be meaningless. This is the BN step of
+    data-dependent initialisation (Krähenbühl et al., "Data-dependent Initializations of
+    Convolutional Neural Networks", ICLR 2016): one forward pass in training mode with momentum
+    0 makes each BN normalise its input to zero mean and unit variance, layer after layer.
+    ``inputs`` holds one array per model input, in ``model.inputs`` order. Returns the number of
+    layers updated.
+    """
+    from ..lazy import keras as _keras
+    from ..lazy import silenced_stderr
+    from .keras_import import flatten_layers
+
+    keras = _keras()
+    bns = [la for la in flatten_layers(model) if isinstance(la, keras.layers.BatchNormalization)]
+    if not bns:
+        return 0
+    saved = [la.momentum for la in bns]
+    try:
+        for la in bns:
+            la.momentum = 0.0
+        with silenced_stderr():
+            model(list(inputs) if len(inputs) > 1 else inputs[0], training=True)
+    finally:
+        for la, m in zip(bns, saved, strict=True):
+            la.momentum = m
+    return len(bns)

@@ -167,43 +167,22 @@ BN_SAMPLES = 32
 
 
 def reestimate_batchnorm(model: Any, seed: int, samples: int = BN_SAMPLES) -> None:
-    """Set every BatchNormalization's moving statistics to its batch statistics on synthetic
-    inputs (uniform in [-1, 1], seeded).
+    """Re-estimate BN statistics of a random-weight zoo model on seeded uniform [-1, 1] inputs
+    (see :func:`optimizer.graph.zoo.reestimate_batchnorm`)."""
+    from ..graph.zoo import reestimate_batchnorm as _reestimate
 
-    Zoo weights are random (``weights=None``) with identity BN statistics, under which the
-    activations of deep networks shrink towards zero (MobileNetV2's logits come out ~1e-11),
-    so float comparisons and INT8 calibration would be meaningless. This is data-dependent
-    initialisation (Krähenbühl et al., "Data-dependent Initializations of Convolutional Neural
-    Networks", ICLR 2016): one forward pass in training mode with momentum 0 makes each BN
-    normalise its input to zero mean and unit variance, layer after layer.
-    """
-    from ..lazy import keras as _keras
-
-    keras = _keras()
-    from ..graph.keras_import import _flatten_layers
-
-    bns = [la for la in _flatten_layers(model) if isinstance(la, keras.layers.BatchNormalization)]
-    if not bns:
-        return
     rng = np.random.default_rng(seed)
-    xs = [rng.uniform(-1, 1, (samples, *tuple(t.shape[1:]))).astype(np.float32) for t in model.inputs]
-    saved = [la.momentum for la in bns]
-    try:
-        for la in bns:
-            la.momentum = 0.0
-        model(xs if len(xs) > 1 else xs[0], training=True)
-    finally:
-        for la, m in zip(bns, saved, strict=True):
-            la.momentum = m
+    _reestimate(model, [rng.uniform(-1, 1, (samples, *tuple(t.shape[1:]))).astype(np.float32)
+                        for t in model.inputs])
 
 
 # ---------------------------------------------------------------- Keras sub-models
 def _node_index(model: Any) -> dict[str, tuple[Any, Any]]:
     """Layer name -> (layer, the node the importer used)."""
-    from ..graph.keras_import import _flatten_layers, _inbound_nodes
+    from ..graph.keras_import import _inbound_nodes, flatten_layers
 
     out: dict[str, tuple[Any, Any]] = {}
-    for layer in _flatten_layers(model):
+    for layer in flatten_layers(model):
         nodes = _inbound_nodes(layer)
         if len(nodes) != 1:
             raise ModelFormatError(f"{model.name}: layer {layer.name!r} is applied {len(nodes)} times; "

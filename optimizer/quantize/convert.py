@@ -164,35 +164,11 @@ def _export_keras(model: Any, name: str, inputs: list[InputSpec], workdir: Path)
 
 
 def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray]) -> int:
-    """Set every BatchNormalization's moving mean/variance to its input statistics on ``batch``.
+    """Re-estimate BN statistics of a random-weight zoo model on a calibration ``batch`` (by
+    input name); see :func:`optimizer.graph.zoo.reestimate_batchnorm`. Returns the layer count."""
+    from ..graph.zoo import reestimate_batchnorm
 
-    Zoo networks carry random weights (no downloads); with the default statistics (mean 0,
-    variance 1) the activations of deep networks shrink layer after layer (MobileNetV2's logits
-    end near 1e-11), which makes any fidelity figure meaningless. One forward pass in training
-    mode normalises every BN layer with its batch statistics; storing those statistics as the
-    moving ones makes inference reproduce that well-scaled forward pass — the BN re-estimation
-    step of data-dependent initialisation (Krähenbühl et al., ICLR 2016). Returns the number of
-    layers updated.
-    """
-    from .. import lazy
-
-    keras = lazy.keras()
-    bns = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
-    if not bns:
-        return 0
-    probe = keras.Model(model.inputs, [layer.input for layer in bns])
-    order = [t.name for t in model.inputs]
-    feed = [batch[_sig_name(n)] for n in order]
-    with quiet():
-        outs = probe(feed if len(feed) > 1 else feed[0], training=True)
-    if not isinstance(outs, (list, tuple)):
-        outs = [outs]
-    for layer, x in zip(bns, outs):
-        x = np.asarray(x, dtype=np.float64)
-        axes = tuple(i for i in range(x.ndim) if i != (layer.axis if layer.axis >= 0 else x.ndim + layer.axis))
-        layer.moving_mean.assign(x.mean(axis=axes).astype(np.float32))
-        layer.moving_variance.assign(x.var(axis=axes).astype(np.float32))
-    return len(bns)
+    return reestimate_batchnorm(model, [batch[_sig_name(t.name)] for t in model.inputs])
 
 
 def _sig_name(name: str) -> str:
