@@ -17,8 +17,6 @@ while active) plus Android thermal status levels with one hysteresis (METHODS.md
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -26,6 +24,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InputFileError, SchemaError, UnknownNameError
+from .units import parse_quantity
 
 #: where named thermal specs live: search_spaces/thermal/<name>.yaml
 THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
@@ -33,43 +32,9 @@ THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
 #: name of the ambient pseudo-node in ``conductances``
 AMBIENT = "ambient"
 
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
-_UNITS: dict[str, dict[str, float]] = {
-    "capacitance": {"": 1.0, "J/K": 1.0, "mJ/K": 1e-3, "kJ/K": 1e3, "J/C": 1.0, "J/°C": 1.0},
-    "conductance": {"": 1.0, "W/K": 1.0, "mW/K": 1e-3, "W/C": 1.0, "W/°C": 1.0, "mW/°C": 1e-3},
-    "temperature": {"": 1.0, "C": 1.0, "°C": 1.0, "degC": 1.0},
-    "frequency": {"": 1.0, "Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9},
-    "time": {"": 1.0, "s": 1.0, "ms": 1e-3, "min": 60.0},
-    "power": {"": 1.0, "W": 1.0, "mW": 1e-3},
-}
-
-
 def parse_thermal_quantity(value: object, dimension: str) -> float:
-    """Convert a number (SI) or a "<number> <unit>" string of ``dimension`` to SI.
-
-    Raises
-    ------
-    ValueError
-        Not a number, NaN, or a unit unknown for the dimension (the message lists the valid ones).
-    """
-    units = _UNITS[dimension]
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a {dimension} (number or '<number> <unit>'), got {value!r}")
-    if isinstance(value, str):
-        m = _NUMBER.match(value)
-        if not m:
-            raise ValueError(f"cannot parse {value!r} as a {dimension}; expected '<number> <unit>' "
-                             f"with unit one of {', '.join(u for u in units if u)}")
-        number, unit = float(m.group(1)), m.group(2).replace(" ", "")
-    else:
-        number, unit = float(value), ""
-    if unit not in units:
-        raise ValueError(f"unknown {dimension} unit {unit!r} in {value!r}; expected one of "
-                         f"{', '.join(u for u in units if u)}")
-    out = number * units[unit]
-    if not math.isfinite(out):
-        raise ValueError(f"{value!r} is not a finite number")
-    return out
+    """A number (SI) or "<number> <unit>" string of ``dimension`` in SI (see :mod:`.units`)."""
+    return parse_quantity(value, dimension)
 
 
 def _q(dimension: str) -> BeforeValidator:

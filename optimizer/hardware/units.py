@@ -61,6 +61,10 @@ UNITS: dict[str, dict[str, float]] = {
                 for w, fw in _prefixed("W", "m").items()
                 for h, fh in _prefixed("Hz", "MG").items()},
     "dimensionless": {"": 1.0, "%": 0.01},
+    # thermal RC networks (optimizer.hardware.thermal_spec)
+    "capacitance": {"J/K": 1.0, "mJ/K": 1e-3, "kJ/K": 1e3, "J/C": 1.0, "J/°C": 1.0},
+    "conductance": {"W/K": 1.0, "mW/K": 1e-3, "W/C": 1.0, "W/°C": 1.0, "mW/°C": 1e-3},
+    "temperature": {"C": 1.0, "°C": 1.0, "degC": 1.0},
 }
 
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
@@ -92,8 +96,8 @@ def parse_quantity(value: object, dimension: str) -> float:
         raise ValueError(f"unknown {dimension} unit {unit!r} in {value!r}; expected one of "
                          f"{_unit_list(units)}")
     out = number * units[unit] if unit else number
-    if math.isnan(out):
-        raise ValueError(f"{value!r} is not a number")
+    if not math.isfinite(out):
+        raise ValueError(f"{value!r} is not a finite number")
     return out
 
 
