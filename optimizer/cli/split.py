@@ -109,7 +109,11 @@ def split_cmd(
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
     extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
-    weights: str | None = typer.Option(None, "--weights", help="TOPSIS weights latency,energy,memory."),
+    objectives: str = typer.Option("latency,energy,memory", "--objectives",
+                                   help="latency, energy and memory are always searched; add sustained-fps, "
+                                        "peak-temp or time-to-throttle (thermal simulator estimates)."),
+    weights: str | None = typer.Option(None, "--weights",
+                                       help="TOPSIS weights latency,energy,memory[,thermal objectives...]."),
     topsis: str = typer.Option("paper", "--topsis", help="paper (distance to ideal) or classic."),
     population: int = typer.Option(40, "--population", help="NSGA-II population."),
     generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
@@ -140,12 +144,24 @@ def split_cmd(
         raise ConfigError(f"--cost-model {cost_model!r}: expected one of {', '.join(COST_MODELS)}")
     if topsis not in VARIANTS:
         raise ConfigError(f"--topsis {topsis!r}: expected one of {', '.join(VARIANTS)}")
+    from ..thermal.objectives import THERMAL_ALIASES, THERMAL_OBJECTIVES, thermal_name
+
+    thermal = []
+    for raw in (o.strip() for o in objectives.split(",") if o.strip()):
+        if raw in OBJECTIVES or raw in ("latency", "energy", "memory"):
+            continue
+        name = thermal_name(raw)
+        if name is None:
+            raise UnknownNameError("split objective", raw, ["latency", "energy", "memory", *THERMAL_OBJECTIVES,
+                                                            *THERMAL_ALIASES])
+        if name not in thermal:
+            thermal.append(name)
     w = parse_weights(weights)
     if w is not None:
         try:
-            check_weights(w, len(OBJECTIVES))
+            check_weights(w, len(OBJECTIVES) + len(thermal))
         except ConfigError as exc:
-            raise ConfigError(f"--weights: {exc} (latency, energy, memory)") from None
+            raise ConfigError(f"--weights: {exc} (latency, energy, memory{''.join(', ' + t for t in thermal)})") from None
     mem = _quantity("--memory-limit", memory_limit, "bytes", positive=False)
     bw = _quantity("--bandwidth", bandwidth, "bitrate", positive=True)
 
@@ -155,7 +171,12 @@ def split_cmd(
     from ..plan.io import write_plan
     from ..plan.make import make_split_plan
 
-    load_device(device), load_link(network), load_server(server)  # name errors before the model loads
+    dev = load_device(device)
+    load_link(network), load_server(server)  # name errors before the model loads
+    if thermal:
+        from ..thermal.plan_workload import thermal_spec_of
+
+        thermal_spec_of(dev)  # a device without a thermal section fails before the model loads
     settings: dict[str, Any] = {}
     if solver in ("nsga2", "exact"):
         settings = {"weights": w, "topsis_variant": topsis}
@@ -164,6 +185,8 @@ def split_cmd(
     argv = [model, "--device", device, "--network", network, "--server", server, "--solver", solver,
             "--granularity", granularity, "--dtype", dtype, "--wire", wire, "--cost-model", cost_model,
             "--topsis", topsis, "--seed", str(seed)]
+    if thermal:
+        argv += ["--objectives", ",".join(["latency", "energy", "memory", *thermal])]
     for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
         if value is not None:
             argv += [flag, value]
@@ -172,12 +195,18 @@ def split_cmd(
     argv += ["--extremes"] if extremes else []
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
         graph = load_graph(model, granularity)
+        extra: tuple = ()
+        if thermal:
+            from ..thermal.objectives import split_thermal_objectives
+
+            extra = split_thermal_objectives(thermal, dev, graph=graph)
         if status is not None:
             status.update(f"searching splits of {graph.name} ({len(graph)} layers) with {solver}")
         outcome = make_split_plan(graph, device, network, server=server, dtype=dtype, solver=solver, seed=seed,
                                   memory_limit=mem, include_extremes=extremes, cost_model=cost_model,
                                   wire_dtypes=tuple(v.strip() for v in wire.split(",") if v.strip()),
-                                  bandwidth_bps=bw, settings=settings, command="dnnplan split " + " ".join(argv))
+                                  bandwidth_bps=bw, settings=settings, command="dnnplan split " + " ".join(argv),
+                                  extra_objectives=extra)
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
     front_text = _front_csv(result, costs.layer_names) if front is not None else None
     write_plan(plan, out)
@@ -186,6 +215,12 @@ def split_cmd(
     if not STATE.quiet:
         _summary(result, len(graph), f"{graph.name} on {costs.device} over {costs.network} "
                                      f"to {costs.server} ({granularity}, {costs.cost_model})")
+        pr = plan.predicted
+        if pr.peak_temp_c is not None:
+            ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
+            console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {costs.device}: first "
+                          f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
+                          highlight=False)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
 
 

@@ -57,9 +57,24 @@ def pipeline_problem(
     return problem
 
 
+def _thermal(plan: Plan, graph: Any, device: Any) -> Plan:
+    """Fill the plan's thermal predictions by one simulation when its device has a thermal spec."""
+    from ..errors import UnknownNameError
+    from ..hardware import load_device
+    from ..thermal.plan_workload import annotate_plan
+
+    if device is None or isinstance(device, str):
+        try:
+            device = load_device(device or plan.device)
+        except UnknownNameError:
+            return plan
+    return annotate_plan(plan, graph=graph, device=device)
+
+
 def finish_pipeline_plan(problem: Any, result: Any, graph: Any, *, variant: dict[str, Any] | None = None,
-                         command: str | None = None) -> PlanOutcome:
-    """Add the single-processor and FLOPs baselines to ``result`` and build the plan."""
+                         command: str | None = None, device: Any = None) -> PlanOutcome:
+    """Add the single-processor and FLOPs baselines to ``result`` and build the plan; the plan's
+    ``predicted`` thermal fields come from one simulation when the device has a thermal spec."""
     from ..search import solve
 
     baselines = dict(result.baselines)
@@ -68,7 +83,7 @@ def finish_pipeline_plan(problem: Any, result: Any, graph: Any, *, variant: dict
     result = replace(result, baselines=baselines)
     plan = pipeline_plan(result, problem, graph, variant=variant,
                          inputs={"model": graph.source_sha256 or graph.name}, command=command)
-    return PlanOutcome(plan, result, problem)
+    return PlanOutcome(_thermal(plan, graph, device), result, problem)
 
 
 def make_pipeline_plan(graph: Any, device: Any, *, solver: str = "ga", seed: int | None = 0,
@@ -80,7 +95,7 @@ def make_pipeline_plan(graph: Any, device: Any, *, solver: str = "ga", seed: int
 
     problem = pipeline_problem(graph, device, **problem_args)
     result = solve(problem, solver, seed=seed, **(settings or {}))
-    return finish_pipeline_plan(problem, result, graph, variant=variant, command=command)
+    return finish_pipeline_plan(problem, result, graph, variant=variant, command=command, device=device)
 
 
 def make_split_plan(
@@ -102,9 +117,12 @@ def make_split_plan(
     variant: dict[str, Any] | None = None,
     command: str | None = None,
     costs: Any = None,
+    extra_objectives: tuple[Any, ...] = (),
 ) -> PlanOutcome:
     """Split ``graph`` between ``device`` and ``server`` over ``network`` and build the plan;
-    ``costs`` reuses SplitCosts already built for them."""
+    ``costs`` reuses SplitCosts already built for them; ``extra_objectives`` are appended to
+    latency, energy, memory (e.g. thermal ones). The plan's thermal predictions come from one
+    simulation when the device has a thermal spec."""
     from ..search import solve
     from ..search.split import SplitProblem, build_split_costs
 
@@ -112,8 +130,9 @@ def make_split_plan(
         costs = build_split_costs(graph, device, network, server, dtype=dtype, cost_model=cost_model,
                                   wire_dtypes=list(wire_dtypes), bandwidth_bps=bandwidth_bps,
                                   processors=processors)
-    problem = SplitProblem(costs, memory_limit_bytes=memory_limit, include_extremes=include_extremes)
+    problem = SplitProblem(costs, memory_limit_bytes=memory_limit, include_extremes=include_extremes,
+                           extra_objectives=tuple(extra_objectives))
     result = solve(problem, solver, seed=seed, **(settings or {}))
     plan = split_plan(result, graph, variant=variant,
                       inputs={"model": graph.source_sha256 or graph.name}, command=command)
-    return PlanOutcome(plan, result, problem)
+    return PlanOutcome(_thermal(plan, graph, device), result, problem)

@@ -297,6 +297,10 @@ class SplitProblem:
         Head memory budget; ``None`` = the device's memory.
     include_extremes
         Also allow ``l = 0`` (all on the server) and ``l = L`` (all on the phone).
+    extra_objectives
+        Objective hooks appended after latency, energy, memory (as the pipeline problem's
+        :class:`~optimizer.search.pipeline.Objective`: ``fn(problem, X, breakdown) -> [N]`` in
+        its natural ``sense``; e.g. :func:`optimizer.thermal.objectives.split_thermal_objectives`).
     """
 
     kind = "split"
@@ -304,10 +308,18 @@ class SplitProblem:
     n_var = 3
 
     def __init__(self, costs: SplitCosts, *, memory_limit_bytes: float | None = None,
-                 include_extremes: bool = False) -> None:
+                 include_extremes: bool = False, extra_objectives: Sequence[Any] = ()) -> None:
         self.costs = costs
         self.memory_limit_bytes = memory_limit_bytes
         self.include_extremes = include_extremes
+        self.extra_objectives = tuple(extra_objectives)
+        if self.extra_objectives:
+            names = [o.name for o in self.extra_objectives]
+            bad = [o for o in self.extra_objectives if o.sense not in ("min", "max")]
+            if bad or len(set(names) | set(OBJECTIVES)) != len(names) + len(OBJECTIVES):
+                raise ConfigError(f"extra objectives {names}: names must be distinct from {list(OBJECTIVES)} "
+                                  "and each other, senses 'min' or 'max'")
+            self.objectives = OBJECTIVES + tuple(names)
 
     # ------------------------------------------------------------------ space
     @property
@@ -385,7 +397,11 @@ class SplitProblem:
         b = self.breakdown(X)
         latency = b["client_s"] + b["upload_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
         energy = b["client_j"] + b["upload_j"] + b["download_j"]
-        F = np.stack([latency, energy, b["memory_bytes"]], axis=1)
+        cols = [latency, energy, b["memory_bytes"]]
+        for o in self.extra_objectives:
+            v = np.asarray(o.fn(self, X, b), dtype=np.float64)
+            cols.append(-v if o.sense == "max" else v)
+        F = np.stack(cols, axis=1)
         G = (b["memory_bytes"] - self.limit_bytes)[:, None]
         return F, G
 
@@ -424,7 +440,9 @@ class SplitProblem:
             viol = max(float(G[i, 0]), 0.0)
             out.append(Candidate(
                 decision=self.decode(X[i]),
-                objectives={name: float(F[i, j]) for j, name in enumerate(OBJECTIVES)},
+                objectives={name: float(-F[i, j] if j >= len(OBJECTIVES) and
+                                        self.extra_objectives[j - len(OBJECTIVES)].sense == "max" else F[i, j])
+                            for j, name in enumerate(self.objectives)},
                 feasible=viol == 0.0, violation=viol,
                 metrics={key: float(v[i]) for key, v in b.items()},
             ))
@@ -454,6 +472,7 @@ class SplitProblem:
                 "network": c.network, "server": c.server, "cost_model": c.cost_model,
                 "wire_dtypes": list(c.wire_dtypes), "memory_limit_bytes": self.limit_bytes,
                 "include_extremes": self.include_extremes,
+                **({"extra_objectives": [o.name for o in self.extra_objectives]} if self.extra_objectives else {}),
                 "head_options": [f"{o.processor}@{o.clock_hz / 1e9:.3g}GHz" for o in c.options]}
 
 

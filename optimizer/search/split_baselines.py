@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ConfigError, ConstraintError
 from .decision import topsis
 from .result import Candidate, SearchResult
-from .split import OBJECTIVES, SplitProblem
+from .split import SplitProblem
 
 BASELINES: tuple[str, ...] = ("lbo", "ebo", "cos", "coc", "rs")
 
@@ -100,7 +100,7 @@ def _result(problem: SplitProblem, solver: str, best: Candidate, *, seed: int | 
         problem="split", solver=solver, best=best, front=tuple(front), evaluations=int(evaluations),
         space_size=float(size), space_counting=problem.space_counting,
         explored_fraction=float(min(explored, 1.0)), wall_time_s=time.perf_counter() - start,
-        seed=seed, settings={**problem.settings(), **(settings or {})}, objectives=OBJECTIVES,
+        seed=seed, settings={**problem.settings(), **(settings or {})}, objectives=tuple(problem.objectives),
         history=tuple(history), baselines=dict(baselines or {}), decision_rule=decision_rule,
     )
 

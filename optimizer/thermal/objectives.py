@@ -104,10 +104,12 @@ class GovernorLevels:
         """[N, nodes] temperatures at the horizon under constant power [N, M] from ambient."""
         return self.network.response(power_w, np.array([self.duration_s]), self.ambient_c)[:, 0, :]
 
-    def estimate(self, evaluate: EvalFn, n: int) -> dict[str, np.ndarray]:
+    def estimate(self, evaluate: EvalFn, n: int, *, sustained: bool = True) -> dict[str, np.ndarray]:
         """Objectives of ``n`` candidates; ``evaluate(caps) -> (power [n, M], fps [n])``.
 
-        Returns ``sustained_fps``, ``peak_temp_c``, ``time_to_throttle_s`` and ``level`` [n].
+        Returns ``peak_temp_c``, ``time_to_throttle_s`` and, with ``sustained``, also
+        ``sustained_fps`` and ``level`` [n] (the walk over the levels; without it only the
+        unthrottled level is evaluated).
         """
         cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -117,6 +119,11 @@ class GovernorLevels:
                 cache[j] = (p, np.asarray(f, dtype=np.float64), self.horizon_temps(p))
             return cache[j]
 
+        p0, f0, t0 = at(0)
+        ttt = np.minimum(self.steady.time_to_first_trip_s(p0, self.ambient_c, self.duration_s), self.duration_s)
+        result = {"peak_temp_c": t0[:, self.die].max(axis=1), "time_to_throttle_s": ttt}
+        if not sustained:
+            return result
         level = np.zeros(n, dtype=np.int64)
         for j, row in enumerate(self.rows):
             here = level == j
@@ -124,7 +131,6 @@ class GovernorLevels:
                 break
             hot = here & (at(j)[2][:, self.sensor[j]] >= row.trip_c)
             level[hot] = j + 1
-        p0, f0, t0 = at(0)
         fps = f0.copy()
         for s in range(1, len(self.rows) + 1):
             m = level == s
@@ -138,9 +144,7 @@ class GovernorLevels:
             with np.errstate(divide="ignore", invalid="ignore"):
                 alpha = np.where(b < row.clear_c, np.clip((a - theta) / (a - b), 0.0, 1.0), 1.0)
             fps[m] = (alpha * f_hi + (1.0 - alpha) * f_lo)[m]
-        ttt = np.minimum(self.steady.time_to_first_trip_s(p0, self.ambient_c, self.duration_s), self.duration_s)
-        return {"sustained_fps": fps, "peak_temp_c": t0[:, self.die].max(axis=1),
-                "time_to_throttle_s": ttt, "level": level}
+        return {**result, "sustained_fps": fps, "level": level}
 
 
 class _Memo:
@@ -212,7 +216,7 @@ def pipeline_thermal_objectives(names: Sequence[str], graph: Any, device: Any, *
             full[:, cols] = pw
             return full, o["throughput_fps"]
 
-        return levels.estimate(evaluate, len(X))
+        return levels.estimate(evaluate, len(X), sustained="sustained_fps" in canon)
 
     def hook(name: str) -> Callable[[Any, np.ndarray, dict[str, np.ndarray]], np.ndarray]:
         return lambda problem, X, out: memo.get(X, lambda: compute(problem, X, out))[name]
@@ -220,33 +224,58 @@ def pipeline_thermal_objectives(names: Sequence[str], graph: Any, device: Any, *
     return tuple(Objective(n, hook(n), THERMAL_OBJECTIVES[n]) for n in canon)
 
 
-def split_thermal_objectives(names: Sequence[str], device: Any, *, duration_s: float = 600.0,
+def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = None, duration_s: float = 600.0,
                              ambient_c: float | None = None) -> tuple[Any, ...]:
     """Objective hooks for a :class:`~optimizer.search.split.SplitProblem` on ``device``.
 
     Under a level's caps, a head option (processor, clock) runs at the highest clock level of
     its processor not above ``min(clock, cap f_max)`` (an "off" head falls back to the CPU's
     options); the phone is busy ``client_s`` of each ``client + upload + server + download +
-    RTT`` period, its radio spends ``upload_j + download_j`` per period (``modem`` node).
+    RTT`` period, its radio spends ``upload_j + download_j`` per period (``modem`` node). With
+    ``graph`` (the searched LayerGraph) the head's CPU-fallback time heats the CPU, as in
+    :class:`~optimizer.thermal.plan_workload.SplitWorkload`; without it all head time heats
+    the head processor.
     """
     from ..hardware import load_device
     from ..search.pipeline import Objective
-    from .plan_workload import thermal_spec_of
+    from .plan_workload import _native_cum, thermal_spec_of
 
     canon = _check_names(names)
     dev = load_device(device) if isinstance(device, str) else device
     spec = thermal_spec_of(dev)
     levels = GovernorLevels(spec, duration_s=duration_s, ambient_c=ambient_c)
     spec_idx = {n: i for i, n in enumerate(spec.processor_names)}
+    cpu_name = dev.processor_names[dev.fallback_index]
+    static = {p.name: min(p.power.static_w, p.power_w()) for p in dev.processors}
     memo = _Memo()
-    maps: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    state: dict[str, Any] = {}
+
+    def prepare(costs: Any) -> dict[str, Any]:
+        if state.get("costs") is not costs:
+            opts = costs.options
+            for o in {o.processor for o in opts} | {cpu_name}:
+                if o not in spec_idx:
+                    raise ConfigError(f"thermal spec {spec.device!r} has no processor {o!r} of device {dev.name!r}; "
+                                      f"it knows {', '.join(spec.processor_names)}")
+            native = costs.head_latency_s.copy()
+            if graph is not None:
+                tables = CappedTables(graph, dev, costs.dtype)
+                for k, o in enumerate(opts):
+                    proc = dev.processor(o.processor)
+                    ct = tables.table({o.processor: o.clock_hz / proc.max_clock_hz})
+                    j = ct.processor_index(o.processor)
+                    native[k] = np.minimum(_native_cum(ct)[:, j], costs.head_latency_s[k])
+            state.update(costs=costs, native=native, maps={},
+                         active=np.array([dev.processor(o.processor).power_w(o.clock_hz) for o in opts]),
+                         proc=np.array([o.processor for o in opts]))
+        return state
 
     def option_map(costs: Any, caps: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """For each option: the option it runs as under ``caps`` and a time scale (>= 1)."""
-        key = (id(costs), tuple(sorted(caps.items())))
+        key = tuple(sorted(caps.items()))
+        maps = state["maps"]
         if key not in maps:
             opts = costs.options
-            cpu_name = dev.processor_names[dev.fallback_index]
             k_new, scale = np.arange(len(opts)), np.ones(len(opts))
             for k, o in enumerate(opts):
                 proc = o.processor if caps.get(o.processor, 1.0) > 0 else cpu_name
@@ -267,35 +296,40 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, duration_s: f
 
     def compute(problem: Any, X: np.ndarray) -> dict[str, np.ndarray]:
         c = problem.costs
+        st = prepare(c)
         b = problem.breakdown(X)
         l, k, _ = problem._columns(X)
         remote = b["upload_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
         radio = b["upload_j"] + b["download_j"]
-        static = {p.name: p.power.static_w for p in dev.processors}
-        cpu_name = dev.processor_names[dev.fallback_index]
+        on_phone = l > 0
 
         def evaluate(caps: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+            if caps.get(cpu_name, 1.0) <= 0:
+                return np.zeros((len(X), len(spec_idx))), np.zeros(len(X))
             k_new, scale = option_map(c, caps)
             kk = k_new[k]
             client_s = c.head_latency_s[kk, l] * scale[k]
-            client_j = c.head_energy_j[kk, l]
+            native_s = st["native"][kk, l] * scale[k]
             period = client_s + remote
-            power = np.zeros((len(X), len(spec.processor_names)))
-            procs = np.array([c.options[i].processor for i in kk])
-            u = np.divide(client_s, period, out=np.zeros_like(period), where=period > 0)
-            e_rate = np.divide(client_j, period, out=np.zeros_like(period), where=period > 0)
-            for name in set(procs.tolist()) | {cpu_name}:
-                if name not in spec_idx:
-                    raise ConfigError(f"thermal spec {spec.device!r} has no processor {name!r}")
-                m = (procs == name) & (l > 0)
-                power[:, spec_idx[name]] += np.where(m, static[name] * (1 - u) + e_rate, 0.0)
-            power[:, spec_idx[cpu_name]] += np.where((procs != cpu_name) | (l == 0), static[cpu_name], 0.0)
+            inv = np.divide(1.0, period, out=np.zeros_like(period), where=period > 0)
+            procs = st["proc"][kk]
+            head_w = np.where(on_phone, (st["active"][kk] - np.array([static[p] for p in procs])) * native_s * inv, 0.0)
+            cpu_max = dev.processor(cpu_name).max_clock_hz
+            cpu_active = dev.processor(cpu_name).power_w(max(caps.get(cpu_name, 1.0), 1e-9) * cpu_max)
+            cpu_busy = np.where(on_phone, client_s - native_s, 0.0)
+            power = np.zeros((len(X), len(spec_idx)))
+            for name in set(procs.tolist()):
+                m = on_phone & (procs == name)
+                power[:, spec_idx[name]] += np.where(m, static[name] + head_w, 0.0)
+            cpu_col = spec_idx[cpu_name]
+            power[:, cpu_col] += np.where(on_phone & (procs == cpu_name), 0.0, static[cpu_name])
+            power[:, cpu_col] += (cpu_active - static[cpu_name]) * cpu_busy * inv
             if MODEM in spec_idx:
-                power[:, spec_idx[MODEM]] += np.divide(radio, period, out=np.zeros_like(period), where=period > 0)
+                power[:, spec_idx[MODEM]] += radio * inv
             fps = np.divide(1.0, period, out=np.full_like(period, np.inf), where=period > 0)
             return power, fps
 
-        return levels.estimate(evaluate, len(X))
+        return levels.estimate(evaluate, len(X), sustained="sustained_fps" in canon)
 
     def hook(name: str) -> Callable[[Any, np.ndarray, Any], np.ndarray]:
         return lambda problem, X, out: memo.get(np.asarray(X), lambda: compute(problem, np.asarray(X)))[name]

@@ -16,7 +16,9 @@ processor ``p``'s maximum clock, 0 = off) the cost model is rebuilt at ``clock_h
 
 A processor the governor switches **off** (Pixel 4's NPU at 51 °C skin) does not stall the
 plan: its layers fall back to the CPU, as NNAPI/TFLite re-route work of an unavailable
-delegate — its cost-table column becomes the CPU's and its time heats the CPU.
+delegate — its cost-table column becomes the CPU's and its time heats the CPU (the fallback
+stage keeps its own thread; it is not counted in the CPU-sharing slowdown of CPU stages).
+Clocks are capped continuously (``cap × f_max``), not snapped to the device's clock levels.
 
 Power of processor ``p`` (busy time ``b_p`` per frame, period ``T``; utilisation
 ``u_p = b_p / T``): ``P_p = P_static,p + (P_active,p(f) - P_static,p) u_p`` for processors the
@@ -77,6 +79,10 @@ class CappedTables:
         self._cache: dict[tuple[float, ...], Any] = {}
         if base is not None:
             self._cache[(1.0,) * len(self.names)] = base
+
+    def cpu_off(self, caps: Mapping[str, float]) -> bool:
+        """Whether ``caps`` switch the CPU off (thermal shutdown: nothing runs, nothing heats)."""
+        return float(caps.get(self.names[self.cpu], 1.0)) <= 0
 
     def table(self, caps: Mapping[str, float]) -> Any:
         """The CostTable under ``caps`` (processor → fraction of max clock, 0 = off; missing = 1)."""
@@ -139,6 +145,8 @@ def pipeline_power(problem: Any, X: np.ndarray, out: Mapping[str, np.ndarray], s
     on = np.zeros((N, P), dtype=bool)
     on[rows, procs.ravel()] |= used.ravel()
     on[:, cpu] = True
+    for name in ct.meta.get("off", ()):
+        on[:, ct.processor_index(name)] = False  # switched off: its layers run on the CPU
     period = np.asarray(out["bottleneck_s"], dtype=np.float64)[:, None]
     util = np.divide(busy, period, out=np.zeros_like(busy), where=period > 0)
     active = np.asarray(ct.active_power_w, dtype=np.float64)[None, :]
@@ -178,6 +186,8 @@ class PipelineWorkload:
                                pre_s=s["pre_s"] / cpu_frac, post_s=s["post_s"] / cpu_frac)
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
+        if self.tables.cpu_off(caps):
+            return WorkloadPoint({}, 0.0)
         prob = self.problem_at(caps)
         X = self.chromosome[None]
         out = prob.evaluate(X)
@@ -199,6 +209,8 @@ class SplitWorkload:
     radio_j: float  # upload + download energy per frame
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
+        if self.tables.cpu_off(caps):
+            return WorkloadPoint({}, 0.0)
         dev = self.tables.device
         names = self.tables.names
         cpu = self.tables.cpu
@@ -380,3 +392,34 @@ def mapping_workload(problem: Any, x: Sequence[int], graph: Any, device: Any) ->
                 "pre_s": problem.pre_s, "post_s": problem.post_s}
     tables = CappedTables(graph, device, problem.cost_table.dtype, base=problem.cost_table)
     return PipelineWorkload(tables, settings, np.asarray(x, dtype=np.int64))
+
+
+def annotate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
+                  ambient_c: float | None = None) -> Any:
+    """Fill ``plan.predicted`` ``peak_temp_c`` (hottest die), ``time_to_throttle_s`` and
+    ``sustained_fps`` from one simulation of the plan when its device has a thermal spec.
+
+    Returns the plan (modified in place); a device without a thermal section leaves it as is.
+    ``predicted.extra`` records the horizon, the ambient, the peak skin temperature, the time
+    to "severe" when reached, and the search's estimates (``<name>_objective``) it replaces.
+    """
+    from ..hardware import load_device
+
+    dev = device if device is not None else load_device(plan.device)
+    if dev.thermal is None:
+        return plan
+    res = simulate_plan(plan, graph=graph, device=dev, duration_s=duration_s, ambient_c=ambient_c)
+    pred = plan.predicted
+    searched = {f"{k}_objective": float(v) for k, v in (("sustained_fps", pred.sustained_fps),
+                                                         ("peak_temp_c", pred.peak_temp_c),
+                                                         ("time_to_throttle_s", pred.time_to_throttle_s))
+                if v is not None}
+    pred.peak_temp_c = res.peak_die_c
+    pred.time_to_throttle_s = res.time_to_first_throttle_s
+    pred.sustained_fps = res.sustained_fps
+    extra = {"thermal_horizon_s": float(duration_s), "thermal_ambient_c": res.ambient_c,
+             "peak_skin_c": res.peak_skin_c, **searched}
+    if res.time_to_severe_s is not None:
+        extra["time_to_severe_s"] = res.time_to_severe_s
+    pred.extra = {**pred.extra, **extra}
+    return plan

@@ -1,0 +1,146 @@
+"""`dnnplan simulate` and plan → simulator workloads (pipeline and split plans)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from optimizer.plan.io import read_plan, write_plan
+from optimizer.plan.make import make_pipeline_plan, make_split_plan
+from optimizer.thermal.plan_workload import plan_workload, simulate_plan
+
+
+@pytest.fixture(scope="module")
+def graph(zoo_graph):
+    return zoo_graph("mobilenet_v2", "block")
+
+
+@pytest.fixture(scope="module")
+def map_plan(graph):
+    """Highest-throughput pipeline of MobileNetV2 on Pixel 4: every stage busy, frame after frame."""
+    return make_pipeline_plan(graph, "pixel4", solver="exact", cpu_cores=8).plan
+
+
+@pytest.fixture(scope="module")
+def split_plan(graph):
+    return make_split_plan(graph, "pixel4", "wifi_13", solver="exact").plan
+
+
+def test_full_load_pipeline_throttles_within_minutes(map_plan, graph):
+    start = time.perf_counter()
+    res = simulate_plan(map_plan, graph=graph, duration_s=600, ambient_c=25)
+    took = time.perf_counter() - start
+    assert took < 1.0, f"10 simulated minutes took {took:.2f} s"
+    # SPLASH (METHODS.md §5): a fully loaded Pixel 4 crosses the 43 °C skin row after ~1-2 min
+    assert 30 <= res.time_to_first_throttle_s <= 300
+    assert res.time_to_severe_s is not None and res.time_to_severe_s > res.time_to_first_throttle_s
+    assert res.fps[0] == pytest.approx(map_plan.predicted.throughput_fps, rel=1e-9)
+    assert res.sustained_fps < 0.95 * res.fps[0]
+    assert 43 <= res.peak_skin_c < 55
+    used = {st.processor for st in map_plan.stages} | {"cpu"}
+    p0 = dict(zip(res.processor_names, res.power_w[0]))
+    for name, watts in p0.items():
+        assert (watts > 0) == (name in used), (name, watts)
+    # the plan's predicted thermal fields are this simulation's
+    pred = map_plan.predicted
+    assert pred.time_to_throttle_s == res.time_to_first_throttle_s
+    assert pred.sustained_fps == pytest.approx(res.sustained_fps)
+    assert pred.peak_temp_c == pytest.approx(res.peak_die_c)
+
+
+def test_switched_off_processor_falls_back_to_cpu(map_plan, graph):
+    wl = plan_workload(map_plan, graph=graph)
+    assert "npu" in {st.processor for st in map_plan.stages}
+    on, off = wl({}), wl({"npu": 0.0})
+    assert off.power_w["npu"] == 0.0
+    assert off.power_w["cpu"] > on.power_w["cpu"]
+    assert 0 < off.fps < on.fps
+    capped = wl({"cpu": 0.5})
+    assert capped.fps < on.fps and capped.power_w["cpu"] < on.power_w["cpu"]
+    shutdown = wl({"cpu": 0.0})
+    assert shutdown.fps == 0.0 and not shutdown.power_w
+
+
+def test_split_plan_workload(split_plan, graph):
+    wl = plan_workload(split_plan, graph=graph)
+    pt = wl({})
+    extra = split_plan.predicted.extra
+    assert pt.fps == pytest.approx(1.0 / split_plan.predicted.latency_s, rel=1e-9)
+    assert pt.power_w["modem"] == pytest.approx((extra["upload_j"] + extra["download_j"]) * pt.fps, rel=1e-9)
+    head = split_plan.split.head_processor
+    assert pt.power_w[head] > 0
+    res = simulate_plan(split_plan, graph=graph)
+    assert split_plan.predicted.sustained_fps == pytest.approx(res.sustained_fps)
+    assert split_plan.predicted.peak_temp_c == pytest.approx(res.peak_die_c)
+
+
+def test_cli_simulate_map_plan(map_plan, run_cli, tmp_path):
+    from optimizer.report import plot_thermal
+
+    plan_path = write_plan(map_plan, tmp_path / "map.json")
+    sim, png = tmp_path / "sim.json", tmp_path / "sim.png"
+    r = run_cli("simulate", str(plan_path), "--duration", "120", "--ambient", "25", "--json",
+                "--out", str(sim), "--plot", str(png))
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["duration_s"] == 120 and s["kind"] == "pipeline" and s["device"] == "pixel4"
+    assert 30 <= s["time_to_first_throttle_s"] <= 120
+    assert s["initial_fps"] == pytest.approx(map_plan.predicted.throughput_fps)
+    assert set(s["fps_over_time"]) == {"1 min", "2 min"}
+    series = json.loads(sim.read_text())
+    assert len(series["times_s"]) == 120 and len(series["fps"]) == 120
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_thermal(series) is not None  # the report package reads --out files
+
+
+def test_cli_simulate_split_plan(split_plan, run_cli, tmp_path):
+    plan_path = write_plan(split_plan, tmp_path / "split.json")
+    r = run_cli("simulate", str(plan_path))
+    assert r.exit_code == 0, r.stderr
+    assert "sustained fps" in r.stdout and "peak skin" in r.stdout
+    assert read_plan(plan_path).predicted.sustained_fps is not None
+
+
+def test_device_without_thermal_section(tiny_onnx, run_cli, tmp_path):
+    from optimizer.graph import load_graph
+
+    g = load_graph(str(tiny_onnx), "op")
+    plan = make_pipeline_plan(g, "redmi_note8", solver="exact").plan
+    assert plan.predicted.peak_temp_c is None and plan.predicted.time_to_throttle_s is None
+    path = write_plan(plan, tmp_path / "p.json")
+    r = run_cli("simulate", str(path))
+    assert r.exit_code == 2
+    assert "redmi_note8" in r.stderr and "no thermal section" in r.stderr and "pixel4" in r.stderr
+
+
+def test_cli_simulate_bad_input(map_plan, run_cli, tmp_path):
+    path = write_plan(map_plan, tmp_path / "p.json")
+    r = run_cli("simulate", str(path), "--duration", "0")
+    assert r.exit_code == 2 and "--duration" in r.stderr
+    r = run_cli("simulate", str(path), "--plot", str(tmp_path / "x.svg"))
+    assert r.exit_code == 2 and ".png" in r.stderr
+    assert not (tmp_path / "x.svg").exists()
+    r = run_cli("simulate", str(tmp_path / "missing.json"))
+    assert r.exit_code == 2 and "missing.json" in r.stderr
+
+
+def test_workload_power_tracks_utilisation(map_plan, graph):
+    """A stage's power is static + (active - static) x busy share of the period."""
+    from optimizer.hardware import load_device
+
+    dev = load_device("pixel4")
+    wl = plan_workload(map_plan, graph=graph)
+    pt = wl({})
+    period = 1.0 / pt.fps
+    for k, st in enumerate(map_plan.stages):
+        if st.processor == "cpu":
+            continue
+        proc = dev.processor(st.processor)
+        static, active = proc.power.static_w, proc.power_w()
+        util = (pt.power_w[st.processor] - static) / (active - static)
+        assert 0 < util <= 1.0 + 1e-9
+        assert util * period <= st.predicted_time_s + 1e-12
+    assert np.isclose(max(s.predicted_time_s for s in map_plan.stages), period)
