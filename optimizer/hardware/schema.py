@@ -275,12 +275,20 @@ class Device(_Model):
 
 class RadioPower(_Model):
     """Huang et al. (MobiSys'12) data-transfer power: ``P = alpha * tau + beta`` with ``tau``
-    the achieved throughput; alpha in W per bit/s, beta in W."""
+    the achieved throughput; alpha in W per bit/s, beta in W. ``max_power_w`` caps it: the
+    linear model was fitted at throughputs of a few to tens of Mbps and would give tens of
+    watts at hundreds of Mbps."""
 
     alpha_u_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_u")
     alpha_d_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_d")
     beta_w: Annotated[Watts, NonNegative] = Field(alias="beta")
+    max_power_w: Annotated[Watts, Positive] | None = Field(default=None, alias="max_power")
     source: str
+
+    def power_w(self, alpha_w_per_bps: float, tau_bps: float) -> float:
+        """``alpha * tau + beta``, capped at ``max_power_w`` when set."""
+        p = alpha_w_per_bps * tau_bps + self.beta_w
+        return p if self.max_power_w is None else min(p, self.max_power_w)
 
 
 class Link(_Model):
@@ -305,13 +313,13 @@ class Link(_Model):
 
     @property
     def upload_power_w(self) -> float:
-        """Radio power while sending at the link's throughput: ``alpha_u * tau_u + beta``."""
-        return self.radio.alpha_u_w_per_bps * self.uplink_bps + self.radio.beta_w
+        """Radio power while sending at the link's throughput: ``alpha_u * tau_u + beta`` (capped)."""
+        return self.radio.power_w(self.radio.alpha_u_w_per_bps, self.uplink_bps)
 
     @property
     def download_power_w(self) -> float:
         """Radio power while receiving: ``alpha_d * tau_d + beta``."""
-        return self.radio.alpha_d_w_per_bps * self.downlink_bps + self.radio.beta_w
+        return self.radio.power_w(self.radio.alpha_d_w_per_bps, self.downlink_bps)
 
     def upload_j(self, nbytes: float | np.ndarray) -> float | np.ndarray:
         """Phone energy to send ``nbytes``: ``(alpha_u tau_u + beta) I / B`` (SmartSplit, Huang et al.)."""
