@@ -33,11 +33,13 @@ def map_cmd(
     model: str = typer.Argument(..., help="Zoo name or model file (.keras, .onnx, .tflite, SavedModel dir)."),
     device: str = typer.Option(..., "--device", "-d", help="Device name (search_spaces/devices) or YAML path."),
     out: Path = typer.Option(..., "--out", "-o", help="Plan file to write (schema v1)."),
-    dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="int8, fp16 or fp32 (default int8; fp32 with "
+                                                              "--measure host)."),
     solver: str = typer.Option("ga", "--solver", help="ga, exact, single or flops."),
     objectives: str = typer.Option("throughput", "--objectives",
-                                   help="throughput (alias fps), latency, energy, memory; two comma-separated "
-                                        "for a Pareto front (e.g. throughput,energy)."),
+                                   help="throughput (alias fps), latency, energy, memory, sustained-fps, "
+                                        "peak-temp, time-to-throttle; two comma-separated for a Pareto front "
+                                        "(e.g. throughput,peak-temp)."),
     stages: int = typer.Option(3, "--stages", help="Most inference stages (each on its own processor)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the GA (same seed -> same plan)."),
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
@@ -56,7 +58,15 @@ def map_cmd(
     measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd",
                                               help="Measure each candidate's fps with this command "
                                                    "(optimizer/measure/PROTOCOL.md); GA fitness = measured fps."),
-    measure_repeats: int = typer.Option(10, "--measure-repeats", help="Timed runs per measurement (2 warm-up runs)."),
+    measure: Optional[str] = typer.Option(None, "--measure",
+                                          help="'host': measure each candidate by running it on this "
+                                               "host's cores (--device host_cores); GA fitness = measured fps."),
+    measure_repeats: Optional[int] = typer.Option(None, "--measure-repeats",
+                                                  help="Timed runs per measurement, median kept (default 10 "
+                                                       "with --measure-cmd, 2 warm-up runs; 5 with --measure host)."),
+    measure_frames: int = typer.Option(100, "--measure-frames", help="Frames per timed run (--measure host)."),
+    variant: Optional[list[str]] = typer.Option(None, "--variant",
+                                                help="Zoo builder argument KEY=VALUE (repeatable), e.g. input_size=96."),
     measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",
                                                  help="JSON-lines cache of measurements (default: OUT.measured.jsonl)."),
 ) -> None:
@@ -74,18 +84,43 @@ def map_cmd(
         from ..errors import UnknownNameError
 
         raise UnknownNameError("solver", solver, solver_names("pipeline"))
-    objs = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    from ..thermal.objectives import thermal_name
+
+    objs = tuple(thermal_name(o.strip()) or o.strip() for o in objectives.split(",") if o.strip())
     limit = _memory_limit(memory_limit)
     if resume and solver != "ga":
         raise ConfigError(f"--resume applies to --solver ga, not {solver!r}")
     if measure_cmd is not None and solver != "ga":
         raise ConfigError(f"--measure-cmd applies to --solver ga, not {solver!r}")
+    if measure is not None:
+        if measure != "host":
+            raise ConfigError(f"--measure {measure!r}: expected 'host' (or use --measure-cmd)")
+        if measure_cmd is not None:
+            raise ConfigError("--measure host and --measure-cmd both given; choose one measurement source")
+        if solver != "ga":
+            raise ConfigError(f"--measure host applies to --solver ga, not {solver!r}")
+    if dtype is None:
+        dtype = "fp32" if measure == "host" else "int8"
+    from .common import parse_variant
+
+    variant_args = parse_variant(variant)
     dev = load_device(device)
-    graph = load_graph(model, granularity)
+    if measure == "host":
+        from ..runtime.host_evaluator import check_host_device
+
+        check_host_device(dev)
+    graph = load_graph(model, granularity, **variant_args)
     names = None if processors is None else [p.strip() for p in processors.split(",") if p.strip()]
+    thermal = [o for o in objs if thermal_name(o)]
+    extra = ()
+    if thermal:
+        from ..thermal.objectives import pipeline_thermal_objectives
+
+        extra = pipeline_thermal_objectives(thermal, graph, dev)
     problem = pipeline_problem(graph, dev, dtype=dtype, stages=stages, objectives=objs, memory_limit=limit,
                                processors=names, cpu_cores=cpu_cores, pre_s=pre_ms / 1e3,
-                               post_s=post_ms / 1e3)
+                               post_s=post_ms / 1e3, extra_objectives=extra,
+                               cpu_threads=1 if measure == "host" else 4)  # host: one thread per core stage
     ct = problem.cost_table
 
     settings: dict = {}
@@ -105,11 +140,22 @@ def map_cmd(
             cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
             settings["evaluator"] = MeasuredEvaluator(
                 external_measure(measurer, artifact, dtype=dtype, cpu_processor=cpu,
-                                 cpu_threads=problem.cpu_threads, repeats=measure_repeats),
+                                 cpu_threads=problem.cpu_threads,
+                                 repeats=10 if measure_repeats is None else measure_repeats),
                 cache_path=cache)
+        elif measure == "host":
+            from ..runtime.host_evaluator import HostPipelineMeasurer
+            from ..search.evaluators import MeasuredEvaluator
+
+            cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
+            settings["evaluator"] = MeasuredEvaluator(
+                HostPipelineMeasurer(model, graph, dtype=dtype, variant=variant_args, device=dev.name,
+                                     frames=measure_frames, repeats=5 if measure_repeats is None else measure_repeats,
+                                     seed=seed), cache_path=cache)
 
     first = problem.objective_names[0]
-    unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B"}.get(first, "")
+    unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",
+            "peak_temp_c": "°C", "time_to_throttle_s": "s"}.get(first, "")
     try:
         if solver == "ga" and not STATE.quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -134,7 +180,7 @@ def map_cmd(
             measurer.close()
 
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
-    outcome = finish_pipeline_plan(problem, result, graph, command=command)
+    outcome = finish_pipeline_plan(problem, result, graph, variant=variant_args or None, command=command, device=dev)
     result, plan = outcome.result, outcome.plan
     write_plan(plan, out)
     if solver == "ga" and checkpoint is None and ckpt is not None:
@@ -162,10 +208,22 @@ def _summary(problem, result, plan, out: Path) -> None:
             st.predicted_time_s)
     row("post", plan.postprocess.processor, "", best.metrics["post_s"])
     console.print(table)
-    obj = best.objectives
+    obj = dict(best.objectives)
+    measured = result.settings.get("evaluator") == "measured"
+    if measured:
+        console.print(f"measured: {obj['throughput_fps']:.2f} fps ({result.settings.get('measurements', 0)} "
+                      "new measurements this run); modeled figures below", highlight=False)
+        obj["throughput_fps"] = 1.0 / bottleneck if bottleneck > 0 else float("inf")
     console.print(f"predicted: {obj['throughput_fps']:.2f} fps, latency {obj['latency_s'] * 1e3:.2f} ms, "
                   f"energy {obj['energy_j'] * 1e3:.2f} mJ/frame, memory {obj['memory_bytes'] / 1e6:.1f} MB "
                   f"(largest stage)", highlight=False)
+    pr = plan.predicted
+    if pr.peak_temp_c is not None:
+        ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
+        console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s at "
+                      f"{pr.extra.get('thermal_ambient_c', 25):g} °C: first throttle {ttt}, sustained "
+                      f"{pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C "
+                      f"(dnnplan simulate {out} for details)", highlight=False)
     singles = {k.split(":", 1)[1]: c for k, c in result.baselines.items() if k.startswith("single:")}
     if singles:
         best_single = max(singles.items(), key=lambda kv: kv[1].objectives["throughput_fps"])

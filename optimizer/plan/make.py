@@ -34,6 +34,7 @@ def pipeline_problem(
     memory_limit: float | None = None,
     processors: list[str] | None = None,
     cpu_cores: int | None = None,
+    cpu_threads: int = 4,
     pre_s: float = 0.0,
     post_s: float = 0.0,
     backend: str = "analytic",
@@ -50,7 +51,8 @@ def pipeline_problem(
         dev = load_device(device) if isinstance(device, str) else device
         table = build_cost_table(graph, dev, dtype, backend=backend)
     problem = PipelineProblem(table, stages=stages, objectives=tuple(objectives), memory_limit=memory_limit,
-                              processors=processors, cpu_cores=cpu_cores, pre_s=pre_s, post_s=post_s,
+                              processors=processors, cpu_cores=cpu_cores, cpu_threads=cpu_threads,
+                              pre_s=pre_s, post_s=post_s,
                               extra_objectives=tuple(extra_objectives))
     problem.prepare()
     problem.check_memory_feasible()

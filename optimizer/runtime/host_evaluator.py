@@ -1,0 +1,265 @@
+"""Measured pipeline search on this host: candidate mappings run for real, one core per stage.
+
+Park & Ha's device-in-the-loop fitness (METHODS.md §2), with this workstation as the device:
+the processors of ``search_spaces/devices/host_cores.yaml`` are its cores (``cpu0``, ``cpu1``),
+and a candidate mapping (consecutive layer ranges on distinct cores) is measured by executing
+it with the reference runtime (:func:`optimizer.runtime.run_plan`: one thread per stage,
+bounded queues, each stage a one-thread LiteRT interpreter pinned to its own CPU). The runtime
+pins the ``k``-th stage to the ``k``-th CPU this process may use (:func:`optimizer.runtime.core_groups`
+for devices other than ``host``); the cores are alike, so the processor names only label them and
+a mapping and its core-swapped twin measure the same thing.
+
+Affordability: every distinct stage (model, op range, dtype) is cut with
+:class:`~optimizer.plan.export.KerasCutter` and converted once; the ``.tflite`` and its I/O
+specs are stored content-addressed (SHA-256 of the stage's identity) under ``cache_dir`` and
+reused across candidates and across runs. A candidate's artifacts directory only links the
+cached stage files and writes a manifest. INT8 stages are calibrated with the float
+activations of the preceding layers on synthetic inputs (enough for timing; unlike
+``dnnplan export`` they are not aligned to the single-file INT8 model).
+
+Measured throughput = median (or best) of ``repeats`` runs of ``frames`` frames (interpreters
+warmed up before each timed run), which damps the noise of other processes sharing the cores.
+Plug it into the GA with :class:`optimizer.search.evaluators.MeasuredEvaluator`, whose
+JSON-lines cache makes an interrupted search resume without measuring anything twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, MeasurementError
+from ..fileio import atomic_write_json, sha256_bytes
+from ..graph.layergraph import LayerGraph
+
+DEFAULT_CACHE_DIR = Path("results/cache/host_stages")
+CACHE_VERSION = 1
+HOST_DEVICE = "host_cores"
+
+
+def check_host_device(device: Any) -> None:
+    """Refuse devices whose processors are not single cores of this host.
+
+    ``device`` is a :class:`optimizer.hardware.Device`; every processor must be a one-core CPU
+    and there must be no more of them than CPUs this process may use.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    bad = [p.name for p in device.processors if p.kind != "cpu" or int(getattr(p, "cores", 1)) != 1]
+    if bad:
+        raise ConfigError(f"--measure host: device {device.name!r} has processors {bad} that are not "
+                          f"one-core CPUs of this host; use --device {HOST_DEVICE}")
+    if len(device.processors) > cpus:
+        raise ConfigError(f"--measure host: device {device.name!r} has {len(device.processors)} "
+                          f"processors but this process may use {cpus} CPU(s); use --device {HOST_DEVICE} "
+                          "or a device listing at most that many cores")
+
+
+class HostPipelineMeasurer:
+    """``measure(decision) -> fps`` by running the candidate pipeline on this host's cores.
+
+    Parameters
+    ----------
+    model : str
+        Zoo name (built with weights seeded by ``seed``) or ``.keras`` file.
+    graph : LayerGraph
+        The network at the search's granularity (what the mapping's layer indices refer to).
+    dtype : {"fp32", "fp16", "int8"}
+        Stage precision.
+    variant : dict, optional
+        Zoo builder arguments (e.g. ``{"input_size": 96}``); must match ``graph``.
+    device : str
+        Device name written into the candidate plans.
+    cache_dir : path-like
+        Content-addressed stage cache (``<sha256>.tflite`` + ``<sha256>.json``) and per-candidate
+        artifact directories (``runs/``).
+    frames, repeats : int
+        Frames per timed run and timed runs per measurement (the median is returned).
+    seed : int
+        Weight seed of zoo networks, seed of synthetic inputs and INT8 calibration data.
+    calib_samples : int
+        Synthetic calibration samples for INT8 stages.
+    statistic : {"median", "best"}
+        How the runs of one measurement are summarised: their median fps, or the fastest run
+        (the one least disturbed by other processes; the usual microbenchmark choice).
+
+    Attributes
+    ----------
+    conversions : int
+        Stage sub-models converted by this object (cache misses).
+    runs : list of dict
+        Every measurement made: ``stages``, ``fps`` (median), ``fps_runs``, ``predicted_fps``.
+    """
+
+    def __init__(self, model: str | os.PathLike[str], graph: LayerGraph, *, dtype: str = "fp32",
+                 variant: dict[str, Any] | None = None, device: str = HOST_DEVICE,
+                 cache_dir: str | os.PathLike[str] = DEFAULT_CACHE_DIR, frames: int = 30, repeats: int = 3,
+                 seed: int = 0, calib_samples: int = 16, statistic: str = "median") -> None:
+        if dtype not in ("fp32", "fp16", "int8"):
+            raise ConfigError(f"--dtype {dtype!r}: expected fp32, fp16 or int8")
+        if frames < 2:
+            raise ConfigError(f"--measure-frames {frames}: expected at least 2 frames per timed run")
+        if repeats < 1:
+            raise ConfigError(f"--measure-repeats {repeats}: expected at least 1 timed run")
+        if statistic not in ("median", "best"):
+            raise ConfigError(f"statistic {statistic!r}: expected 'median' or 'best'")
+        self.statistic = statistic
+        self.model = model
+        self.graph = graph
+        self.dtype = dtype
+        self.variant = dict(variant or {})
+        self.device = device
+        self.cache_dir = Path(cache_dir)
+        self.frames = frames
+        self.repeats = repeats
+        self.seed = seed
+        self.calib_samples = calib_samples
+        self.conversions = 0
+        self.runs: list[dict[str, Any]] = []
+        self._keras: Any = None
+        self._op_graph: LayerGraph | None = None
+        self._weight_seed: int | None = None
+        self._cutter: Any = None
+        self._calib: dict[str, np.ndarray] | None = None
+
+    # ------------------------------------------------------------ plans
+    def plan(self, stages: list[dict[str, Any]], predicted_fps: float | None = None) -> Any:
+        """The pipeline :class:`~optimizer.plan.schema.Plan` of one decision's ``stages``
+        (``processor``, ``first_layer``, ``last_layer``), one thread per stage."""
+        from ..plan.schema import ModelRef, Plan, Predicted, SearchInfo, Stage, new_provenance
+
+        g = self.graph
+        ref = ModelRef(name=g.name, sha256=g.source_sha256, layers=len(g), granularity=g.granularity,
+                       dtype=self.dtype, source=g.source or None, variant=self.variant)
+        sts = [Stage(processor=s["processor"], first_layer=int(s["first_layer"]), last_layer=int(s["last_layer"]),
+                     threads=1, dtype=self.dtype) for s in stages]
+        return Plan(kind="pipeline", model=ref, device=self.device, stages=sts,
+                    predicted=Predicted(throughput_fps=predicted_fps),
+                    search=SearchInfo(solver="host-measure",
+                                      settings={"frames": self.frames, "repeats": self.repeats}),
+                    provenance=new_provenance())
+
+    # ------------------------------------------------------------ stage cache
+    def _load(self, plan: Any) -> None:
+        if self._keras is not None:
+            return
+        from ..plan.export import KerasCutter, load_plan_model
+
+        model = None if (self.graph.source or "").startswith("zoo:") else self.model
+        self._keras, self._op_graph, self._weight_seed = load_plan_model(plan, model, seed=self.seed)
+        self._cutter = KerasCutter(self._keras)
+        if len(self._op_graph.with_granularity(self.graph.granularity)) != len(self.graph):
+            raise ConfigError(f"{self.model}: the Keras model has "
+                              f"{len(self._op_graph.with_granularity(self.graph.granularity))} "
+                              f"{self.graph.granularity} layers, the searched graph {len(self.graph)}; "
+                              "build both with the same variant")
+
+    def _stage_key(self, first_op: int, end_op: int) -> str:
+        ident = {"v": CACHE_VERSION, "model": self.graph.source_sha256 or str(self.model), "variant": self.variant,
+                 "weight_seed": self._weight_seed, "ops": [first_op, end_op], "dtype": self.dtype,
+                 "calib": [self.calib_samples, self.seed] if self.dtype == "int8" else None}
+        return sha256_bytes(json.dumps(ident, sort_keys=True).encode("utf-8"))
+
+    def _calibration(self, ins: list[str], first_op: int) -> list[np.ndarray]:
+        from ..plan.export import _predict, calibration_inputs
+
+        assert self._op_graph is not None
+        if self._calib is None:
+            self._calib, _ = calibration_inputs(self._op_graph, "synthetic", self.calib_samples, self.seed)
+        g = self._op_graph
+        if first_op == 0:
+            return [self._calib[t] for t in ins]
+        prefix = self._cutter.submodel(g, 0, first_op, list(g.inputs), ins, "calib_prefix")
+        return _predict(prefix, [self._calib[t] for t in g.inputs])
+
+    def stage_file(self, first_op: int, end_op: int) -> tuple[Path, dict[str, Any]]:
+        """The cached ``.tflite`` of ops ``[first_op, end_op)`` and its I/O specs (converted on a miss)."""
+        from ..plan.export import _convert, _representative, _tensor_specs, part_io
+
+        assert self._op_graph is not None
+        key = self._stage_key(first_op, end_op)
+        path, meta_path = self.cache_dir / f"{key}.tflite", self.cache_dir / f"{key}.json"
+        if path.is_file() and meta_path.is_file():
+            return path, json.loads(meta_path.read_text(encoding="utf-8"))
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        ins, outs = part_io(self._op_graph, first_op, end_op)
+        sub = self._cutter.submodel(self._op_graph, first_op, end_op, ins, outs, f"ops_{first_op}_{end_op}")
+        rep = _representative(self._calibration(ins, first_op)) if self.dtype == "int8" else None
+        _convert(sub, path, self.dtype, rep)
+        self.conversions += 1
+        meta = {"inputs": [s.model_dump(mode="json") for s in _tensor_specs(path, ins, "inputs")],
+                "outputs": [s.model_dump(mode="json") for s in _tensor_specs(path, outs, "outputs")]}
+        atomic_write_json(meta_path, meta)
+        return path, meta
+
+    def artifacts(self, plan: Any) -> Path:
+        """An artifacts directory for ``plan`` (cached stage files linked, manifest written)."""
+        from .. import __version__
+        from ..fileio import sha256_file
+        from ..plan.export import _delegate, _manifest, plan_parts, plan_sha256
+        from ..plan.manifest import MANIFEST_FILE, Manifest, Part, TensorSpec
+
+        self._load(plan)
+        assert self._op_graph is not None
+        parts = plan_parts(plan, self._op_graph.with_granularity(self.graph.granularity))
+        run_dir = self.cache_dir / "runs" / plan_sha256(plan)[:24]
+        if (run_dir / MANIFEST_FILE).is_file():
+            return run_dir
+        tmp = run_dir.with_name(run_dir.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        manifest_parts = []
+        for pr in parts:
+            src, meta = self.stage_file(pr.first_op, pr.end_op)
+            dst = tmp / f"{pr.name}.tflite"
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+            manifest_parts.append(Part(
+                name=pr.name, role=pr.role, file=dst.name, sha256=sha256_file(dst), bytes=dst.stat().st_size,
+                first_layer=pr.first_layer, last_layer=pr.last_layer, first_op=pr.first_op,
+                last_op=pr.end_op - 1, processor=pr.processor, delegate=_delegate(pr.processor, pr.role),
+                threads=pr.threads, dtype=pr.dtype, location=pr.location,
+                inputs=[TensorSpec.model_validate(s) for s in meta["inputs"]],
+                outputs=[TensorSpec.model_validate(s) for s in meta["outputs"]]))
+        manifest = _manifest(plan, self._op_graph, manifest_parts, self._weight_seed, None, __version__)
+        manifest = Manifest.model_validate(manifest.model_dump())
+        atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.replace(tmp, run_dir)
+        return run_dir
+
+    # ------------------------------------------------------------ measuring
+    def measure_plan(self, plan: Any) -> tuple[float, list[float]]:
+        """Measured fps of ``plan`` (median or best of ``repeats`` runs), and every run's fps."""
+        from .pipeline import run_plan
+
+        d = self.artifacts(plan)
+        fps = []
+        for r in range(self.repeats):
+            report = run_plan(plan, d, frames=self.frames, pin=True, seed=self.seed + r)
+            fps.append(float(report.throughput_fps))
+        med = float(statistics.median(fps) if self.statistic == "median" else max(fps))
+        if not np.isfinite(med) or med <= 0:
+            raise MeasurementError(f"measured {med} fps for stages {[s.model_dump() for s in plan.stages]}")
+        return med, fps
+
+    def __call__(self, decision: dict[str, Any]) -> float:
+        """Measured fps of one decision (``PipelineProblem.decode``'s dict)."""
+        plan = self.plan(decision["stages"])
+        med, fps = self.measure_plan(plan)
+        self.runs.append({"stages": decision["stages"], "fps": med, "fps_runs": fps})
+        return med
+
+
+def host_measure(model: str | os.PathLike[str], graph: LayerGraph, **kwargs: Any) -> Callable[[dict[str, Any]], float]:
+    """``measure(decision) -> fps`` for :class:`~optimizer.search.evaluators.MeasuredEvaluator`
+    (a :class:`HostPipelineMeasurer`; keyword arguments as there)."""
+    return HostPipelineMeasurer(model, graph, **kwargs)
