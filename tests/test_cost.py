@@ -203,6 +203,54 @@ def test_learned_pipeline_predicts_unseen_network(toy):
     assert abs(ct.whole_network_latency()[0] / truth - 1) < 0.3
     with pytest.raises(ConfigError, match="trained on processors cpu, not 'gpu'"):
         build_cost_table(test_graph, toy, "fp32", "learned", model=model)
+    with pytest.raises(ConfigError, match="bytes_per_s=-1.0: nominal rates must be > 0"):
+        fit_learned_model(tables[:-1], dtype="fp32", bytes_per_s=-1.0)
+    with pytest.raises(ConfigError, match="at least one measured table"):
+        fit_learned_model([], dtype="fp32")
+
+
+@pytest.fixture(scope="module")
+def measured_mobilenet_v2():
+    """Host onnxruntime tables of MobileNetV2 at 96 and 192 px (results/cache/measure when present)."""
+    from optimizer.graph import load_graph
+    from optimizer.measure.host import measure_model
+
+    out = []
+    for size in (96, 192):
+        g = load_graph("mobilenet_v2", input_size=size)
+        out.append((g, measure_model("mobilenet_v2", g, threads=1, repeats=10, warmup=2, rounds=2,
+                                     input_size=size)))
+    return out
+
+
+@pytest.mark.slow
+def test_learned_backend_on_host_measurements_extrapolates_size(measured_mobilenet_v2):
+    """Fit on real per-layer measurements of a 96-px network, predict the same net at 192 px (4x MACs).
+
+    A tree model cannot leave the range it was trained on; the roofline-term linear model must.
+    """
+    from scipy.stats import spearmanr
+
+    from optimizer.cost.learned import coefficients
+
+    (small, t_small), (large, t_large) = measured_mobilenet_v2
+    model = fit_learned_model([(small, t_small)], dtype="fp32")
+    assert model.trained_on_ == [small.name] and model.processors_ == ["cpu"]
+    coefs = coefficients(model)
+    assert all(v >= 0 for v in coefs.values())
+    # measured conv time over the nominal roofline: a physical factor, not an arbitrary weight
+    assert 0.3 < coefs["cpu:roof_conv"] < 3.0, coefs
+    host = load_device("host")
+    for (g, t), tol in (((small, t_small), 0.10), ((large, t_large), 0.35)):
+        ct = build_cost_table(g, host, "fp32", "learned", model=model)
+        y = t.rows["latency_s"].to_numpy()
+        assert ct.latency_s.shape == (len(g), 1) and (ct.latency_s >= 0).all()
+        ratio = ct.whole_network_latency()[0] / y.sum()
+        assert abs(ratio - 1) < tol, (g.name, len(g), ratio)
+        assert spearmanr(ct.latency_s[:, 0], y).statistic > 0.75  # layers ranked as measured
+    # the unseen, 4x larger network is predicted slower than the training one, by roughly the MAC ratio
+    big = build_cost_table(large, host, "fp32", "learned", model=model).whole_network_latency()[0]
+    assert 2.0 < big / t_small.rows["latency_s"].sum() < 5.0
 
 
 # --------------------------------------------------------------------------- CLI

@@ -52,7 +52,7 @@ def _learned_model(tables: list[str], dtype: str):
         name = mt.meta.get("model")
         if not name:
             raise ConfigError(f"{path}: the table has no '# model: ...' header; cannot find its network")
-        pairs.append((load_graph(str(name), str(mt.meta.get("granularity", "op"))), mt))
+        pairs.append((load_graph(str(name), str(mt.meta.get("granularity", "op")), **dict(mt.meta.get("variant") or {})), mt))
     return fit_learned_model(pairs, dtype=str(pairs[0][1].meta.get("dtype", "fp32")))
 
 

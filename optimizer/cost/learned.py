@@ -1,11 +1,27 @@
-"""Learned cost backend: a scikit-learn Pipeline predicting per-layer latency from layer features.
+"""Learned cost backend: a physically shaped scikit-learn Pipeline fitted on measured tables.
 
-Features (one row per layer and processor): op family, source operator type (e.g. ``ReLU`` is
-fused by runtimes, ``PReLU`` is not) and processor (one-hot); log MACs, log bytes read /
-written / weights, output spatial size and channels, input channels, the arithmetic intensity
-and a nominal roofline prior ``log(2 us * dispatched + max(MACs / 40 GMAC/s, bytes / 20 GB/s))``. The target is ``log(latency)`` (TransformedTargetRegressor), fitted by
-gradient-boosted trees (Friedman 2001; as in nn-Meter's per-kernel predictors, Zhang et al.
-MobiSys'21). Fit it on measured tables of some networks and predict networks never measured.
+Each layer is first mapped to the kernel a runtime would run for it (nn-Meter's idea: predict
+per *kernel*, after the runtime's fusion rules; Zhang et al., MobiSys'21): batch-norms fold into
+the preceding convolution at export, and ReLU/ReLU6/LeakyReLU/sigmoid/tanh/hard-sigmoid fuse into
+it (onnxruntime's and TFLite's conv-activation fusion), while PReLU, swish (``Activation``),
+layer-norm and the like run as memory-bound kernels of their own. :class:`KernelTerms` then
+describes each layer by non-negative cost terms, in seconds at nominal rates:
+
+* ``roof_<conv|dwconv|dense>``: the roofline time ``max(MACs / 39 GMAC/s, bytes / B)``
+  (Williams et al., CACM 2009) of a compute layer, bytes = input + output + weights, B the
+  single-thread copy bandwidth (15 GB/s on this host);
+* ``mem_<kind>``: the same roofline time of an element-wise, pooling, concat, resize, norm or
+  data-movement kernel (an activation never seen in training is priced by its bytes, like
+  every other unfused activation, not by a tree leaf);
+* ``disp_<kind>``: 1 us per dispatched kernel (launch and framework overhead),
+
+interacted with the processor (one coefficient set per processor). The regressor is
+non-negative least squares (``LinearRegression(positive=True)``), so its coefficients read as
+"measured over nominal" time per term, and whole-network latency (the sum over layers)
+extrapolates linearly to networks larger or smaller than the training ones, which tree models
+cannot. Rows are weighted by ``1 / T_net**2`` so every training network counts the same. The
+ridge point is set by the processor's nominal peak and copy bandwidth, measured on the hardware,
+not fitted to networks.
 """
 
 from __future__ import annotations
@@ -15,93 +31,159 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
 
 from ..errors import ConfigError
-from ..graph.layergraph import LayerGraph
-from .features import layer_arrays
+from ..graph.layergraph import LayerGraph, dtype_bytes
 from .measured import MeasuredTable, check_matches
 
-NUMERIC = ("log_macs", "log_in_bytes", "log_out_bytes", "log_weight_bytes", "log_out_hw",
-           "log_out_c", "log_in_c", "log_intensity", "dispatched", "log_roofline")
-CATEGORICAL = ("op", "op_type", "processor")
-MIN_LATENCY_S = 1e-7  # floor before the log (fused layers measure ~0)
+#: default nominal rates: one AVX2+FMA core at 2.445 GHz (16 MAC/cycle) and its single-thread
+#: copy bandwidth (14.7 GB/s measured with numpy on this host, 2026-11-23); only the ratio matters
+NOMINAL_MACS_PER_S = 39e9
+NOMINAL_BYTES_PER_S = 15e9
+DISPATCH_S = 1e-6
+#: activations runtimes fuse into the producing conv/dense kernel (lower-case, any framework's spelling)
+FUSABLE_ACTIVATIONS = frozenset({"relu", "relu6", "leakyrelu", "leaky_relu", "sigmoid", "logistic", "tanh",
+                                 "hardsigmoid", "hard_sigmoid", "clip"})
+#: norms folded into the preceding convolution at export
+FOLDED_NORMS = frozenset({"batchnormalization", "batch_norm", "fusedbatchnorm", "fusedbatchnormv3"})
+COMPUTE = ("conv", "dwconv", "dense")
+MEMORY = ("act_fused", "act", "add", "concat", "pool", "resize", "norm_folded", "norm", "move")
+DISPATCH = ("conv", "dwconv", "dense", "act_fused", "act", "add", "concat", "pool", "resize", "norm")
+TERMS: tuple[str, ...] = (tuple(f"roof_{k}" for k in COMPUTE) + tuple(f"mem_{k}" for k in MEMORY)
+                          + tuple(f"disp_{k}" for k in DISPATCH))
+
+
+def _kernel_kind(op: str, op_type: str) -> str:
+    t = op_type.lower()
+    if op in COMPUTE or op in ("add", "concat", "pool", "resize"):
+        return op
+    if op == "act":
+        return "act_fused" if t in FUSABLE_ACTIVATIONS else "act"
+    if op == "norm":
+        return "norm_folded" if t in FOLDED_NORMS else "norm"
+    return "move"  # reshape / other: copies at most
 
 
 def layer_features(graph: LayerGraph, dtype: str, processor: str) -> Any:
-    """DataFrame of the learned model's features, one row per layer of ``graph``."""
+    """DataFrame of the per-layer inputs of the model: kernel ``kind``, ``macs``, ``moved_bytes``, ``processor``.
+
+    ``moved_bytes`` = input + output activations + weights at ``dtype``.
+    """
     import pandas as pd
 
-    a = layer_arrays(graph, dtype)
-    out_hw = np.array([math.prod(la.output_shapes[0][:-1]) if la.output_shapes and len(la.output_shapes[0]) > 1
-                       else 1 for la in graph.layers], dtype=np.float64)
-    out_c = np.array([la.output_shapes[0][-1] if la.output_shapes and la.output_shapes[0] else 1
-                      for la in graph.layers], dtype=np.float64)
-    in_c = np.array([la.input_shapes[0][-1] if la.input_shapes and la.input_shapes[0] else 1
-                     for la in graph.layers], dtype=np.float64)
-    roofline = 2e-6 * a.dispatched + np.maximum(a.macs / 40e9, a.moved_bytes / 20e9)
+    nb = dtype_bytes(dtype)
     return pd.DataFrame({
-        "op": [la.op for la in graph.layers],
-        "op_type": [la.op_type for la in graph.layers],
+        "kind": [_kernel_kind(la.op, la.op_type) for la in graph.layers],
+        "macs": graph.macs_array.astype(np.float64),
+        "moved_bytes": np.array([(sum(math.prod(s) if s else 1 for s in la.input_shapes) + la.output_elements
+                                  + la.params) * nb for la in graph.layers], dtype=np.float64),
         "processor": processor,
-        "log_macs": np.log1p(a.macs),
-        "log_in_bytes": np.log1p(a.in_bytes),
-        "log_out_bytes": np.log1p(a.out_bytes),
-        "log_weight_bytes": np.log1p(a.weight_bytes),
-        "log_out_hw": np.log1p(out_hw),
-        "log_out_c": np.log1p(out_c),
-        "log_in_c": np.log1p(in_c),
-        "log_intensity": np.log1p(a.macs / np.maximum(a.moved_bytes, 1.0)),
-        "dispatched": a.dispatched.astype(np.float64),
-        "log_roofline": np.log(np.maximum(roofline, 1e-9)),
     })
 
 
-def make_learned_pipeline(random_state: int = 0) -> Any:
-    """An unfitted Pipeline: one-hot(op, op_type, processor) + numeric features -> log-latency GBRT."""
-    from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
-    from sklearn.ensemble import HistGradientBoostingRegressor
+class KernelTerms(TransformerMixin, BaseEstimator):
+    """Cost terms (:data:`TERMS`, seconds at nominal rates) interacted with the processor.
+
+    One block of terms per processor seen in fit; rows of an unseen processor raise
+    :class:`ConfigError`. ``bytes_per_s`` (with ``macs_per_s``) sets the roofline ridge point,
+    ``macs_per_s / bytes_per_s`` MACs per byte; the regression absorbs the overall scale.
+    """
+
+    def __init__(self, macs_per_s: float = NOMINAL_MACS_PER_S, bytes_per_s: float = NOMINAL_BYTES_PER_S):
+        self.macs_per_s = macs_per_s
+        self.bytes_per_s = bytes_per_s
+
+    def fit(self, X: Any, y: Any = None) -> KernelTerms:
+        self.processors_ = sorted({str(p) for p in X["processor"]})
+        return self
+
+    def terms(self, X: Any) -> np.ndarray:
+        """[rows, len(TERMS)] cost terms of feature rows ``X``."""
+        kind = X["kind"].astype(str).to_numpy()
+        compute_s = X["macs"].to_numpy(dtype=np.float64) / self.macs_per_s
+        memory_s = X["moved_bytes"].to_numpy(dtype=np.float64) / self.bytes_per_s
+        roof = np.maximum(compute_s, memory_s)
+        out = np.zeros((len(kind), len(TERMS)))
+        for j, term in enumerate(TERMS):
+            group, _, k = term.partition("_")
+            hit = kind == k
+            out[hit, j] = DISPATCH_S if group == "disp" else roof[hit]
+        return out
+
+    def transform(self, X: Any) -> np.ndarray:
+        procs = X["processor"].astype(str).to_numpy()
+        unknown = sorted(set(procs) - set(self.processors_))
+        if unknown:
+            raise ConfigError(f"the learned cost model was trained on processors {', '.join(self.processors_)}, "
+                              f"not {unknown[0]!r}; train it on measured tables of that processor")
+        base = self.terms(X)
+        return np.hstack([base * (procs == p)[:, None] for p in self.processors_])
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        return np.array([f"{p}:{t}" for p in self.processors_ for t in TERMS], dtype=object)
+
+
+def make_learned_pipeline(macs_per_s: float = NOMINAL_MACS_PER_S, bytes_per_s: float = NOMINAL_BYTES_PER_S) -> Any:
+    """An unfitted Pipeline: :class:`KernelTerms` -> non-negative linear regression (no intercept)."""
+    from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import OneHotEncoder
 
-    features = ColumnTransformer([
-        ("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), list(CATEGORICAL)),
-        ("num", "passthrough", list(NUMERIC)),
-    ])
-    regressor = TransformedTargetRegressor(
-        regressor=HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
-                                                min_samples_leaf=5, l2_regularization=1.0,
-                                                random_state=random_state),
-        func=np.log, inverse_func=np.exp)
-    return Pipeline([("features", features), ("regressor", regressor)])
+    return Pipeline([("terms", KernelTerms(macs_per_s, bytes_per_s)),
+                     ("regressor", LinearRegression(positive=True, fit_intercept=False))])
 
 
-def training_frame(pairs: Iterable[tuple[LayerGraph, MeasuredTable]], dtype: str) -> tuple[Any, np.ndarray]:
-    """(X, y) from measured tables, each checked against its graph."""
+def training_frame(pairs: Iterable[tuple[LayerGraph, MeasuredTable]],
+                   dtype: str) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y, sample_weight, groups) from measured tables, each checked against its graph.
+
+    The weight of a layer is ``1 / T**2`` with ``T`` its network's measured total on that
+    processor; ``groups`` numbers the tables (one group per network).
+    """
     import pandas as pd
 
-    xs, ys = [], []
-    for graph, table in pairs:
+    xs, ys, ws, gs = [], [], [], []
+    for k, (graph, table) in enumerate(pairs):
         for proc in table.processors:
             y = check_matches(table, graph, proc)
+            total = float(y.sum())
+            if not total > 0:
+                raise ConfigError(f"{table.path or graph.name}: processor {proc!r} measures 0 s in total; "
+                                  "cannot train on it")
             xs.append(layer_features(graph, dtype, proc))
-            ys.append(np.maximum(y, MIN_LATENCY_S))
+            ys.append(np.maximum(y, 0.0))  # fused layers measure 0
+            ws.append(np.full(len(y), 1.0 / total ** 2))
+            gs.append(np.full(len(y), k))
     if not xs:
         raise ConfigError("the learned cost model needs at least one measured table to train on")
-    return pd.concat(xs, ignore_index=True), np.concatenate(ys)
+    return pd.concat(xs, ignore_index=True), np.concatenate(ys), np.concatenate(ws), np.concatenate(gs)
 
 
-def fit_learned_model(pairs: Sequence[tuple[LayerGraph, MeasuredTable]], dtype: str = "fp32",
-                      random_state: int = 0) -> Any:
+def fit_learned_model(pairs: Sequence[tuple[LayerGraph, MeasuredTable]], dtype: str = "fp32", *,
+                      macs_per_s: float = NOMINAL_MACS_PER_S, bytes_per_s: float = NOMINAL_BYTES_PER_S) -> Any:
     """Fit :func:`make_learned_pipeline` on ``(graph, measured table)`` pairs.
 
-    The fitted Pipeline carries ``processors_`` (processor names seen in training) and
-    ``dtype_`` (the dtype its features were computed at).
+    ``macs_per_s`` and ``bytes_per_s`` are the nominal rates of the terms (the processor's peak
+    and its measured copy bandwidth, e.g. :func:`optimizer.measure.host.host_peak_macs` and
+    :func:`optimizer.measure.host.host_copy_bandwidth`); only their ratio, the roofline ridge
+    point, changes predictions. The fitted Pipeline carries ``processors_`` (processor names seen
+    in training), ``dtype_`` (the dtype its features were computed at) and ``trained_on_``
+    (network names); :func:`coefficients` lists its measured-over-nominal factors.
     """
-    X, y = training_frame(pairs, dtype)
-    pipe = make_learned_pipeline(random_state).fit(X, y)
-    pipe.processors_ = sorted(set(X["processor"]))
+    if not (macs_per_s > 0 and bytes_per_s > 0):
+        raise ConfigError(f"macs_per_s={macs_per_s}, bytes_per_s={bytes_per_s}: nominal rates must be > 0")
+    X, y, w, _ = training_frame(pairs, dtype)
+    pipe = make_learned_pipeline(macs_per_s, bytes_per_s).fit(X, y, regressor__sample_weight=w)
+    pipe.processors_ = list(pipe.named_steps["terms"].processors_)
     pipe.dtype_ = dtype
+    pipe.trained_on_ = [g.name for g, _ in pairs]
     return pipe
+
+
+def coefficients(model: Any) -> dict[str, float]:
+    """``{"processor:term": coefficient}`` of a fitted model (time = sum of coefficient x term)."""
+    names = model.named_steps["terms"].get_feature_names_out()
+    return {str(n): float(c) for n, c in zip(names, model.named_steps["regressor"].coef_, strict=True)}
 
 
 def predict_latency(model: Any, graph: LayerGraph, dtype: str, processor: str) -> np.ndarray:
@@ -110,4 +192,4 @@ def predict_latency(model: Any, graph: LayerGraph, dtype: str, processor: str) -
     if trained and processor not in trained:
         raise ConfigError(f"the learned cost model was trained on processors {', '.join(trained)}, "
                           f"not {processor!r}; train it on measured tables of that processor")
-    return np.asarray(model.predict(layer_features(graph, dtype, processor)), dtype=np.float64)
+    return np.maximum(np.asarray(model.predict(layer_features(graph, dtype, processor)), dtype=np.float64), 0.0)
