@@ -31,7 +31,7 @@ demo: install
 	@mkdir -p $(DEMO)
 	@echo "== 1. profile the default network ($(MODEL)) =="
 	$(DNNPLAN) profile $(MODEL) --granularity block --out $(DEMO)/profile_block.json
-	$(DNNPLAN) profile $(MODEL) --quiet --out $(DEMO)/profile_op.json
+	$(DNNPLAN) --quiet profile $(MODEL) --out $(DEMO)/profile_op.json
 	@echo "== 2. quantize it to INT8 (TFLite PTQ, per-channel) =="
 	$(DNNPLAN) quantize $(MODEL) --out $(DEMO)/$(MODEL)_int8.tflite --samples 200 --report $(DEMO)/quantize_report.json
 	@echo "== 3. map it onto pixel6 as an INT8 pipeline (GA vs exact optimum and baselines) =="
