@@ -101,7 +101,7 @@ def test_cli_simulate_split_plan(split_plan, run_cli, tmp_path):
     r = run_cli("simulate", str(plan_path))
     assert r.exit_code == 0, r.stderr
     assert "sustained fps" in r.stdout and "peak skin" in r.stdout
-    assert read_plan(plan_path).predicted.sustained_fps is not None
+    assert (read_plan(plan_path).predicted.sustained_fps or 0.0) > 0.0
 
 
 def test_device_without_thermal_section(tiny_onnx, run_cli, tmp_path):
