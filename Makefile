@@ -33,7 +33,7 @@ demo: install
 	$(DNNPLAN) profile $(MODEL) --granularity block --out $(DEMO)/profile_block.json
 	$(DNNPLAN) --quiet profile $(MODEL) --out $(DEMO)/profile_op.json
 	@echo "== 2. quantize it to INT8 (TFLite PTQ, per-channel) =="
-	$(DNNPLAN) quantize $(MODEL) --out $(DEMO)/$(MODEL)_int8.tflite --samples 200 --report $(DEMO)/quantize_report.json
+	$(DNNPLAN) quantize $(MODEL) --out $(DEMO)/$(MODEL)_int8.tflite --report $(DEMO)/quantize_report.json
 	@echo "== 3. map it onto pixel6 as an INT8 pipeline (GA vs exact optimum and baselines) =="
 	$(DNNPLAN) map $(MODEL) --device pixel6 --dtype int8 --out $(DEMO)/map_plan.json
 	@echo "== 4. split it between galaxy_j6 and a server over 10 Mbps Wi-Fi (NSGA-II + TOPSIS) =="

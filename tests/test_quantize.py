@@ -285,3 +285,56 @@ def test_operator_that_cannot_be_quantized(run_cli, tmp_path):
     assert [e["op"] for e in data["ops"]["float_ops"]] == ["CUMSUM"]
     assert data["ops"]["cpu_fallback_counts"]["CUMSUM"] == 1
     assert data["ops"]["cpu_segments"] == 1
+
+
+# ---------------------------------------------------------------- compact files, parallel calibration
+
+@pytest.mark.slow
+def test_parallel_calibration_and_compaction_change_no_result(digits, digits_quantized, tmp_path):
+    """Calibrating on 1 or 3 processes gives the same bytes (exact min/max merge); the compact
+    file is the converter's model with identical vectors shared: same outputs, smaller, aligned."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from optimizer.quantize import quantize
+    from optimizer.quantize.flatbuffer import compact
+
+    kw = dict(calib=digits["npz"], samples=300, scheme="per-channel", seed=5, heldout=20,
+              measure_latency_=False)
+    one = quantize(digits["keras"], tmp_path / "one.tflite", calib_workers=1, compact=False, **kw)
+    three = quantize(digits["keras"], tmp_path / "three.tflite", calib_workers=3, **kw)
+    assert (one.calibration.workers, three.calibration.workers) == (1, 3)
+    # Flatten in the batch-1 SavedModel reshapes to a fixed batch: calibrated sample by sample
+    assert one.calibration.batch == three.calibration.batch == 1
+    raw, packed = (tmp_path / "one.tflite").read_bytes(), (tmp_path / "three.tflite").read_bytes()
+    assert compact(raw) == packed  # same calibration statistics, bit for bit
+    assert compact(packed) == packed
+    assert not one.sizes.compacted and one.sizes.converter_bytes == len(raw)
+    assert three.sizes.compacted and three.sizes.converter_bytes == len(raw)
+    assert len(packed) < len(raw)  # int64 zero points of weights and biases stored once
+    x = digits["xte"]
+    assert np.array_equal(_logits(raw, x), _logits(packed, x))
+    model = schema.Model.GetRootAs(packed, 0)
+    for i in range(model.BuffersLength()):
+        buf = model.Buffers(i)
+        if buf.DataLength():
+            assert buf._tab.Vector(buf._tab.Offset(4)) % 16 == 0  # schema.fbs force_align: 16
+    # the module fixture (1000 samples, default workers) and a 1-process run agree too
+    again = quantize(digits["keras"], tmp_path / "again.tflite", calib=digits["npz"], samples=1000,
+                     seed=7, calib_workers=1, measure_latency_=False)
+    assert again.output_sha256 == digits_quantized["per-channel"][1].output_sha256
+
+
+def _logits(tflite: bytes, x: np.ndarray) -> np.ndarray:
+    from optimizer.quantize import TfliteRunner
+
+    return next(iter(TfliteRunner(tflite).predict({"digits": x}).values()))
+
+
+def test_corrupt_flatbuffer_is_a_format_error():
+    from optimizer.errors import ModelFormatError
+    from optimizer.quantize.flatbuffer import compact
+
+    with pytest.raises(ModelFormatError, match="not a TFLite flatbuffer"):
+        compact(b"\x00" * 64, "broken.tflite")
+    with pytest.raises(ModelFormatError, match="broken.tflite: corrupt TFLite flatbuffer"):
+        compact(b"\x10\x00\x00\x00TFL3" + b"\xff" * 8, "broken.tflite")

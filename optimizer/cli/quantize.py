@@ -26,6 +26,8 @@ def quantize(
     warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up runs per model."),
     allow_float_ops: bool = typer.Option(False, "--allow-float-ops", help="Integer schemes: keep operators the converter cannot quantize in float instead of failing."),
     no_latency: bool = typer.Option(False, "--no-latency", help="Skip the host latency measurement."),
+    compact: bool = typer.Option(True, "--compact/--no-compact", help="Store identical flatbuffer vectors once (same model, smaller file)."),
+    calib_workers: Optional[int] = typer.Option(None, "--calib-workers", help="Processes calibrating in parallel (default: one per 256 samples, at most one per CPU; output unchanged)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON to stdout instead of the summary."),
 ) -> None:
     """Quantize a model with TFLite PTQ (Park & Ha scheme by default) and report size, ops, fidelity, latency."""
@@ -34,13 +36,14 @@ def quantize(
     if STATE.quiet or as_json:
         rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io, seed=seed,
                            heldout=heldout, threads=threads, runs=runs, warmup=warmup,
-                           allow_float_ops=allow_float_ops, measure_latency_=not no_latency)
+                           allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
+                           compact=compact, calib_workers=calib_workers)
     else:
         with console_err.status("quantizing") as status:
             rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io,
                                seed=seed, heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                                allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
-                               progress=lambda msg: status.update(msg))
+                               compact=compact, calib_workers=calib_workers, progress=lambda msg: status.update(msg))
     if report:
         rep.write_json(report)
     if as_json:
@@ -61,10 +64,14 @@ def _print_summary(rep) -> None:
     t.add_column("", style="bold")
     t.add_column("")
     s = rep.sizes
+    shared = (f"; {human_count(s.converter_bytes)}B as converted, identical vectors then stored once"
+              if s.compacted and s.converter_bytes else "")
     t.add_row("size", f"FP32 {human_count(s.fp32_bytes)}B → {human_count(s.quantized_bytes)}B "
-                      f"(ratio {s.ratio:.3f}; {s.per_channel_tensors} per-channel tensors)")
-    t.add_row("conversion", f"{rep.conversion_s:.1f} s, {rep.calibration.samples_used} calibration samples "
-                            f"from {rep.calibration.source} (seed {rep.calibration.seed})")
+                      f"(ratio {s.ratio:.3f}; {s.per_channel_tensors} per-channel tensors{shared})")
+    c = rep.calibration
+    how = f"; batches of {c.batch} on {c.workers} process{'es' if c.workers != 1 else ''}" if c.workers else ""
+    t.add_row("conversion", f"{rep.conversion_s:.1f} s, {c.samples_used} calibration samples "
+                            f"from {c.source} (seed {c.seed}{how})")
     o = rep.ops
     floats = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.float_ops).items()) or "none"
     ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"

@@ -446,6 +446,7 @@ class _Int8Reference:
               known: dict[str, Quantization]) -> None:
         """Rewrite the INT8 part at ``path`` in place (see the class docstring)."""
         from ..fileio import atomic_write_bytes
+        from ..quantize.flatbuffer import write_model
 
         fu = self.fu
         pm = fu.read_model(str(path))
@@ -493,7 +494,7 @@ class _Int8Reference:
                 t.quantization = copy.deepcopy(self.inputs[tid])
         for ti, ri in out_ref.items():
             sg.tensors[ti].quantization = copy.deepcopy(self.model.subgraphs[0].tensors[ri].quantization)
-        atomic_write_bytes(path, bytes(fu.convert_object_to_bytearray(pm)))
+        atomic_write_bytes(path, write_model(pm))  # identical vectors stored once, buffers aligned
 
 
 def _signature_named(name: bytes | str) -> bool:

@@ -36,6 +36,7 @@ from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedO
 from ..graph.convert import quiet_conversion
 from ..graph.convert import savedmodel_tflite_converter
 from .calibration import InputSpec
+from .parallel_calibration import default_workers, parallel_calibration
 
 SCHEMES = ("per-channel", "per-tensor", "fp16", "dynamic")
 INTEGER_SCHEMES = ("per-channel", "per-tensor")
@@ -220,7 +221,8 @@ def convert_float(src: ModelSource) -> bytes:
 
 
 def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.ndarray]],
-                      io_type: str) -> bytes:
+                      io_type: str, calib_workers: int | None = None,
+                      calib_info: dict[str, Any] | None = None) -> bytes:
     """Convert with a post-training quantization ``scheme`` (see module docstring).
 
     Parameters
@@ -234,6 +236,13 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
         integer schemes only.
     io_type
         ``"int8"`` (integer model inputs/outputs) or ``"float"`` (QUANTIZE/DEQUANTIZE at I/O).
+    calib_workers
+        Processes calibrating in parallel (:mod:`.parallel_calibration`); ``None`` picks
+        :func:`.parallel_calibration.default_workers`. The result does not depend on it.
+    calib_info
+        If given, updated with the calibration's ``samples``, ``batch`` and ``workers``.
+
+    Returns the converter's flatbuffer as it wrote it (see :func:`.flatbuffer.compact`).
     """
     from .. import lazy
 
@@ -241,12 +250,15 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
     if scheme not in SCHEMES:
         raise ConfigError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     converter = savedmodel_tflite_converter(src.saved_model())
+    integer = scheme in INTEGER_SCHEMES
+    workers = (default_workers(len(calib)) if calib_workers is None else calib_workers) if integer else 1
     try:
-        with quiet():
+        calibrating = parallel_calibration(workers) if integer else contextlib.nullcontext({})
+        with quiet(), calibrating as info:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
             if scheme == "fp16":
                 converter.target_spec.supported_types = [tf.float16]
-            elif scheme in INTEGER_SCHEMES:
+            elif integer:
                 converter.representative_dataset = lambda: iter(calib)
                 converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
                 # the paper's scheme: fully-connected weights per tensor in both variants
@@ -257,7 +269,10 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
                     if not int_inputs:
                         converter.inference_input_type = tf.int8
                     converter.inference_output_type = tf.int8
-            return bytes(converter.convert())
+            result = bytes(converter.convert())
+            if calib_info is not None:
+                calib_info.update(info)
+            return result
     except Exception as exc:  # converter raises ConverterError/RuntimeError/ValueError
         msg = _converter_error(exc)
         match = re.search(r"op[: ]+'?([A-Za-z_.0-9]+)'?", msg)

@@ -20,12 +20,19 @@ class CalibrationInfo(_Strict):
     samples_used: int
     heldout: int
     seed: int
+    #: samples per calibrator invocation and processes that calibrated (integer schemes)
+    batch: int | None = None
+    workers: int | None = None
 
 
 class SizeInfo(_Strict):
     fp32_bytes: int
     quantized_bytes: int
     ratio: float
+    #: the quantized file as the TFLite converter wrote it, before identical vectors were
+    #: shared (equal to ``quantized_bytes`` with ``--no-compact``)
+    converter_bytes: int | None = None
+    compacted: bool = False
     weight_bytes_by_type: dict[str, int]
     per_channel_tensors: int
 
