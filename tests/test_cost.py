@@ -218,7 +218,7 @@ def measured_mobilenet_v2():
     out = []
     for size in (96, 192):
         g = load_graph("mobilenet_v2", input_size=size)
-        out.append((g, measure_model("mobilenet_v2", g, threads=1, repeats=10, warmup=2, rounds=2,
+        out.append((g, measure_model("mobilenet_v2", g, threads=1, repeats=10, warmup=2, rounds=3,
                                      input_size=size)))
     return out
 

@@ -120,6 +120,19 @@ def test_keras_onnx_tflite_agree(name, zoo_graph, converted):
 
 
 @pytest.mark.slow
+def test_transformer_with_dynamic_sequence_agrees(zoo_graph, converted):
+    """bert_small keeps symbolic batch/sequence dims in ONNX and -1 signatures in TFLite: both
+    importers must resolve them to the served shape, so attention MACs are counted, not dropped."""
+    keras_g = zoo_graph("bert_small")
+    assert keras_g.total_macs > 1.5e9
+    for fmt in ("onnx", "tflite"):
+        g = load_graph(converted("bert_small", fmt))
+        assert g.total_macs == pytest.approx(keras_g.total_macs, rel=0.01), fmt
+        assert [math.prod(s) for s in g.output_shapes] == [math.prod(s) for s in keras_g.output_shapes], fmt
+        assert all(d > 0 for s in g.input_shapes + g.output_shapes for d in s), fmt
+
+
+@pytest.mark.slow
 def test_int8_tflite_imports_with_same_macs(converted):
     fp32 = load_graph(converted("mobilenet_v2", "tflite"))
     int8 = load_graph(converted("mobilenet_v2", "int8"))

@@ -5,8 +5,9 @@ The model is checked with ``onnx.checker``, local functions are inlined
 propagation. Every node is one op-level layer, in graph order (ONNX requires a topological
 order; an unsorted graph is reordered stably). Initializers and ``Constant`` outputs are
 weights, not graph tensors: their element counts are the params of the first node that reads
-them. Shapes drop the leading batch dimension (a symbolic, unknown or size-1 first dim);
-other unknown dims count as 1.
+them. A symbolic batch of the graph inputs is set to 1 before shape inference; shapes then
+drop the leading batch dimension (a symbolic, unknown or size-1 first dim); other unknown dims
+count as 1.
 
 MACs (per sample, the convention of :mod:`optimizer.graph.layergraph`):
 
@@ -115,11 +116,34 @@ def graph_from_onnx(
         raise ModelFormatError(f"{where}: invalid ONNX model ({str(exc).strip().splitlines()[0][:200]}); "
                                "re-export it with a current exporter") from exc
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_batch_of_one(model), strict_mode=False,
+                                                     data_prop=True)
     except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
         raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160]})") from exc
     return _assemble(inferred, name, where, source, source_sha256, block_of)
+
+
+def _batch_of_one(model: Any) -> Any:
+    """A copy of ``model`` whose graph inputs have a batch of 1 where it was symbolic/unknown.
+
+    Shape inference then carries concrete sizes through reshapes that fold the batch into
+    another axis (a transformer's ``[batch, tokens, hidden] -> [-1, hidden]``); left symbolic,
+    that merged axis would be taken for the batch and dropped (bert_small: 37 % of its MACs).
+    """
+    inputs = [t for t in model.graph.input if t.type.HasField("tensor_type")
+              and t.type.tensor_type.HasField("shape") and t.type.tensor_type.shape.dim
+              and not t.type.tensor_type.shape.dim[0].HasField("dim_value")]
+    if not inputs:
+        return model
+    pinned = type(model)()
+    pinned.CopyFrom(model)
+    names = {t.name for t in inputs}
+    for t in pinned.graph.input:
+        if t.name in names:
+            t.type.tensor_type.shape.dim[0].dim_value = 1
+    del pinned.graph.value_info[:]  # inferred again from the pinned inputs
+    return pinned
 
 
 # --------------------------------------------------------------------------- validation
