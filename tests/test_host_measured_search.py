@@ -13,7 +13,7 @@ from optimizer.errors import ConfigError
 from optimizer.graph import load_graph
 from optimizer.hardware import load_device
 from optimizer.plan.make import pipeline_problem
-from optimizer.runtime.host_evaluator import HostPipelineMeasurer, check_host_device
+from optimizer.runtime.host_evaluator import HostPipelineMeasurer, cache_bytes, check_host_device, prune_stage_cache
 from optimizer.search import solve
 from optimizer.search.evaluators import MeasuredEvaluator
 
@@ -124,6 +124,57 @@ def test_measured_fps_is_real_and_stages_are_reused(tmp_path, tiny_keras, proble
     assert np.max(np.abs(y1[name] - y2[name])) <= 1e-5
 
 
+def test_stage_cache_evicts_least_recently_used_and_counts_links_once(tmp_path):
+    import os
+
+    def stage(key, size, used):
+        (tmp_path / f"{key}.tflite").write_bytes(b"x" * size)
+        (tmp_path / f"{key}.json").write_text("{}")
+        os.utime(tmp_path / f"{key}.json", (used, used))
+
+    stage("a", 4000, 100.0)
+    stage("b", 4000, 200.0)
+    stage("c", 4000, 300.0)
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    os.link(tmp_path / "c.tflite", run / "stage0.tflite")  # a candidate links its stage: no extra bytes
+    (run / "manifest.json").write_text("{}")
+    os.utime(run / "manifest.json", (400.0, 400.0))
+    total = cache_bytes(tmp_path)
+    assert 12000 < total < 12100
+    assert prune_stage_cache(tmp_path, total) == []  # within the limit: nothing removed
+    removed = prune_stage_cache(tmp_path, 9000)
+    assert removed == [tmp_path / "a.tflite", tmp_path / "a.json"]  # oldest first, and only what is needed
+    assert cache_bytes(tmp_path) <= 9000
+    # entries used by the running search (at or after keep_since) are never evicted, even over the limit
+    removed = prune_stage_cache(tmp_path, 1, keep_since=300.0)
+    assert removed == [tmp_path / "b.tflite", tmp_path / "b.json"]
+    assert (tmp_path / "c.tflite").is_file() and (run / "stage0.tflite").is_file()
+    # evicting a stage a candidate links to frees nothing until the candidate goes too
+    prune_stage_cache(tmp_path, 1)
+    assert not run.exists() and cache_bytes(tmp_path) == 0
+
+
+def test_measurer_keeps_its_own_stages_when_the_cache_is_over_its_limit(tmp_path, tiny_keras, problem):
+    graph, _ = problem
+    L = len(graph)
+    first = HostPipelineMeasurer(tiny_keras, graph, cache_dir=tmp_path, frames=4, repeats=1)
+    first({"stages": [{"processor": "cpu0", "first_layer": 0, "last_layer": L - 1}]})
+    old = {p.name for p in tmp_path.glob("*.tflite")}
+    assert len(old) == 1
+    with pytest.raises(ConfigError, match="--measure-cache-mb"):
+        HostPipelineMeasurer(tiny_keras, graph, cache_dir=tmp_path, cache_limit_mb=0)
+    second = HostPipelineMeasurer(tiny_keras, graph, cache_dir=tmp_path, frames=4, repeats=1,
+                                  cache_limit_mb=1e-6)
+    decision = {"stages": [{"processor": "cpu0", "first_layer": 0, "last_layer": 2},
+                           {"processor": "cpu1", "first_layer": 3, "last_layer": L - 1}]}
+    assert second(decision) > 0 and second.conversions == 2
+    now = {p.name for p in tmp_path.glob("*.tflite")}
+    assert len(now) == 2 and not now & old  # the earlier run's stage was evicted, this run's stay
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+    assert second(decision) > 0 and second.conversions == 2  # and are still hits
+
+
 def test_cli_map_measure_host_writes_plan_and_reuses_cache(tmp_path, tiny_keras, run_cli, monkeypatch, workdir):
     monkeypatch.chdir(workdir)  # stage cache: results/cache/host_stages of the cwd
     cache = tmp_path / "m.jsonl"
@@ -171,3 +222,24 @@ def test_int8_stages_are_calibrated_through_the_prefix_and_run(tmp_path, tiny_ke
     for meta in metas:  # full-integer stages: int8 tensors with quantization parameters at both ends
         for spec in meta["inputs"] + meta["outputs"]:
             assert spec["dtype"] == "int8" and spec["quantization"]["scale"] > 0
+
+
+def test_stages_are_pinned_to_the_cores_their_processors_name():
+    import os
+    from types import SimpleNamespace as NS
+
+    from optimizer.runtime import core_groups
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    parts = [NS(name="stage0", processor="cpu1", location="device"),
+             NS(name="stage1", processor="cpu0", location="device")]
+    # host_cores names this machine's cores: cpu1 is the second CPU whatever the stage order
+    assert core_groups(NS(device="host_cores"), parts) == {"stage0": [cpus[1]], "stage1": [cpus[0]]}
+    # a phone's processors are not this host's cores: stage k runs on CPU k
+    phone = [NS(name="stage0", processor="gpu", location="device"),
+             NS(name="stage1", processor="cpu", location="device"),
+             NS(name="tail", processor="server", location="server")]
+    assert core_groups(NS(device="pixel6"), phone) == {"stage0": [cpus[0]], "stage1": [cpus[1]], "tail": None}
+    assert core_groups(NS(device="host_cores"), parts[:1]) == {"stage0": None}  # one stage: not pinned

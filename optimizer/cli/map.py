@@ -69,6 +69,10 @@ def map_cmd(
                                                 help="Zoo builder argument KEY=VALUE (repeatable), e.g. input_size=96."),
     measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",
                                                  help="JSON-lines cache of measurements (default: OUT.measured.jsonl)."),
+    measure_cache_mb: float = typer.Option(2048, "--measure-cache-mb",
+                                           help="Size limit of the converted-stage cache of --measure host "
+                                                "(results/cache/host_stages); least recently used entries "
+                                                "of earlier runs are evicted."),
 ) -> None:
     """Map MODEL onto DEVICE as a pipeline of processor stages and write the plan."""
     from ..errors import ConfigError
@@ -151,7 +155,7 @@ def map_cmd(
             settings["evaluator"] = MeasuredEvaluator(
                 HostPipelineMeasurer(model, graph, dtype=dtype, variant=variant_args, device=dev.name,
                                      frames=measure_frames, repeats=5 if measure_repeats is None else measure_repeats,
-                                     seed=seed), cache_path=cache)
+                                     seed=seed, cache_limit_mb=measure_cache_mb), cache_path=cache)
 
     first = problem.objective_names[0]
     unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",

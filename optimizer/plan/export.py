@@ -268,7 +268,7 @@ def part_io(graph: LayerGraph, first_op: int, end_op: int) -> tuple[list[str], l
 
 
 # ---------------------------------------------------------------- conversion
-def _convert(submodel: Any, path: Path, dtype: str,
+def convert_part(submodel: Any, path: Path, dtype: str,
              representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None) -> Path:
     """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
 
@@ -289,7 +289,7 @@ def _convert(submodel: Any, path: Path, dtype: str,
     return run_converter(converter, path, submodel.name)
 
 
-def _tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
+def part_tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
     """I/O specs of a converted part, read back from its ``serving_default`` signature."""
     from ..lazy import litert_interpreter
 
@@ -312,7 +312,9 @@ def _tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
     return specs
 
 
-def _delegate(processor: str, role: str) -> str:
+def delegate_for(processor: str, role: str) -> str:
+    """The runtime delegate a part asks for: GPU, NNAPI (NPU/DSP/TPU) or XNNPACK (CPU); a
+    server tail runs plain kernels."""
     if role == "tail":
         return "none"
     p = processor.lower()
@@ -321,6 +323,14 @@ def _delegate(processor: str, role: str) -> str:
     if p.startswith(("npu", "dsp", "tpu")):
         return "nnapi"
     return "xnnpack"
+
+
+def manifest_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> Part:
+    """The manifest entry of part ``pr`` converted to ``path`` (hash and size read from the file)."""
+    return Part(name=pr.name, role=pr.role, file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size,
+                first_layer=pr.first_layer, last_layer=pr.last_layer, first_op=pr.first_op,
+                last_op=pr.end_op - 1, processor=pr.processor, delegate=delegate_for(pr.processor, pr.role),
+                threads=pr.threads, dtype=pr.dtype, location=pr.location, inputs=inputs, outputs=outputs)
 
 
 # ---------------------------------------------------------------- calibration
@@ -365,7 +375,7 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
     return data, info
 
 
-def _representative(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
+def representative_dataset(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
     """A TFLite representative dataset yielding one sample per step, keyed ``in0, in1, ...``."""
     def gen() -> Iterator[dict[str, np.ndarray]]:
         for i in range(len(arrays[0])):
@@ -374,7 +384,7 @@ def _representative(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str,
     return gen
 
 
-def _predict(submodel: Any, arrays: list[np.ndarray], batch: int = 16) -> list[np.ndarray]:
+def predict_float(submodel: Any, arrays: list[np.ndarray], batch: int = 16) -> list[np.ndarray]:
     """Float outputs of a Keras sub-model (the calibration data of the next parts)."""
     outs: list[list[np.ndarray]] = []
     for i in range(0, len(arrays[0]), batch):
@@ -579,7 +589,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             ref_path = tmp / REFERENCE_FILE
             full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs),
                                    "full")
-            _convert(full, ref_path, "int8", _representative([calib_data[t] for t in op_graph.inputs]))
+            convert_part(full, ref_path, "int8", representative_dataset([calib_data[t] for t in op_graph.inputs]))
             reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
             if keep_reference:
                 ref_info = ReferenceModel(file=REFERENCE_FILE, sha256=sha256_file(ref_path),
@@ -591,26 +601,21 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         for pr in parts:
             ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
             sub = cutter.submodel(op_graph, pr.first_op, pr.end_op, ins, outs, pr.name)
-            rep = _representative([float_env[t] for t in ins]) if pr.dtype == "int8" else None
+            rep = representative_dataset([float_env[t] for t in ins]) if pr.dtype == "int8" else None
             if progress:
                 progress(f"converting {pr.name} (layers {pr.first_layer}-{pr.last_layer}, {pr.dtype})")
             fname = f"{pr.name}.tflite"
-            _convert(sub, tmp / fname, pr.dtype, rep)
+            convert_part(sub, tmp / fname, pr.dtype, rep)
             if reference is not None and pr.dtype == "int8":
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
-                float_env.update(zip(outs, _predict(sub, [float_env[t] for t in ins]), strict=True))
-            manifest_parts.append(Part(
-                name=pr.name, role=pr.role, file=fname, sha256=sha256_file(tmp / fname),
-                bytes=(tmp / fname).stat().st_size, first_layer=pr.first_layer, last_layer=pr.last_layer,
-                first_op=pr.first_op, last_op=pr.end_op - 1, processor=pr.processor,
-                delegate=_delegate(pr.processor, pr.role), threads=pr.threads, dtype=pr.dtype,
-                location=pr.location, inputs=_tensor_specs(tmp / fname, ins, "inputs"),
-                outputs=_tensor_specs(tmp / fname, outs, "outputs")))
+                float_env.update(zip(outs, predict_float(sub, [float_env[t] for t in ins]), strict=True))
+            manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
+                                                part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
-        manifest = _manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
+        manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
         manifest.reference = ref_info
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
@@ -621,8 +626,10 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     return manifest
 
 
-def _manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
+def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
               calib: Calibration | None, version: str) -> Manifest:
+    """The manifest of ``plan``'s converted ``parts``: network I/O, the split's wire format
+    (request/response tensors and the largest frame), model identity and provenance."""
     produced = {t.name: t for p in parts for t in p.outputs}
     net_inputs = [TensorInfo(name=t, shape=[1, *op_graph.tensors[t].shape], dtype="float32")
                   for t in op_graph.inputs]

@@ -5,15 +5,15 @@ the processors of ``search_spaces/devices/host_cores.yaml`` are its cores (``cpu
 and a candidate mapping (consecutive layer ranges on distinct cores) is measured by executing
 it with the reference runtime (:func:`optimizer.runtime.run_plan`: one thread per stage,
 bounded queues, each stage a one-thread LiteRT interpreter pinned to its own CPU). The runtime
-pins the ``k``-th stage to the ``k``-th CPU this process may use (:func:`optimizer.runtime.core_groups`
-for devices other than ``host``); the cores are alike, so the processor names only label them and
-a mapping and its core-swapped twin measure the same thing.
+pins processor ``cpuK`` to the ``K``-th CPU this process may use (:func:`optimizer.runtime.core_groups`);
+the cores are alike, so a mapping and its core-swapped twin measure the same thing.
 
 Affordability: every distinct stage (model, op range, dtype) is cut with
 :class:`~optimizer.plan.export.KerasCutter` and converted once; the ``.tflite`` and its I/O
 specs are stored content-addressed (SHA-256 of the stage's identity) under ``cache_dir`` and
 reused across candidates and across runs. A candidate's artifacts directory only links the
-cached stage files and writes a manifest. INT8 stages are calibrated with the float
+cached stage files and writes a manifest. The cache is bounded (``cache_limit_mb``, 2 GiB by
+default): entries not used by the running search are evicted least recently used first. INT8 stages are calibrated with the float
 activations of the preceding layers on synthetic inputs (enough for timing; unlike
 ``dnnplan export`` they are not aligned to the single-file INT8 model).
 
@@ -25,10 +25,12 @@ JSON-lines cache makes an interrupted search resume without measuring anything t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,66 @@ import numpy as np
 from ..errors import ConfigError, MeasurementError
 from ..fileio import atomic_write_json, sha256_bytes
 from ..graph.layergraph import LayerGraph
+from ..plan.manifest import MANIFEST_FILE
 
 DEFAULT_CACHE_DIR = Path("results/cache/host_stages")
+DEFAULT_CACHE_LIMIT_MB = 2048
 CACHE_VERSION = 1
 HOST_DEVICE = "host_cores"
+
+
+def cache_bytes(cache_dir: str | os.PathLike[str]) -> int:
+    """Disk bytes under ``cache_dir``, each file counted once however many hard links it has."""
+    seen: dict[tuple[int, int], int] = {}
+    for root, _dirs, files in os.walk(cache_dir):
+        for f in files:
+            try:
+                st = os.stat(os.path.join(root, f))
+            except FileNotFoundError:
+                continue
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
+
+
+def _cache_entries(cache: Path) -> list[tuple[float, list[Path]]]:
+    """``(last use, paths)`` of every stage (``.tflite`` + ``.json``) and candidate directory."""
+    entries = []
+    for meta in cache.glob("*.json"):
+        with contextlib.suppress(FileNotFoundError):
+            entries.append((meta.stat().st_mtime, [meta.with_suffix(".tflite"), meta]))
+    for run in (cache / "runs").glob("*"):
+        manifest = run / MANIFEST_FILE
+        if run.is_dir() and manifest.is_file():
+            with contextlib.suppress(FileNotFoundError):
+                entries.append((manifest.stat().st_mtime, [run]))
+    return sorted(entries, key=lambda e: e[0])
+
+
+def prune_stage_cache(cache_dir: str | os.PathLike[str], max_bytes: int, *,
+                      keep_since: float | None = None) -> list[Path]:
+    """Evict least recently used stages and candidate directories until ``cache_dir`` holds at
+    most ``max_bytes`` (hard links counted once); entries used at or after ``keep_since`` (a
+    ``time.time()``) stay, so a running search never loses what it is measuring.
+
+    Last use is the modification time of a stage's ``.json`` / a candidate's ``manifest.json``
+    (touched on every cache hit). Returns the removed paths, oldest first.
+    """
+    cache = Path(cache_dir)
+    if not cache.is_dir() or cache_bytes(cache) <= max_bytes:
+        return []
+    removed: list[Path] = []
+    for used, paths in _cache_entries(cache):
+        if keep_since is not None and used >= keep_since:
+            break
+        for path in paths:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        removed.extend(paths)
+        if cache_bytes(cache) <= max_bytes:
+            break
+    return removed
 
 
 def check_host_device(device: Any) -> None:
@@ -85,6 +143,9 @@ class HostPipelineMeasurer:
         Weight seed of zoo networks, seed of synthetic inputs and INT8 calibration data.
     calib_samples : int
         Synthetic calibration samples for INT8 stages.
+    cache_limit_mb : float
+        Size limit of ``cache_dir``: after each new stage or candidate the least recently used
+        entries of earlier runs are evicted (:func:`prune_stage_cache`).
     statistic : {"median", "best"}
         How the runs of one measurement are summarised: their median fps, or the fastest run
         (the one least disturbed by other processes; the usual microbenchmark choice).
@@ -100,7 +161,8 @@ class HostPipelineMeasurer:
     def __init__(self, model: str | os.PathLike[str], graph: LayerGraph, *, dtype: str = "fp32",
                  variant: dict[str, Any] | None = None, device: str = HOST_DEVICE,
                  cache_dir: str | os.PathLike[str] = DEFAULT_CACHE_DIR, frames: int = 30, repeats: int = 3,
-                 seed: int = 0, calib_samples: int = 16, statistic: str = "median") -> None:
+                 seed: int = 0, calib_samples: int = 16, statistic: str = "median",
+                 cache_limit_mb: float = DEFAULT_CACHE_LIMIT_MB) -> None:
         if dtype not in ("fp32", "fp16", "int8"):
             raise ConfigError(f"--dtype {dtype!r}: expected fp32, fp16 or int8")
         if frames < 2:
@@ -109,6 +171,10 @@ class HostPipelineMeasurer:
             raise ConfigError(f"--measure-repeats {repeats}: expected at least 1 timed run")
         if statistic not in ("median", "best"):
             raise ConfigError(f"statistic {statistic!r}: expected 'median' or 'best'")
+        if not cache_limit_mb > 0:
+            raise ConfigError(f"--measure-cache-mb {cache_limit_mb}: expected a positive size in MB")
+        self.cache_limit_bytes = int(cache_limit_mb * 1024 * 1024)
+        self._started = time.time()
         self.statistic = statistic
         self.model = model
         self.graph = graph
@@ -167,7 +233,7 @@ class HostPipelineMeasurer:
         return sha256_bytes(json.dumps(ident, sort_keys=True).encode("utf-8"))
 
     def _calibration(self, ins: list[str], first_op: int) -> list[np.ndarray]:
-        from ..plan.export import _predict, calibration_inputs
+        from ..plan.export import calibration_inputs, predict_float
 
         assert self._op_graph is not None
         if self._calib is None:
@@ -176,40 +242,42 @@ class HostPipelineMeasurer:
         if first_op == 0:
             return [self._calib[t] for t in ins]
         prefix = self._cutter.submodel(g, 0, first_op, list(g.inputs), ins, "calib_prefix")
-        return _predict(prefix, [self._calib[t] for t in g.inputs])
+        return predict_float(prefix, [self._calib[t] for t in g.inputs])
 
     def stage_file(self, first_op: int, end_op: int) -> tuple[Path, dict[str, Any]]:
         """The cached ``.tflite`` of ops ``[first_op, end_op)`` and its I/O specs (converted on a miss)."""
-        from ..plan.export import _convert, _representative, _tensor_specs, part_io
+        from ..plan.export import convert_part, part_io, part_tensor_specs, representative_dataset
 
         assert self._op_graph is not None
         key = self._stage_key(first_op, end_op)
         path, meta_path = self.cache_dir / f"{key}.tflite", self.cache_dir / f"{key}.json"
         if path.is_file() and meta_path.is_file():
+            os.utime(meta_path)  # last use, for prune_stage_cache
             return path, json.loads(meta_path.read_text(encoding="utf-8"))
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         ins, outs = part_io(self._op_graph, first_op, end_op)
         sub = self._cutter.submodel(self._op_graph, first_op, end_op, ins, outs, f"ops_{first_op}_{end_op}")
-        rep = _representative(self._calibration(ins, first_op)) if self.dtype == "int8" else None
-        _convert(sub, path, self.dtype, rep)
+        rep = representative_dataset(self._calibration(ins, first_op)) if self.dtype == "int8" else None
+        convert_part(sub, path, self.dtype, rep)
         self.conversions += 1
-        meta = {"inputs": [s.model_dump(mode="json") for s in _tensor_specs(path, ins, "inputs")],
-                "outputs": [s.model_dump(mode="json") for s in _tensor_specs(path, outs, "outputs")]}
+        meta = {"inputs": [s.model_dump(mode="json") for s in part_tensor_specs(path, ins, "inputs")],
+                "outputs": [s.model_dump(mode="json") for s in part_tensor_specs(path, outs, "outputs")]}
         atomic_write_json(meta_path, meta)
+        prune_stage_cache(self.cache_dir, self.cache_limit_bytes, keep_since=self._started)
         return path, meta
 
     def artifacts(self, plan: Any) -> Path:
         """An artifacts directory for ``plan`` (cached stage files linked, manifest written)."""
         from .. import __version__
-        from ..fileio import sha256_file
-        from ..plan.export import _delegate, _manifest, plan_parts, plan_sha256
-        from ..plan.manifest import MANIFEST_FILE, Manifest, Part, TensorSpec
+        from ..plan.export import build_manifest, manifest_part, plan_parts, plan_sha256
+        from ..plan.manifest import Manifest, TensorSpec
 
         self._load(plan)
         assert self._op_graph is not None
         parts = plan_parts(plan, self._op_graph.with_granularity(self.graph.granularity))
         run_dir = self.cache_dir / "runs" / plan_sha256(plan)[:24]
         if (run_dir / MANIFEST_FILE).is_file():
+            os.utime(run_dir / MANIFEST_FILE)  # last use, for prune_stage_cache
             return run_dir
         tmp = run_dir.with_name(run_dir.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -222,18 +290,14 @@ class HostPipelineMeasurer:
                 os.link(src, dst)
             except OSError:
                 shutil.copyfile(src, dst)
-            manifest_parts.append(Part(
-                name=pr.name, role=pr.role, file=dst.name, sha256=sha256_file(dst), bytes=dst.stat().st_size,
-                first_layer=pr.first_layer, last_layer=pr.last_layer, first_op=pr.first_op,
-                last_op=pr.end_op - 1, processor=pr.processor, delegate=_delegate(pr.processor, pr.role),
-                threads=pr.threads, dtype=pr.dtype, location=pr.location,
-                inputs=[TensorSpec.model_validate(s) for s in meta["inputs"]],
-                outputs=[TensorSpec.model_validate(s) for s in meta["outputs"]]))
-        manifest = _manifest(plan, self._op_graph, manifest_parts, self._weight_seed, None, __version__)
+            manifest_parts.append(manifest_part(pr, dst, [TensorSpec.model_validate(s) for s in meta["inputs"]],
+                                                [TensorSpec.model_validate(s) for s in meta["outputs"]]))
+        manifest = build_manifest(plan, self._op_graph, manifest_parts, self._weight_seed, None, __version__)
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
         shutil.rmtree(run_dir, ignore_errors=True)
         os.replace(tmp, run_dir)
+        prune_stage_cache(self.cache_dir, self.cache_limit_bytes, keep_since=self._started)
         return run_dir
 
     # ------------------------------------------------------------ measuring

@@ -8,11 +8,13 @@ head locally and the tail through :class:`~optimizer.runtime.client.SplitClient`
 socket (an in-process :class:`~optimizer.runtime.server.TailServer` on loopback when no server
 is given); a joint plan does both.
 
-Core groups (``host`` device): the processors of ``search_spaces/devices/host.yaml`` take
-consecutive slices of the CPUs this process may use, in file order, each as many CPUs as its
-``cores`` (wrapping around when the file lists more cores than the machine has). When the
-plan's device is not ``host`` or a processor is not in the file, local stage ``k`` of ``n > 1``
-is pinned to CPU ``k mod ncpu``; a single local stage is not pinned. Pinning uses
+Core groups: when the plan's device file describes CPUs this process has (``host``, or a
+device whose CPU processors have no more cores in all than the CPUs this process may use, such
+as ``host_cores``), its CPU processors take consecutive slices of those CPUs, in file order,
+each as many CPUs as its ``cores`` (``host`` wraps around when it lists more): a stage on
+``cpu1`` of ``host_cores`` runs on the second CPU whatever its position in the pipeline.
+Otherwise (a phone's processors, or a processor not in the file), local stage ``k`` of
+``n > 1`` is pinned to CPU ``k mod ncpu``; a single local stage is not pinned. Pinning uses
 ``os.sched_setaffinity(0, ...)``, which on Linux applies to the calling thread.
 """
 
@@ -48,18 +50,18 @@ def core_groups(plan: Plan, parts: list[Part]) -> dict[str, list[int] | None]:
     if not cpus or len(local) < 2:
         return groups
     slices: dict[str, list[int]] = {}
-    if plan.device == "host":
-        try:
-            from ..hardware import load_device
+    try:
+        from ..hardware import load_device
 
-            dev = load_device("host")
-            off = 0
-            for proc in dev.processors:
-                n = max(1, int(getattr(proc, "cores", 1)))
-                slices[proc.name] = sorted({cpus[(off + i) % len(cpus)] for i in range(n)})
-                off += n
-        except DnnplanError:
-            slices = {}
+        cpu_procs = [proc for proc in load_device(plan.device).processors if proc.kind == "cpu"]
+    except DnnplanError:
+        cpu_procs = []
+    widths = [max(1, int(getattr(proc, "cores", 1))) for proc in cpu_procs]
+    if plan.device == "host" or sum(widths) <= len(cpus):
+        off = 0
+        for proc, n in zip(cpu_procs, widths):
+            slices[proc.name] = sorted({cpus[(off + i) % len(cpus)] for i in range(n)})
+            off += n
     for k, p in enumerate(local):
         groups[p.name] = slices.get(p.processor, [cpus[k % len(cpus)]])
     return groups
