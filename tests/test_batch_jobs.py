@@ -72,6 +72,49 @@ def test_batch_plan_lists_tasks(tmp_path, run_cli):
     assert "17 tasks" in res.stdout
 
 
+SMARTSPLIT = "search_spaces/jobs/smartsplit.yaml"
+
+
+def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path, run_cli):
+    """One format for both commands: `dnnplan batch` reads `dnnplan split --job` files, and a
+    task of it finds exactly the split `split --job` finds (same costs, solver, TOPSIS)."""
+    import yaml
+
+    from optimizer.batch.tasks import build_inputs, execute_task
+    from optimizer.search.split_job import SplitJob, run_split_job
+
+    tasks = load_job(SMARTSPLIT).expand()
+    assert len(tasks) == 5 * 2 and {t.kind for t in tasks} == {"split"}  # models x devices x seeds
+    t = tasks[0]
+    assert (t.dtype, t.granularity, t.server, t.network) == ("fp32", "block", "smartsplit_i5", "wifi_10")
+    assert (t.processors, t.wire_dtypes, t.cost_model) == (["cpu"], ["fp32"], "table")
+    assert t.settings == {"topsis_variant": "paper", "weights": [1.0, 1.0, 1.0], "population": 40,
+                          "generations": 40}
+    res = run_cli("batch", "plan", SMARTSPLIT)
+    assert res.exit_code == 0 and "10 tasks" in res.stdout, res.stderr
+
+    doc = yaml.safe_load(open(SMARTSPLIT))
+    doc.update(models=["alexnet"], devices=["galaxy_j6"], population=12, generations=6)
+    small = tmp_path / "smartsplit_small.yaml"
+    small.write_text(yaml.safe_dump(doc))
+    row = run_split_job(SplitJob.model_validate(doc))[0]
+    (task,) = load_job(small).expand()
+    out = execute_task(task, build_inputs(task.input_key, [task]))
+    assert out.status == "done", out.error
+    assert out.plan["split"]["layer"] == row["chosen"]["split"]
+    assert out.plan["split"]["wire_dtype"] == row["chosen"]["wire_dtype"] == "fp32"
+    assert out.metrics["latency_s"] == pytest.approx(row["objectives"]["latency_s"], rel=1e-12)
+    # the same task with the batch defaults (all processors, int8/fp16/fp32 on the wire) differs
+    free = task.model_copy(update={"processors": None, "wire_dtypes": None})
+    assert free.task_id != task.task_id and free.split_key != task.split_key
+
+
+def test_split_job_name_unfit_for_a_store_is_one_line(tmp_path):
+    doc = open(SMARTSPLIT).read().replace("name: smartsplit", "name: smart split")
+    with pytest.raises(SchemaError, match="as a batch job: field name"):
+        load_job(_write(tmp_path, doc))
+
+
 def test_unreachable_scheduler_fails_fast_and_writes_nothing(tmp_path, run_cli):
     out = tmp_path / "run"
     t0 = time.perf_counter()

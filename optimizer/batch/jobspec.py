@@ -3,6 +3,11 @@
 A job expands into :class:`TaskSpec` objects, each identified by a stable ``task_id`` (hash of
 the canonical task spec and the tool version), so re-running a job finds finished work.
 
+A SmartSplit job file (``kind: split``, :class:`optimizer.search.split_job.SplitJob`, the one
+``dnnplan split --job`` prints against its baselines) is read as the same job: its models ×
+devices × seeds become a split grid with the same cost model, wire dtypes, head processors,
+solver and TOPSIS settings (:func:`job_from_split_job`), so one file runs in both commands.
+
 Example (``search_spaces/jobs/paper_grid.yaml``)::
 
     name: paper_grid
@@ -34,6 +39,11 @@ from ..yamlio import describe_validation_error, line_of, load_model_yaml, read_y
 Kind = Literal["map", "split"]
 DEFAULT_SOLVER: dict[str, str] = {"map": "ga", "split": "nsga2"}
 DEFAULT_OBJECTIVES: dict[str, tuple[str, ...]] = {"map": ("throughput",), "split": ("latency", "energy", "memory")}
+DEFAULT_SERVER = "smartsplit_i5"
+Dtype = Literal["int8", "fp16", "fp32"]
+# split-cost options; left out of a task's canonical form (and id) while at their defaults
+SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
+                                         "include_extremes": False}
 
 
 class _Strict(BaseModel):
@@ -53,6 +63,10 @@ class TaskDefaults(_Strict):
     server: str | None = None
     memory_limit: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    cost_model: Literal["table", "smartsplit"] = "table"
+    wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
+    processors: list[str] | None = Field(default=None, min_length=1)
+    include_extremes: bool = False
 
 
 class TaskSpec(_Strict):
@@ -71,6 +85,10 @@ class TaskSpec(_Strict):
     stages: int = Field(default=3, ge=1, le=8)
     memory_limit: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    cost_model: Literal["table", "smartsplit"] = "table"
+    wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
+    processors: list[str] | None = Field(default=None, min_length=1)
+    include_extremes: bool = False
 
     _normalise_objectives = field_validator("objectives", mode="before")(_objective_list)
 
@@ -86,10 +104,24 @@ class TaskSpec(_Strict):
             raise ValueError("a split task needs a 'network' (e.g. wifi_10)")
         if self.kind == "map":
             self.network = None
+            for name, default in SPLIT_OPTION_DEFAULTS.items():
+                setattr(self, name, default)
         return self
 
     def canonical(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The spec as JSON; split-cost options at their defaults are left out, so adding them
+        kept the ids of earlier tasks."""
+        doc = self.model_dump(mode="json")
+        for name, default in SPLIT_OPTION_DEFAULTS.items():
+            if doc[name] == default:
+                del doc[name]
+        return doc
+
+    @property
+    def split_key(self) -> tuple[Any, ...]:
+        """Split tasks sharing this key (and :attr:`input_key`) share one SplitCosts."""
+        return (self.network or "", self.server or DEFAULT_SERVER, self.cost_model,
+                tuple(self.wire_dtypes or ()), tuple(self.processors or ()))
 
     @property
     def task_id(self) -> str:
@@ -186,10 +218,37 @@ class JobSpec(_Strict):
         return list(unique.values())
 
 
+def job_from_split_job(split_job: Any) -> JobSpec:
+    """The batch job of a SmartSplit job file (:class:`~optimizer.search.split_job.SplitJob`):
+    one split task per model × device × seed with the file's costs, solver and TOPSIS settings."""
+    sj = split_job
+    settings: dict[str, Any] = {"topsis_variant": sj.topsis}
+    if sj.weights is not None:
+        settings["weights"] = list(sj.weights)
+    if sj.solver == "nsga2":
+        settings.update(population=sj.population, generations=sj.generations)
+    defaults = TaskDefaults(dtype=sj.dtype, granularity=sj.granularity, server=sj.server,
+                            cost_model=sj.cost_model, wire_dtypes=list(sj.wire_dtypes),
+                            processors=list(sj.processors) if sj.processors else None,
+                            include_extremes=sj.include_extremes)
+    grid = Grid(models=list(sj.models), devices=list(sj.devices), seeds=list(sj.seeds),
+                split=SearchGrid(networks=[sj.network], solvers=[sj.solver], settings=settings))
+    return JobSpec(name=sj.name, description=sj.description, defaults=defaults, grid=grid)
+
+
 def load_job(path: str | os.PathLike[str]) -> JobSpec:
-    """Read and validate a job file; an empty expansion is an error."""
+    """Read and validate a job file (batch format, or a ``kind: split`` SmartSplit job);
+    an empty expansion is an error."""
+    data, node = read_yaml(path)
+    if isinstance(data, dict) and data.get("kind") == "split":
+        from ..search.split_job import SplitJob
+
+        split_job = load_model_yaml(path, SplitJob)
+        try:
+            return job_from_split_job(split_job)
+        except ValidationError as exc:
+            raise SchemaError(f"{path}: as a batch job: {describe_validation_error(exc)}") from None
     job = load_model_yaml(path, JobSpec)
-    _, node = read_yaml(path)
     for i in range(len(job.tasks)):
         try:
             job.explicit_task(i)

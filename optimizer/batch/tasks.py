@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DnnplanError
-from .jobspec import TaskSpec
+from .jobspec import DEFAULT_SERVER, TaskSpec
 from .store import TaskOutcome
-
-DEFAULT_SERVER = "smartsplit_i5"
 
 
 @dataclass
@@ -25,7 +23,7 @@ class SharedInputs:
     key: tuple[str, str, str, str]
     graph: Any = None
     table: Any = None  # CostTable for map tasks
-    split_costs: dict[tuple[str, str], Any] = field(default_factory=dict)
+    split_costs: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # by TaskSpec.split_key
     error: str | None = None
 
 
@@ -46,9 +44,12 @@ def build_inputs(key: tuple[str, str, str, str], tasks: list[TaskSpec],
         if any(t.kind == "map" for t in tasks):
             inputs.table = build_cost_table(inputs.graph, device, dtype)
         for t in tasks:
-            link = (t.network or "", t.server or DEFAULT_SERVER)
-            if t.kind == "split" and link not in inputs.split_costs:
-                inputs.split_costs[link] = build_split_costs(inputs.graph, device, link[0], link[1], dtype=dtype)
+            if t.kind == "split" and t.split_key not in inputs.split_costs:
+                network, server, cost_model, wire_dtypes, processors = t.split_key
+                options: dict[str, Any] = {"wire_dtypes": list(wire_dtypes)} if wire_dtypes else {}
+                inputs.split_costs[t.split_key] = build_split_costs(
+                    inputs.graph, device, network, server, dtype=dtype, cost_model=cost_model,
+                    processors=list(processors) or None, **options)
     except DnnplanError as exc:
         inputs.error = str(exc).splitlines()[0]
     return inputs
@@ -90,10 +91,9 @@ def _run_search(task: TaskSpec, inputs: SharedInputs) -> tuple[dict[str, Any], A
             stages=task.stages, objectives=tuple(task.objectives or ()), memory_limit=memory_limit,
             settings=dict(task.settings), command=command, table=inputs.table)
     else:
-        server = task.server or DEFAULT_SERVER
         outcome = make_split_plan(
-            inputs.graph, task.device, task.network or "", server=server, dtype=task.dtype,
-            solver=task.solver or "nsga2", seed=task.seed, memory_limit=memory_limit,
-            settings=dict(task.settings), command=command,
-            costs=inputs.split_costs[(task.network or "", server)])
+            inputs.graph, task.device, task.network or "", server=task.server or DEFAULT_SERVER,
+            dtype=task.dtype, solver=task.solver or "nsga2", seed=task.seed, memory_limit=memory_limit,
+            include_extremes=task.include_extremes, settings=dict(task.settings), command=command,
+            costs=inputs.split_costs[task.split_key])
     return outcome.plan.model_dump(mode="json"), outcome.result
