@@ -73,11 +73,12 @@ def test_fidelity_and_latency_reported(mnv2):
         # BN statistics are estimated, so the random network's logits are well scaled and
         # INT8 tracks FP32 (an untouched random MobileNetV2 has logits near 1e-11: SQNR ~0 dB)
         assert out.sqnr_db is not None and out.sqnr_db > 8.0
-        assert out.top1_agreement is not None
+        assert out.top1_agreement is not None and out.top1_agreement >= 0.3  # measured 0.56-0.63; chance 0.001
         assert rep.latency.fp32.median_ms > 0 and rep.latency.quantized.median_ms > 0
     pc = mnv2["pc_int8"].fidelity.outputs[0].sqnr_db
     pt = mnv2["pt_int8"].fidelity.outputs[0].sqnr_db
-    print(f"mobilenet_v2 SQNR per-channel {pc:.2f} dB, per-tensor {pt:.2f} dB")
+    print(f"mobilenet_v2 SQNR per-channel {pc:.2f} dB, per-tensor {pt:.2f} dB; top-1 agreement "
+          f"{[r.fidelity.outputs[0].top1_agreement for r in mnv2.values()]}")
 
 
 def test_quantized_file_is_a_first_class_input(mnv2):
