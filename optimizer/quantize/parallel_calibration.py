@@ -59,6 +59,12 @@ def stack_samples(samples: list[dict[str, np.ndarray]], batch: int) -> dict[str,
     return {k: np.concatenate([s[k] for s in padded]) for k in samples[0]}
 
 
+def batches(arrays: dict[str, Any], size: int, first: int, last: int) -> list[dict[str, np.ndarray]]:
+    """Batches ``first``..``last`` (``size`` samples each) of stacked per-input ``arrays``, contiguous."""
+    return [{n: np.ascontiguousarray(a[i * size:(i + 1) * size]) for n, a in arrays.items()}
+            for i in range(first, last)]
+
+
 def _tf_calibrator_class() -> Any:
     from .. import lazy
 
@@ -75,10 +81,9 @@ def calibrate_from_files(model_content: bytes, files: list[str], names: list[str
 
     ``files`` are ``.npy`` arrays holding the inputs ``names``, memory-mapped.
     """
-    arrays = [np.load(f, mmap_mode="r") for f in files]
-    batches = [{n: np.ascontiguousarray(a[i * batch:(i + 1) * batch]) for n, a in zip(names, arrays, strict=True)}
-               for i in range(first, last)]
-    return bytes(_tf_calibrator_class()(model_content).calibrate(lambda: iter(batches)))
+    arrays = {n: np.load(f, mmap_mode="r") for n, f in zip(names, files, strict=True)}
+    mine = batches(arrays, batch, first, last)
+    return bytes(_tf_calibrator_class()(model_content).calibrate(lambda: iter(mine)))
 
 
 @contextlib.contextmanager
@@ -118,7 +123,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
                 helpers = [pool.submit(calibrate_from_files, model, files, names, size,  # type: ignore[union-attr]
                                        a - bounds[1], b - bounds[1])
                            for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
-            own = [{n: v[i * size:(i + 1) * size] for n, v in stacked.items()} for i in range(bounds[1])]
+            own = batches(stacked, size, 0, bounds[1])
             results = [bytes(original(model).calibrate(lambda: iter(own)))]
             results += [job.result() for job in helpers]
         info.update(samples=len(samples), batch=size, workers=parts)
