@@ -54,6 +54,7 @@ demo: install
 	@echo "== 7. a small batch job: both searches on two devices, resumable store =="
 	$(DNNPLAN) batch run search_spaces/jobs/demo.yaml --out $(DEMO)/batch
 	$(DNNPLAN) batch collect $(DEMO)/batch --out $(DEMO)/batch_table.csv
+	$(DNNPLAN) batch report $(DEMO)/batch
 	@echo "== 8. report: figures and tables of the plans, the front and the batch run =="
 	$(DNNPLAN) report $(DEMO)/split_plan.json $(DEMO)/split_front.csv $(DEMO)/map_plan.json $(DEMO)/batch --out $(DEMO) --title "dnnplan demo: $(MODEL)"
 	@echo "demo outputs in $(DEMO)/"

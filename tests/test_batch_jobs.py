@@ -104,6 +104,33 @@ def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path
     assert out.plan["split"]["layer"] == row["chosen"]["split"]
     assert out.plan["split"]["wire_dtype"] == row["chosen"]["wire_dtype"] == "fp32"
     assert out.metrics["latency_s"] == pytest.approx(row["objectives"]["latency_s"], rel=1e-12)
+    # the reverse view: the task records the baselines `split --job` prints, as row and as columns
+    cmp = out.search["comparison"]
+    assert cmp["layers"] == row["layers"] and cmp["chosen"] == row["chosen"]
+    for b in ("lbo", "ebo", "cos", "coc", "rs"):
+        assert cmp[b] == row[b]
+        assert out.metrics[f"{b}_split"] == row[b]["decision"]["split"]
+        assert out.metrics[f"{b}_latency_s"] == pytest.approx(row[b]["objectives"]["latency_s"], rel=1e-12)
+    # LBO is the least-latency split, so the chosen one cannot beat it
+    assert out.metrics["lbo_latency_s"] <= out.metrics["latency_s"] + 1e-12
+    run = tmp_path / "run"
+    res = run_cli("batch", "run", str(small), "--out", str(run), "--workers", "1")
+    assert res.exit_code == 0, res.stderr
+    res = run_cli("batch", "report", str(run))
+    assert res.exit_code == 0, res.stderr
+    line = next(ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("alexnet"))
+    cells = line.split()
+    assert cells[:4] == ["alexnet", "galaxy_j6", str(row["layers"]), str(row["chosen"]["split"])], line
+    assert cells[7:12] == [str(row[b]["decision"]["split"]) for b in ("lbo", "ebo", "cos", "coc", "rs")], line
+    assert "LBO" in res.stdout and "1 done" in res.stdout
+    res = run_cli("batch", "report", str(tmp_path))
+    assert res.exit_code == 2 and "not a batch run folder" in res.stderr
+    res = run_cli("batch", "collect", str(run), "--out", str(tmp_path / "t.csv"))
+    assert res.exit_code == 0, res.stderr
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert table["metric_coc_split"].tolist() == [row["coc"]["decision"]["split"]]
     # the same task with the batch defaults (all processors, int8/fp16/fp32 on the wire) differs
     free = task.model_copy(update={"processors": None, "wire_dtypes": None})
     assert free.task_id != task.task_id and free.split_key != task.split_key

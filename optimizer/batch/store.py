@@ -138,14 +138,18 @@ class ResultStore:
                 search.get("space_size"), search.get("explored_fraction"), r.get("wall_time_s"),
                 r.get("plan_path"), json.dumps(r.get("metrics") or {}, sort_keys=True))
 
-    def rows(self) -> list[tuple[Any, ...]]:
-        """Index rows read from the task folders (the source of truth), sorted by task id."""
-        rows = []
+    def records(self) -> list[tuple[TaskSpec, dict[str, Any] | None]]:
+        """Every task with its ``result.json`` (None while pending), from the folders, by task id."""
+        out = []
         for d in sorted(self.tasks_dir.glob("*/task.json")):
             task = TaskSpec.model_validate(json.loads(d.read_text()))
             res = d.parent / "result.json"
-            rows.append(self._row(task, json.loads(res.read_text()) if res.is_file() else None))
-        return rows
+            out.append((task, json.loads(res.read_text()) if res.is_file() else None))
+        return out
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Index rows read from the task folders (the source of truth), sorted by task id."""
+        return [self._row(task, result) for task, result in self.records()]
 
     def reindex(self) -> None:
         """Rebuild the SQLite index from the task folders."""

@@ -65,6 +65,11 @@ def execute_task(task: TaskSpec, inputs: SharedInputs) -> TaskOutcome:
         metrics = {k: v for k, v in plan["predicted"].items() if isinstance(v, (int, float))}
         search = {"evaluations": result.evaluations, "space_size": result.space_size,
                   "explored_fraction": result.explored_fraction, "wall_time_s": result.wall_time_s}
+        if task.kind == "split":
+            from ..search.split_job import comparison_row, split_metrics
+
+            search["comparison"] = comparison_row(result, len(inputs.graph))
+            metrics.update(split_metrics(search["comparison"]))
         return TaskOutcome(task.task_id, "done", time.perf_counter() - t0, metrics=metrics,
                            search=search, plan=plan)
     except DnnplanError as exc:

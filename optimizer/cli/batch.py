@@ -75,6 +75,52 @@ def batch_status(run: str = typer.Argument(..., metavar="RUN", help="Run folder.
                       f"{row['device']}: {row['error']}", highlight=False)
 
 
+@batch_app.command("report")
+def batch_report(run: str = typer.Argument(..., metavar="RUN", help="Run folder.")) -> None:
+    """Finished tasks as tables: split tasks against their baselines (as 'split --job' prints),
+    map tasks with their predicted throughput, latency and energy."""
+    import json
+
+    from ..batch import ResultStore
+    from .split import _print_wide, print_comparison
+
+    store = ResultStore.open_existing(run)
+    name = json.loads((store.root / "run.json").read_text())["job"]
+    done = sorted(((t, r) for t, r in store.records() if r is not None and r["status"] == "done"),
+                  key=lambda tr: (tr[0].model, tr[0].device, tr[0].solver or "", tr[0].seed))
+    by_network: dict[str, list[dict]] = {}
+    older = 0
+    for t, r in done:
+        if t.kind != "split":
+            continue
+        if "comparison" not in (r.get("search") or {}):
+            older += 1  # finished before batch split tasks recorded their baselines
+            continue
+        by_network.setdefault(t.network or "-", []).append(
+            {"model": t.model, "device": t.device, "seed": t.seed, "solver": t.solver or "nsga2",
+             **r["search"]["comparison"]})
+    for network, rows in by_network.items():
+        print_comparison(rows, f"{name}: split tasks over {network} vs baselines")
+    maps = [(t, r) for t, r in done if t.kind == "map"]
+    if maps:
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=f"{name}: map tasks", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("model", "device", "solver", "objectives", "seed", "fps", "lat ms", "E mJ"):
+            table.add_column(col, justify="left" if col in ("model", "device", "solver", "objectives") else "right")
+        for t, r in maps:
+            m = r.get("metrics") or {}
+            table.add_row(t.model, t.device, t.solver or "ga", ",".join(t.objectives or []), str(t.seed),
+                          *[f"{m[k] * scale:.2f}" if isinstance(m.get(k), (int, float)) else "-"
+                            for k, scale in (("throughput_fps", 1), ("latency_s", 1e3), ("energy_j", 1e3))])
+        _print_wide(table)
+    counts = store.counts()
+    console.print(f"{run}: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+                  + (f"; {older} split task(s) ran before baselines were recorded: re-run them "
+                     "in a new run folder to compare" if older else ""), highlight=False)
+
+
 @batch_app.command("collect")
 def batch_collect(
     run: str = typer.Argument(..., metavar="RUN", help="Run folder."),

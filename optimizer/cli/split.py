@@ -225,27 +225,36 @@ def split_cmd(
 
 
 def _run_job(path: Path) -> None:
-    from rich import box
-    from rich.table import Table
-
-    from ..search.split_baselines import BASELINES
     from ..search.split_job import SplitJob, run_split_job
     from ..yamlio import load_model_yaml
 
     job = load_model_yaml(path, SplitJob)
     rows = run_split_job(job, progress=None if STATE.quiet else
                          (lambda msg: console_err.print(f"[dim]{msg}[/]", highlight=False)))
-    seeds = len(job.seeds) > 1
-    table = Table(title=f"{job.name}: split chosen ({job.solver} + TOPSIS {job.topsis}) vs baselines",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["model", "device", *(["seed"] if seeds else []), "L", job.solver, "head / wire",
-            *[b.upper() for b in BASELINES], "lat ms", "E mJ"]
+    print_comparison(rows, f"{job.name}: split chosen ({job.solver} + TOPSIS {job.topsis}) vs baselines")
+
+
+def print_comparison(rows: list[dict[str, Any]], title: str) -> None:
+    """Print split-search rows (``model, device, seed, solver`` plus a
+    :func:`optimizer.search.split_job.comparison_row`) as one table against the baselines."""
+    from rich import box
+    from rich.table import Table
+
+    from ..search.split_baselines import BASELINES
+
+    seeds = len({r["seed"] for r in rows}) > 1
+    solvers = sorted({r["solver"] for r in rows})
+    chosen = solvers[0] if len(solvers) == 1 else "chosen"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["model", "device", *(["seed"] if seeds else []), *(["solver"] if chosen == "chosen" else []), "L",
+            chosen, "head / wire", *[b.upper() for b in BASELINES], "lat ms", "E mJ"]
     for col in cols:
-        table.add_column(col, justify="left" if col in ("model", "device", "head / wire") else "right",
+        table.add_column(col, justify="left" if col in ("model", "device", "solver", "head / wire") else "right",
                          no_wrap=True)
     for r in rows:
         ch = r["chosen"]
-        table.add_row(r["model"], r["device"], *([str(r["seed"])] if seeds else []), str(r["layers"]),
+        table.add_row(r["model"], r["device"], *([str(r["seed"])] if seeds else []),
+                      *([r["solver"]] if chosen == "chosen" else []), str(r["layers"]),
                       str(ch["split"]), f"{ch['processor']} {ch['clock_hz'] / 1e9:.2f}G {ch['wire_dtype']}",
                       *[str(r[b]["decision"]["split"]) for b in BASELINES],
                       f"{r['objectives']['latency_s'] * 1e3:.1f}", f"{r['objectives']['energy_j'] * 1e3:.1f}")

@@ -67,11 +67,32 @@ def run_split_job(job: SplitJob, *, progress: Callable[[str], None] | None = Non
                 if job.solver == "nsga2":
                     settings.update(population=job.population, generations=job.generations)
                 res = solve(problem, job.solver, seed=seed, **settings)
-                row: dict[str, Any] = {
-                    "model": graph.name, "device": device, "seed": seed, "layers": len(graph),
-                    "solver": job.solver, "chosen": res.best.decision, "objectives": res.best.objectives,
-                    "evaluations": res.evaluations, "front_size": len(res.front)}
-                for b in BASELINES:
-                    row[b] = {"decision": res.baselines[b].decision, "objectives": res.baselines[b].objectives}
-                rows.append(row)
+                rows.append({"model": graph.name, "device": device, "seed": seed, "solver": job.solver,
+                             **comparison_row(res, len(graph))})
     return rows
+
+
+def comparison_row(result: Any, layers: int) -> dict[str, Any]:
+    """The chosen split of a split search ``result`` next to every baseline's (JSON-ready).
+
+    Keys: ``layers`` (the network's L), ``chosen`` (decision dict), ``objectives``,
+    ``evaluations``, ``front_size``, and for
+    every name in :data:`BASELINES` its ``decision`` and ``objectives``. ``dnnplan split --job``
+    and batch split tasks both record this.
+    """
+    row: dict[str, Any] = {"layers": layers, "chosen": result.best.decision, "objectives": result.best.objectives,
+                           "evaluations": result.evaluations, "front_size": len(result.front)}
+    for b in BASELINES:
+        row[b] = {"decision": result.baselines[b].decision, "objectives": result.baselines[b].objectives}
+    return row
+
+
+def split_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """Flat numeric columns of a :func:`comparison_row`: ``chosen_split`` and, per baseline,
+    ``<name>_split``, ``<name>_latency_s`` and ``<name>_energy_j`` (a batch table's columns)."""
+    out = {"chosen_split": row["chosen"]["split"]}
+    for b in BASELINES:
+        out[f"{b}_split"] = row[b]["decision"]["split"]
+        for k in ("latency_s", "energy_j"):
+            out[f"{b}_{k}"] = row[b]["objectives"][k]
+    return out
