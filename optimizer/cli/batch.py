@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err
+from .common import STATE, console, console_err, print_wide
 
 batch_app = typer.Typer(help="Batch search jobs: job files, resumable result store, process pool or Dask.",
                         no_args_is_help=True)
@@ -82,7 +82,7 @@ def batch_report(run: str = typer.Argument(..., metavar="RUN", help="Run folder.
     import json
 
     from ..batch import ResultStore
-    from .split import _print_wide, print_comparison
+    from .split import print_comparison
 
     store = ResultStore.open_existing(run)
     name = json.loads((store.root / "run.json").read_text())["job"]
@@ -114,7 +114,7 @@ def batch_report(run: str = typer.Argument(..., metavar="RUN", help="Run folder.
             table.add_row(t.model, t.device, t.solver or "ga", ",".join(t.objectives or []), str(t.seed),
                           *[f"{m[k] * scale:.2f}" if isinstance(m.get(k), (int, float)) else "-"
                             for k, scale in (("throughput_fps", 1), ("latency_s", 1e3), ("energy_j", 1e3))])
-        _print_wide(table)
+        print_wide(table)
     counts = store.counts()
     console.print(f"{run}: " + ", ".join(f"{v} {k}" for k, v in counts.items())
                   + (f"; {older} split task(s) ran before baselines were recorded: re-run them "

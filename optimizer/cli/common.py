@@ -22,6 +22,14 @@ class CliState:
 STATE = CliState()
 
 
+def print_wide(table: Any) -> None:
+    """Print a table at full width: a pipe or file gets 120 columns instead of Rich's 80."""
+    if console.is_terminal:
+        console.print(table)
+    else:
+        Console(width=max(console.width, 120)).print(table)
+
+
 def print_json(obj: Any) -> None:
     """Machine-readable output: JSON on stdout, nothing else."""
     sys.stdout.write(json.dumps(obj, indent=2, default=_json_default) + "\n")

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import ConfigError
 from . import app
-from .common import STATE, console, console_err
+from .common import STATE, console, console_err, print_wide
 
 SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 
@@ -64,16 +64,6 @@ def _front_csv(result: Any, layer_names: tuple[str, ...]) -> str:
     return buf.getvalue()
 
 
-def _print_wide(table: Any) -> None:
-    """Print a table at full width: a pipe or file gets 120 columns instead of Rich's 80."""
-    if console.is_terminal:
-        console.print(table)
-    else:
-        from rich.console import Console
-
-        Console(width=max(console.width, 120)).print(table)
-
-
 def _summary(result: Any, n_layers: int, title: str) -> None:
     from rich import box
     from rich.table import Table
@@ -89,7 +79,7 @@ def _summary(result: Any, n_layers: int, title: str) -> None:
         table.add_row(label, split, head, wire, f"{c.metrics['crossing_bytes'] / 1e3:.1f}",
                       f"{o['latency_s'] * 1e3:.1f}", f"{o['energy_j'] * 1e3:.1f}",
                       f"{o['memory_bytes'] / 1e6:.2f}", "yes" if c.feasible else "[red]no[/]")
-    _print_wide(table)
+    print_wide(table)
     console.print(f"front: {len(result.front)} solutions; evaluations {result.evaluations} of "
                   f"{int(result.space_size)} ({result.explored_fraction:.1%}); "
                   f"{result.wall_time_s:.2f} s", highlight=False)
@@ -258,4 +248,4 @@ def print_comparison(rows: list[dict[str, Any]], title: str) -> None:
                       str(ch["split"]), f"{ch['processor']} {ch['clock_hz'] / 1e9:.2f}G {ch['wire_dtype']}",
                       *[str(r[b]["decision"]["split"]) for b in BASELINES],
                       f"{r['objectives']['latency_s'] * 1e3:.1f}", f"{r['objectives']['energy_j'] * 1e3:.1f}")
-    _print_wide(table)
+    print_wide(table)
