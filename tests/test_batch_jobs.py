@@ -125,6 +125,9 @@ def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path
     assert "LBO" in res.stdout and "1 done" in res.stdout
     res = run_cli("batch", "report", str(tmp_path))
     assert res.exit_code == 2 and "not a batch run folder" in res.stderr
+    (run / "run.json").write_text("{not json")
+    res = run_cli("batch", "report", str(run))
+    assert res.exit_code == 2 and "run.json: not valid JSON" in res.stderr, res.stderr
     res = run_cli("batch", "collect", str(run), "--out", str(tmp_path / "t.csv"))
     assert res.exit_code == 0, res.stderr
     import pandas as pd

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import InputFileError
+from ..errors import InputFileError, SchemaError
 from ..fileio import atomic_write_json, atomic_write_text
 from .jobspec import JobSpec, TaskSpec
 
@@ -77,6 +77,15 @@ class ResultStore:
             raise InputFileError(f"{store.root}: not a batch run folder (no run.json); "
                                  "give the --out folder of 'dnnplan batch run'")
         return store
+
+    def info(self) -> dict[str, Any]:
+        """``run.json``: job name, tool version, task count (one-line error if it is damaged)."""
+        path = self.root / "run.json"
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise SchemaError(f"{path}: not valid JSON; the run folder is damaged") from None
+        return info if isinstance(info, dict) else {}
 
     def initialise(self, job: JobSpec, tasks: list[TaskSpec]) -> None:
         """Create the run folder (or reopen it) and write every task's spec."""

@@ -79,13 +79,11 @@ def batch_status(run: str = typer.Argument(..., metavar="RUN", help="Run folder.
 def batch_report(run: str = typer.Argument(..., metavar="RUN", help="Run folder.")) -> None:
     """Finished tasks as tables: split tasks against their baselines (as 'split --job' prints),
     map tasks with their predicted throughput, latency and energy."""
-    import json
-
     from ..batch import ResultStore
     from .split import print_comparison
 
     store = ResultStore.open_existing(run)
-    name = json.loads((store.root / "run.json").read_text())["job"]
+    name = store.info().get("job", store.root.name)
     done = sorted(((t, r) for t, r in store.records() if r is not None and r["status"] == "done"),
                   key=lambda tr: (tr[0].model, tr[0].device, tr[0].solver or "", tr[0].seed))
     by_network: dict[str, list[dict]] = {}

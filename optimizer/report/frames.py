@@ -299,14 +299,12 @@ def _load_batch(p: Path) -> ReportInput:
 
     from ..batch import ResultStore
 
-    try:
-        info = json.loads((p / "run.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SchemaError(f"{p / 'run.json'}: not valid JSON; the run folder is damaged") from None
+    store = ResultStore.open_existing(p)
+    info = store.info()
     import sqlite3
 
     try:
-        df = ResultStore.open_existing(p).table()
+        df = store.table()
     except sqlite3.Error as exc:
         raise InputFileError(f"{p / 'index.sqlite'}: cannot rebuild the run's index ({exc}); the run folder must "
                              "be writable (copy it first)") from None
@@ -314,7 +312,7 @@ def _load_batch(p: Path) -> ReportInput:
         first = str(exc).splitlines()[0]
         raise SchemaError(f"{p}: a task file of the run is not valid ({first}); the run folder is damaged") from None
     df.attrs.update(kind="batch", source=str(p))
-    return ReportInput(p, "batch", df, data=info if isinstance(info, dict) else {})
+    return ReportInput(p, "batch", df, data=info)
 
 
 def _load_thermal(p: Path, data: dict[str, Any]) -> ReportInput:
