@@ -49,14 +49,32 @@ Seconds = Annotated[float, _q("time"), Field(gt=0)]
 Share = Annotated[float, Field(gt=0, le=1)]
 
 
-def _cap_value(v: object) -> float | str:
+class ShareCap(BaseModel):
+    """A cap written as a percentage of the processor's maximum ("50 %"): for a processor without
+    a clock in the spec, such as the radio, whose cap limits its throughput (duty)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fraction: Annotated[float, Field(ge=0, le=1)]
+
+
+def _cap_value(v: object) -> float | str | ShareCap:
+    if isinstance(v, (ShareCap, dict)):      # a model, or its dump ({"fraction": f})
+        return v
     if isinstance(v, str) and v.strip().lower() == "off":
         return "off"
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            pct = float(v.strip()[:-1])
+        except ValueError:
+            raise ValueError(f"cap {v!r}: expected a percentage such as '50 %'") from None
+        if not 0 <= pct <= 100:
+            raise ValueError(f"cap {v!r}: a percentage must lie in 0-100 %")
+        return ShareCap(fraction=pct / 100.0)
     return parse_thermal_quantity(v, "frequency")
 
 
-#: a clock cap: Hz, or "off" (the processor is switched off)
-Cap = Annotated[float | Literal["off"], BeforeValidator(_cap_value)]
+#: a clock cap: Hz, "off" (the processor is switched off) or "NN %" of the processor's maximum
+Cap = Annotated[float | Literal["off"] | ShareCap, BeforeValidator(_cap_value)]
 
 
 class _Model(BaseModel):
@@ -85,6 +103,7 @@ class ThermalProcessor(_Model):
     clusters: dict[str, Cluster] = Field(default_factory=dict)
     full_load_w: Annotated[float, _q("power"), Field(ge=0)] | None = Field(default=None, alias="full_load")
     static_w: Annotated[float, _q("power"), Field(ge=0)] = Field(default=0.0, alias="static")
+    heat_scale: Annotated[float, Field(gt=0, le=10)] = 1.0
     source: str
 
     @model_validator(mode="after")
@@ -119,8 +138,10 @@ class Coupling(_Model):
 class TripRow(_Model):
     """A governor row: when ``sensor`` reaches ``trip`` the caps apply until it falls to ``clear``.
 
-    Caps are keyed by processor (``gpu``) or processor.cluster (``cpu.prime``); values are clocks
-    or "off". ``shutdown: true`` marks the emergency shutdown row.
+    Caps are keyed by processor (``gpu``) or processor.cluster (``cpu.prime``); values are clocks,
+    "off", or "NN %" of the processor's maximum (the radio: a cap on its throughput, modelling a
+    modem's thermal mitigation). Rows may watch the skin or a die sensor (die rows: the SoC's
+    passive and critical trip points). ``shutdown: true`` marks the emergency shutdown row.
     """
 
     sensor: str
@@ -226,7 +247,7 @@ class ThermalSpec(_Model):
                     raise ValueError(f"governor.trips[{i}].caps: unknown processor {proc!r}; "
                                      f"valid: {', '.join(self.processors)}")
                 value = row.caps[key]
-                if value != "off" and not cluster and self.processors[proc].max_clock_hz is None:
+                if not isinstance(value, ShareCap) and value != "off" and not cluster and self.processors[proc].max_clock_hz is None:
                     raise ValueError(f"governor.trips[{i}].caps.{key}: a clock cap needs "
                                      f"processors.{proc}.max_clock")
                 if cluster and cluster not in self.processors[proc].clusters:

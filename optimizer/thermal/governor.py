@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hardware.thermal_spec import ThermalSpec
+from ..hardware.thermal_spec import ShareCap, ThermalSpec
 
 
 @dataclass(frozen=True)
@@ -131,9 +131,11 @@ class Governor:
         return events
 
 
-def _fraction(cap: float | str | None, max_clock_hz: float) -> float:
+def _fraction(cap: float | str | ShareCap | None, max_clock_hz: float | None) -> float:
     if cap is None:
         return 1.0
+    if isinstance(cap, ShareCap):
+        return cap.fraction
     if cap == "off":
         return 0.0
     return min(1.0, float(cap) / max_clock_hz)

@@ -105,7 +105,9 @@ class RCNetwork:
 
     @classmethod
     def from_spec(cls, spec: ThermalSpec) -> RCNetwork:
-        """The network of a device's thermal spec; inputs are its processors, in spec order."""
+        """The network of a device's thermal spec; inputs are its processors, in spec order.
+
+        Input ``p`` heats node ``n`` by ``heats[n] * heat_scale`` per reported watt."""
         names = spec.node_names
         idx = {n: i for i, n in enumerate(names)}
         n = len(names)
@@ -121,8 +123,9 @@ class RCNetwork:
         procs = spec.processor_names
         s = np.zeros((n, len(procs)))
         for j, p in enumerate(procs):
-            for node, share in spec.processors[p].heats.items():
-                s[idx[node], j] += share
+            proc = spec.processors[p]
+            for node, share in proc.heats.items():
+                s[idx[node], j] += share * proc.heat_scale
         return cls(names, procs, np.array([nd.capacitance_j_per_k for nd in spec.nodes]), g, ga, s)
 
     # -- continuous model -------------------------------------------------------------------

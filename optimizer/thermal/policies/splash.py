@@ -360,7 +360,8 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
         t0 = p * period
         events += gov.update(x, t0)
         caps_in = gov.caps
-        caps_w = [float(caps_in[inp[w]]) if w != cloud_w else 1.0 for w in range(W)]
+        # the cloud worker's cap is the radio's (modem thermal mitigation caps its throughput)
+        caps_w = [float(caps_in[inp[w]]) for w in range(W)]
         cpu_cap = float(caps_in[cpu_in])
         reading = np.round(x[sensor_nodes] / sensor_resolution_c) * sensor_resolution_c
         # trend over the next period at last period's load, and the heating gain per busy second
@@ -423,7 +424,7 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
                 w = best_w
                 start = free[w] if free[w] > now else now
                 if w == cloud_w:
-                    j = jn[req]
+                    j = jn[req] / caps_w[w]
                     up = up_s[r] * j
                     down = down_s[r] * j
                     comm = rtt * j + up + down
