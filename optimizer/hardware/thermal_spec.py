@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -95,7 +96,12 @@ class ThermalProcessor(_Model):
     fraction is the work-weighted mean of the clusters' fractions. ``max_clock`` may be left out
     for a processor the governor only switches off. ``full_load`` is the processor's power under
     the sustained full load the RC parameters were calibrated with, ``static`` the part of it
-    that does not scale with the clock (leakage, uncore).
+    that does not scale with the clock (leakage, uncore). ``max_power`` bounds the power the
+    processor can draw: for the radio (``modem``), the phone's front end, which Huang et al.'s
+    linear model (MobiSys 2012, fitted at a few Mbps) overshoots at higher rates. ``heat_scale``
+    multiplies the power drawn before it heats the nodes: for the radio, the phone's radio chain
+    (baseband, front end, network-stack work on the SoC) relative to the link model's reference
+    phone; 1 for processors whose power comes from the device's own cost model.
     """
 
     heats: dict[str, Share] = Field(min_length=1)
@@ -104,6 +110,7 @@ class ThermalProcessor(_Model):
     full_load_w: Annotated[float, _q("power"), Field(ge=0)] | None = Field(default=None, alias="full_load")
     static_w: Annotated[float, _q("power"), Field(ge=0)] = Field(default=0.0, alias="static")
     heat_scale: Annotated[float, Field(gt=0, le=10)] = 1.0
+    max_power_w: Annotated[float, _q("power"), Field(gt=0)] | None = Field(default=None, alias="max_power")
     source: str
 
     @model_validator(mode="after")
@@ -275,6 +282,10 @@ class ThermalSpec(_Model):
     def full_load_w(self) -> dict[str, float]:
         """The calibration load: processor → W (processors without ``full_load`` are left out)."""
         return {p: v.full_load_w for p, v in self.processors.items() if v.full_load_w is not None}
+
+    def power_limit_w(self) -> np.ndarray:
+        """[P] most power each processor can draw (``max_power``; inf where not given)."""
+        return np.array([np.inf if p.max_power_w is None else p.max_power_w for p in self.processors.values()])
 
     def static_w(self) -> dict[str, float]:
         """Clock-independent power per processor while it is on (W)."""

@@ -4,8 +4,11 @@ Running the full simulator (:func:`optimizer.thermal.simulate.simulate`, ~0.1-0.
 mapping) inside a GA that evaluates thousands of mappings would dominate its run time, so the
 objectives use a vectorised **governor-level walk** over a whole population at once:
 
-1. The governor's non-shutdown trip rows, sorted by trip temperature, define levels
-   ``0..R``: level ``j`` has the caps of rows ``0..j-1`` in force (level 0 = unthrottled).
+1. The governor's non-shutdown trip rows on its ladder sensor (the status sensor, else the
+   sensor of the lowest trip: the skin on the phones), sorted by trip temperature, define levels
+   ``0..R``: level ``j`` has the caps of rows ``0..j-1`` in force (level 0 = unthrottled). Rows
+   on other sensors (the phones' die trips, issue 17) act independently of that ladder and are
+   left out of the estimate: where they fire, the full simulation is the reference.
 2. For each level reached by some candidate, the search's own cost model is evaluated at the
    level's capped clocks (the problem's ``evaluate`` on a cost table rebuilt at
    ``cap × f_max``, cached per level; an "off" processor falls back to the CPU) giving per
@@ -83,8 +86,13 @@ class GovernorLevels:
         self.ambient_c = spec.ambient_c if ambient_c is None else float(ambient_c)
         self.network = RCNetwork.from_spec(spec)
         self.steady = SteadyStateObjective(spec)
+        self.power_limit = spec.power_limit_w()
         trips = spec.governor.trips
-        order = sorted((i for i, r in enumerate(trips) if not r.shutdown), key=lambda i: trips[i].trip_c)
+        live = [i for i, r in enumerate(trips) if not r.shutdown]
+        st = spec.governor.status
+        ladder = st.sensor if st is not None else (min((trips[i] for i in live), key=lambda r: r.trip_c).sensor
+                                                   if live else None)
+        order = sorted((i for i in live if trips[i].sensor == ladder), key=lambda i: trips[i].trip_c)
         self.rows = [trips[i] for i in order]
         self.sensor = np.array([spec.node_index(r.sensor) for r in self.rows], dtype=np.int64)
         gov = Governor(spec)
@@ -116,6 +124,7 @@ class GovernorLevels:
         def at(j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             if j not in cache:
                 p, f = evaluate(self.level_caps(j))
+                p = np.minimum(p, self.power_limit)
                 cache[j] = (p, np.asarray(f, dtype=np.float64), self.horizon_temps(p))
             return cache[j]
 
@@ -299,7 +308,8 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
         st = prepare(c)
         b = problem.breakdown(X)
         l, k, _ = problem._columns(X)
-        remote = b["upload_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
+        transfer = b["upload_s"] + b["download_s"]
+        remote = transfer + b["server_s"] + b["rtt_s"]
         radio = b["upload_j"] + b["download_j"]
         on_phone = l > 0
 
@@ -310,7 +320,10 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
             kk = k_new[k]
             client_s = c.head_latency_s[kk, l] * scale[k]
             native_s = st["native"][kk, l] * scale[k]
-            period = client_s + remote
+            radio_cap = caps.get(MODEM, 1.0)          # modem mitigation stretches the transfers
+            period = client_s + remote + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
+            if radio_cap <= 0:                         # radio off: frames that leave the phone stall
+                period = np.where(transfer > 0, np.inf, period)
             inv = np.divide(1.0, period, out=np.zeros_like(period), where=period > 0)
             procs = st["proc"][kk]
             head_w = np.where(on_phone, (st["active"][kk] - np.array([static[p] for p in procs])) * native_s * inv, 0.0)

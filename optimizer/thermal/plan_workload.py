@@ -27,7 +27,9 @@ plan uses (the CPU always: it hosts pre/post-processing and CPU fallback), 0 for
 2023). CPU busy time counts CPU stages, CPU fallback of other stages' unsupported layers and
 pre/post-processing weighted by ``host_threads / cpu_threads``. A split's uploads heat the
 ``modem`` node: radio energy per frame (Huang et al., MobiSys'12: ``(α_u τ_u + β) I / B`` up,
-alike down) over the period. The phone's whole-device idle power (display, DRAM) is not an
+alike down) over the period; a governor cap ``c`` on the ``modem`` (modem thermal mitigation)
+stretches upload and download by ``1/c`` (same energy per bit, lower radio duty) and "off"
+stops offloading (throughput 0). The phone's whole-device idle power (display, DRAM) is not an
 input of the thermal specs and is left out.
 """
 
@@ -207,16 +209,23 @@ class SplitWorkload:
     head_clock_hz: float | None
     remote_s: float  # upload + server + download + RTT (independent of the phone's clocks)
     radio_j: float  # upload + download energy per frame
+    transfer_s: float = 0.0  # the upload + download part of remote_s (stretched by a modem cap)
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
         if self.tables.cpu_off(caps):
             return WorkloadPoint({}, 0.0)
+        radio_cap = float(caps.get(MODEM, 1.0))
+        if self.split < len(self.tables.graph) and radio_cap <= 0:
+            # the radio is switched off (modem thermal mitigation): no frame leaves the phone
+            cpu = self.tables.cpu
+            return WorkloadPoint({self.tables.names[cpu]: float(self.tables.static_w[cpu])}, 0.0)
+        remote_s = self.remote_s + self.transfer_s * (1.0 / radio_cap - 1.0) if radio_cap < 1 else self.remote_s
         dev = self.tables.device
         names = self.tables.names
         cpu = self.tables.cpu
         power = dict.fromkeys(names, 0.0)
         if self.split == 0 or self.head is None:
-            period = self.remote_s
+            period = remote_s
             ct = self.tables.table({})
             native_cpu = 0.0
             j = cpu
@@ -234,7 +243,7 @@ class SplitWorkload:
             native = float(_native_cum(ct)[self.split, j])
             native_cpu = busy - native
             busy = native
-            period = busy + native_cpu + self.remote_s
+            period = busy + native_cpu + remote_s
         static = np.minimum(self.tables.static_w, ct.active_power_w)
         if j != cpu:
             u = busy / period if period > 0 else 0.0
@@ -313,23 +322,25 @@ def plan_workload(plan: Any, *, graph: Any = None, device: Any = None, spec: Any
         if all(k in extra for k in keys):
             remote = sum(extra[k] for k in keys[:4])
             radio = extra["upload_j"] + extra["download_j"]
+            transfer = extra["upload_s"] + extra["download_s"]
         else:
-            remote, radio = _remote_from_files(plan, graph)
+            remote, radio, transfer = _remote_from_files(plan, graph)
         if sp.head_processor is not None:
             dev.processor(sp.head_processor)
         return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
-                             sp.head_clock_hz, float(remote), float(radio))
+                             sp.head_clock_hz, float(remote), float(radio), float(transfer))
     raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
 
 
-def _remote_from_files(plan: Any, graph: Any) -> tuple[float, float]:
-    """Upload + server + download + RTT seconds and radio joules of a split plan, from its files."""
+def _remote_from_files(plan: Any, graph: Any) -> tuple[float, float, float]:
+    """Upload + server + download + RTT seconds, radio joules and upload + download seconds of a
+    split plan, from its files."""
     from ..cost import build_cost_table
     from ..hardware import load_link, load_server
 
     sp = plan.split
     if sp.layer >= len(graph):
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     if plan.network is None:
         raise ConfigError("plan: field network is empty; a split plan needs its link to be simulated")
     link = load_link(plan.network)
@@ -341,7 +352,7 @@ def _remote_from_files(plan: Any, graph: Any) -> tuple[float, float]:
     out_bytes = float(graph.cut_bytes_array("fp32")[-1])
     up_s, dn_s = float(link.upload_s(sp.bytes)), float(link.download_s(out_bytes))
     return (up_s + server_s + dn_s + float(link.rtt_s),
-            float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)))
+            float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)), up_s + dn_s)
 
 
 def simulate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,

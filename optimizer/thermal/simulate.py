@@ -174,6 +174,7 @@ def simulate(spec: ThermalSpec, workload: Workload, *, duration_s: float = 600.0
     events: list[GovernorEvent] = []
     cache: dict[tuple, tuple[np.ndarray, float]] = {}
     AdT, BdT, ea = disc.Ad.T, disc.Bd.T, disc.ed * amb
+    limit = spec.power_limit_w()                 # e.g. the phone's radio front end (max_power)
     for k in range(n_steps):
         events += gov.update(x, k * dt)
         c = gov.caps
@@ -184,7 +185,8 @@ def simulate(spec: ThermalSpec, workload: Workload, *, duration_s: float = 600.0
             if unknown:
                 raise ConfigError(f"workload reports power for {unknown[0]!r}, which the thermal spec of "
                                   f"{spec.device!r} does not know; valid: {', '.join(procs)}")
-            cache[key] = (np.array([float(pt.power_w.get(p, 0.0)) for p in procs]), float(pt.fps))
+            drawn = np.array([float(pt.power_w.get(p, 0.0)) for p in procs])
+            cache[key] = (np.minimum(drawn, limit), float(pt.fps))
         pw, f = cache[key]
         x = x @ AdT + pw @ BdT + ea
         temps[k], caps[k], power[k], fps[k], status[k] = x, c, pw, f, gov.level

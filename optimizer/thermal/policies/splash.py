@@ -264,12 +264,15 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
 
     static = profiles.static_w
     dyn = profiles.dynamic_w
+    # the phone's radio front end bounds what the link model asks of it (thermal spec max_power)
+    radio_limit = float(spec.power_limit_w()[spec.processor_names.index("modem")]) if has_cloud else math.inf
+    radio_up_w, radio_down_w = min(profiles.radio_up_w, radio_limit), min(profiles.radio_down_w, radio_limit)
 
     def power_of(busy_frac: np.ndarray, caps_w: np.ndarray) -> np.ndarray:
         p = np.zeros(M)
         for w in range(W):
             if profiles.workers[w] == CLOUD:
-                p[inp[w]] += busy_frac[w] * profiles.radio_up_w
+                p[inp[w]] += busy_frac[w] * radio_up_w
             else:
                 p[inp[w]] += busy_frac[w] * (static[w] + dyn[w] * caps_w[w] ** 3)
         return p
@@ -311,7 +314,7 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
     up_s, down_s, srv_s = profiles.upload_s.tolist(), profiles.download_s.tolist(), profiles.server_s.tolist()
     in_mb = (profiles.in_bytes / 1e6).tolist()
     out_mb = (profiles.out_bytes / 1e6).tolist()
-    rtt, radio_up, radio_down = profiles.rtt_s, profiles.radio_up_w, profiles.radio_down_w
+    rtt, radio_up, radio_down = profiles.rtt_s, radio_up_w, radio_down_w
     st_l, dy_l = static.tolist(), dyn.tolist()
     cloud_w = W - 1 if has_cloud else -1
     cpu_w = int(profiles.meta["cpu_index"])
@@ -379,6 +382,11 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
         avail = [w for w in allowed if caps_w[w] > 0]
         # ---- dispatch this period's frames ----------------------------------------------------
         t_end = t0 + period
+        while not avail and frame < n_frames and frame / fps < t_end - 1e-12:
+            fd_l[frame] = math.inf      # every worker off (thermal shutdown): the frame is lost
+            lat_l[req:req + per_frame] = [math.inf] * per_frame
+            frame += 1
+            req += per_frame
         while frame < n_frames and frame / fps < t_end - 1e-12:
             now = frame / fps
             done = now
@@ -501,8 +509,10 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
     thr = np.flatnonzero((caps_log < 1 - 1e-9).any(axis=1))
     first = float(times[thr[0]] - period) if len(thr) else None
     frame_done = np.asarray(fd_l[:frame])
-    lat_done = np.asarray(lat_l[:req])
-    worker_of = np.asarray(wo_l[:req], dtype=int)
+    lat_all = np.asarray(lat_l[:req])
+    served = np.isfinite(lat_all)                     # requests lost in a thermal shutdown are not
+    lat_done = lat_all[served]                        # served: SLO misses, outside the latency figures
+    worker_of = np.asarray(wo_l[:req], dtype=int)[served]
     em, ep = np.asarray(err_model), np.asarray(err_persist)
     rmse = {profiles.workers[w]: {"model": float(np.sqrt(np.mean(em[:, w] ** 2))),
                                   "persistence": float(np.sqrt(np.mean(ep[:, w] ** 2)))} for w in range(W)}
@@ -512,9 +522,9 @@ def run_schedule(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, fps: 
         fps=float(fps), duration_s=n_periods * period, ambient_c=amb, workers=profiles.workers,
         time_to_severe_s=sev, time_to_first_throttle_s=first,
         slo_rate=float(np.mean(frame_done <= slo + 1e-12)) if frame else 0.0,
-        request_slo_rate=float(np.mean(lat_done <= slo + 1e-12)) if req else 0.0,
-        mean_latency_s=float(lat_done.mean()) if req else 0.0,
-        p95_latency_s=float(np.percentile(lat_done, 95)) if req else 0.0,
+        request_slo_rate=float(np.mean(lat_all <= slo + 1e-12)) if req else 0.0,
+        mean_latency_s=float(lat_done.mean()) if len(lat_done) else 0.0,
+        p95_latency_s=float(np.percentile(lat_done, 95)) if len(lat_done) else 0.0,
         share={profiles.workers[w]: float(counts[w] / max(req, 1)) for w in range(W)},
         peak_temp_c={n: float(temps_log[:, i].max()) for i, n in enumerate(spec.node_names)},
         final_temp_c={n: float(temps_log[-1, i]) for i, n in enumerate(spec.node_names)},
