@@ -125,3 +125,23 @@ def test_modem_cap_slows_offloading_in_splash():
     slow = run_schedule(prof, capped, "heft-cloud", wl.fps, duration_s=60.0)
     assert free.share["cloud"] > 0.3
     assert slow.share["cloud"] < 0.5 * free.share["cloud"]
+
+
+def test_heft_with_cloud_throttles_earlier_on_pixel4_not_on_s20():
+    """SPLASH: a latency-greedy scheduler that also offloads can throttle earlier than the
+    mobile-only one on the Pixel 4 (its radio heat is large); on the S20 offloading still cools.
+    Person finder over wifi_249 at 60 FPS, above both schedulers' capacity (every worker busy)."""
+    from optimizer.thermal.policies.splash import run_schedule
+    from optimizer.thermal.policies.workload import load_workload, worker_profiles
+
+    wl = load_workload("person_finder")
+    severe = {}
+    for device in ("pixel4", "galaxy_s20"):
+        spec = load_thermal_spec(device)
+        prof = worker_profiles(wl, device, "wifi_249")
+        for pol in ("heft", "heft-cloud"):
+            r = run_schedule(prof, spec, pol, 60.0, stop_at_severe=True)
+            assert r.time_to_severe_s is not None, (device, pol)
+            severe[device, pol] = r.time_to_severe_s
+    assert severe["pixel4", "heft-cloud"] < severe["pixel4", "heft"]
+    assert severe["galaxy_s20", "heft-cloud"] > 1.2 * severe["galaxy_s20", "heft"]
