@@ -12,7 +12,7 @@ from optimizer.errors import SchemaError
 from optimizer.hardware import load_device, load_link
 from optimizer.hardware.thermal_spec import ShareCap, available_thermal_specs, load_thermal_spec
 from optimizer.thermal.governor import Governor
-from optimizer.thermal.simulate import ScaledWorkload, simulate
+from optimizer.thermal.simulate import ScaledWorkload, simulate, stress_workload
 
 #: the hottest radio power any shipped link draws: Huang et al.'s LTE uplink (~3.8 W)
 FULL_OFFLOAD_W = max(load_link(n).upload_power_w for n in ("lte", "wifi_10", "wifi_13", "wifi_128", "wifi_249"))
@@ -22,12 +22,10 @@ PHONES = ("pixel4", "pixel6", "galaxy_s20", "galaxy_s22")
 def full_calibration_load(spec) -> ScaledWorkload:
     """Every processor at its full calibration load or at the device's maximum active power,
     whichever is higher (a plan's load), and the radio (if any) at full offload."""
-    device = {p.name: p.power_w() for p in load_device(spec.device).processors}
-    full = {p: max(w, device.get(p, 0.0)) for p, w in spec.full_load_w().items() if w > 0}
+    at_least = {p.name: p.power_w() for p in load_device(spec.device).processors if p.name in spec.processors}
     if "modem" in spec.processors:
-        full["modem"] = FULL_OFFLOAD_W
-    idle = {p: min(spec.static_w()[p], w) for p, w in full.items()}
-    return ScaledWorkload(full_w=full, fps_at_max=dict.fromkeys(full, 1.0), idle_w=idle, combine="parallel")
+        at_least["modem"] = FULL_OFFLOAD_W
+    return stress_workload(spec, at_least)
 
 
 @pytest.mark.parametrize("name", available_thermal_specs())

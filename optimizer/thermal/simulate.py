@@ -79,6 +79,19 @@ def reference_workload(spec: ThermalSpec, fps_at_max: Mapping[str, float] | None
     return ScaledWorkload(full_w=full, fps_at_max=fps, idle_w=static, combine=combine)
 
 
+def stress_workload(spec: ThermalSpec, at_least_w: Mapping[str, float]) -> ScaledWorkload:
+    """The calibration load of ``spec`` with each processor drawing at least ``at_least_w[p]``
+    (e.g. the device's maximum active power, and the radio at full offload): the walk that checks
+    the die limits of a spec (issue 17). Processors named only in ``at_least_w`` are added."""
+    full = dict(spec.full_load_w())
+    for p, w in at_least_w.items():
+        full[p] = max(full.get(p) or 0.0, float(w))
+    full = {p: w for p, w in full.items() if w > 0}
+    static = spec.static_w()
+    return ScaledWorkload(full_w=full, fps_at_max=dict.fromkeys(full, 1.0),
+                          idle_w={p: min(static.get(p, 0.0), w) for p, w in full.items()}, combine="parallel")
+
+
 @dataclass
 class SimulationResult:
     """Time series and summary of one sustained run (arrays have one row per step, after it)."""
