@@ -62,6 +62,9 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
+fixtures: install
+	$(PY) tests/third_party/fetch_models.py
+
 bench: install
 	$(PY) benchmarks/run_all.py
 

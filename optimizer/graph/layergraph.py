@@ -29,6 +29,7 @@ DType = Literal["fp32", "fp16", "int8"]
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "int8": 1}
 OP_FAMILIES: tuple[str, ...] = (
     "conv", "dwconv", "dense", "pool", "add", "concat", "act", "norm", "reshape", "resize", "other",
+    "custom",  # custom/unknown operators (TFLite custom ops, non-standard ONNX ops): CPU only
 )
 Granularity = Literal["op", "block"]
 INPUT_PRODUCER = -1  # producer index of graph inputs: they exist before boundary 0
