@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
@@ -161,18 +162,22 @@ def _walk_nodes(graph: Any) -> Iterator[Any]:
 def _check_operators(model: Any, where: str) -> None:
     import onnx.defs
 
+    custom: dict[str, int] = {}
     for i, node in enumerate(_walk_nodes(model.graph)):
         label = node.name or f"#{i} ({node.op_type})"
         if node.domain not in STANDARD_DOMAINS:
-            raise UnsupportedOperatorError(
-                f"{where}: node {label!r} uses operator {node.op_type!r} of custom domain "
-                f"{node.domain!r}; dnnplan imports only standard ONNX operators (domains ai.onnx, "
-                "ai.onnx.ml): re-export the model without custom operators")
+            key = f"{node.domain}.{node.op_type}"
+            custom[key] = custom.get(key, 0) + 1
+            continue
         domain = "" if node.domain == "ai.onnx" else node.domain
         if not onnx.defs.has(node.op_type, domain):
             raise UnsupportedOperatorError(
                 f"{where}: node {label!r} has operator {node.op_type!r}, which is not in the ONNX "
                 f"operator set (domain {domain or 'ai.onnx'!r}); re-export the model with standard operators")
+    if custom:
+        listed = ", ".join(f"{k} x{v}" for k, v in sorted(custom.items()))
+        warnings.warn(f"{where}: custom-domain operators {listed} imported as CPU-only layers (cost from "
+                      "bytes moved); export keeps each inside one part", CustomOperatorWarning, stacklevel=4)
 
 
 # --------------------------------------------------------------------------- shapes
@@ -387,6 +392,8 @@ def _constant_shape(node: Any) -> tuple[int, ...]:
 
 def _family(node: Any, full: Callable[[str], tuple[int, ...]]) -> str:
     op = node.op_type
+    if node.domain not in STANDARD_DOMAINS:
+        return "custom"
     family = OP_FAMILY.get(op, "other")
     if op in ("Conv", "QLinearConv", "ConvInteger"):
         group = int(_attr(node, "group", 1))

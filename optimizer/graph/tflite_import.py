@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
@@ -238,10 +238,6 @@ def _warn_custom(ops: list[dict[str, Any]], details: dict[int, Any], where: str)
         warnings.warn(f"{where}: custom operators {listed} imported as CPU-only layers (cost from MACs where "
                       "recognised, else from bytes moved); export keeps each inside one part",
                       CustomOperatorWarning, stacklevel=3)
-
-
-class CustomOperatorWarning(UserWarning):
-    """A model holds custom operators (imported as CPU-only ``custom`` layers)."""
 
 
 class FlatbufferView:
