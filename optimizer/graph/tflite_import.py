@@ -76,6 +76,7 @@ def _open(p: Path) -> Any:
     if len(head) < 8 or head[4:8] != b"TFL3":
         raise ModelFormatError(f"{p}: not a TFLite flatbuffer (file identifier {head[4:8]!r}, "
                                "expected b'TFL3'); give a model written by the TFLite converter")
+    _check_tensor_references(p)
     try:
         with silenced_stderr():
             interpreter = Interpreter(model_path=str(p),
@@ -88,6 +89,28 @@ def _open(p: Path) -> Any:
                                "expected a flatbuffer written by the TFLite converter") from exc
     _resolve_dynamic_shapes(interpreter)
     return interpreter
+
+
+def _check_tensor_references(p: Path) -> None:
+    """Refuse a subgraph whose operators name tensors it does not have (LiteRT drops such an
+    operator silently, which would import a different network)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    try:
+        model = schema.Model.GetRootAs(p.read_bytes(), 0)
+        for s in range(model.SubgraphsLength()):
+            sg = model.Subgraphs(s)
+            n = sg.TensorsLength()
+            for i in range(sg.OperatorsLength()):
+                op = sg.Operators(i)
+                for t in [*op.InputsAsNumpy(), *op.OutputsAsNumpy()] if op.InputsLength() or op.OutputsLength() else []:
+                    if int(t) >= n:
+                        raise ModelFormatError(f"{p}: corrupt subgraph {s}: operator #{i} refers to tensor {int(t)}, "
+                                               f"but the subgraph has {n} tensors; re-export the model")
+    except ModelFormatError:
+        raise
+    except Exception as exc:  # flatbuffers raises struct/index errors on truncated input
+        raise ModelFormatError(f"{p}: corrupt TFLite flatbuffer ({type(exc).__name__}); re-export the model") from None
 
 
 def _resolve_dynamic_shapes(interpreter: Any) -> None:

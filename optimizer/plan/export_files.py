@@ -112,8 +112,10 @@ class TfliteCutter:
         sg.name = name.encode()
         sg.tensors = tensors
         sg.operators = []
+        codes: dict[int, int] = {}  # only the operator codes this part uses
         for k in op_ids:
             op = copy.copy(self.sg.operators[k])
+            op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
             for field in ("inputs", "outputs", "intermediates"):
                 seq = getattr(op, field)
                 if seq is not None:
@@ -128,7 +130,7 @@ class TfliteCutter:
         sig.outputs = [_tensor_map(f"output_{k}", i) for k, i in enumerate(sg.outputs)]
         part = schema.ModelT()
         part.version = self.model.version
-        part.operatorCodes = self.model.operatorCodes
+        part.operatorCodes = [self.model.operatorCodes[c] for c in codes]
         part.description = f"dnnplan part {name} of {self.path.name}".encode()
         part.buffers = buffers
         part.subgraphs = [sg]

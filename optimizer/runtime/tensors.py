@@ -69,6 +69,7 @@ class PartRunner:
         try:
             with _QUIET, silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
                 self.interpreter = litert_interpreter()(model_path=str(path), num_threads=threads or part.threads)
+                self.interpreter.allocate_tensors()  # unresolved custom operators fail here
                 self.runner = self.interpreter.get_signature_runner("serving_default")
         except (ValueError, RuntimeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
