@@ -112,7 +112,7 @@ def test_tf2onnx_zoo_network_split_and_pipeline(tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "width": 0.25}))
+        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
     path = keras_to_onnx(km, tmp_path / "mobilenet_v1.onnx")
     for kind in ("pipeline", "split"):
         report = export_and_check(path, tmp_path, kind=kind, frames=3)

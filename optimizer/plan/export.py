@@ -665,6 +665,7 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
                           f"({op_graph.source_sha256[:12]}...); make the plan from this file or pass --model")
     parts = plan_parts(plan, op_graph.with_granularity(plan.model.granularity))
     cutter = file_cutter(path, op_graph)
+    cutter.check_cuttable(len(parts))
     file_dtype = op_graph.weight_dtype if op_graph.weight_dtype in ("fp32", "fp16", "int8") else "fp32"
     with _staging(out) as tmp:
         manifest_parts: list[Part] = []

@@ -60,6 +60,13 @@ class TfliteCutter:
         self.producer = producer
         self.multi = len(self.model.subgraphs) > 1
 
+    def check_cuttable(self, parts: int) -> None:
+        """Refuse to divide a model with control-flow subgraphs into ``parts > 1`` parts."""
+        if self.multi and parts > 1:
+            raise ModelFormatError(f"{self.path}: the model holds {len(self.model.subgraphs) - 1} control-flow "
+                                   "subgraphs (WHILE/IF bodies) that a cut cannot divide; export it as one "
+                                   "part (a single-stage plan) or re-export it without control flow")
+
     def _ops_of(self, first_op: int, end_op: int) -> list[int]:
         """Flatbuffer operator indices of layers ``[first_op, end_op)`` and of the constant-only
         operators feeding them, in the file's order."""
@@ -81,10 +88,7 @@ class TfliteCutter:
         from ..fileio import atomic_write_bytes
         from ..quantize.flatbuffer import write_model
 
-        if self.multi and parts > 1:
-            raise ModelFormatError(f"{self.path}: the model holds {len(self.model.subgraphs) - 1} control-flow "
-                                   "subgraphs (WHILE/IF bodies) that a cut cannot divide; export it as one "
-                                   "part (a single-stage plan) or re-export it without control flow")
+        self.check_cuttable(parts)
         schema = _schema()
         op_ids = self._ops_of(first_op, end_op)
         used: list[int] = []
@@ -100,7 +104,9 @@ class TfliteCutter:
         for t in remap:
             tensor = copy.copy(self.sg.tensors[t])
             data = self.model.buffers[tensor.buffer].data if tensor.buffer < len(self.model.buffers) else None
-            if data is not None and len(data):
+            if self.multi:  # one part holding control flow: every buffer kept, indices unchanged
+                pass
+            elif data is not None and len(data):
                 if tensor.buffer not in buf_remap:
                     buf_remap[tensor.buffer] = len(buffers)
                     buffers.append(self.model.buffers[tensor.buffer])
@@ -115,7 +121,8 @@ class TfliteCutter:
         codes: dict[int, int] = {}  # only the operator codes this part uses
         for k in op_ids:
             op = copy.copy(self.sg.operators[k])
-            op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
+            if not self.multi:
+                op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
             for field in ("inputs", "outputs", "intermediates"):
                 seq = getattr(op, field)
                 if seq is not None:
@@ -130,10 +137,11 @@ class TfliteCutter:
         sig.outputs = [_tensor_map(f"output_{k}", i) for k, i in enumerate(sg.outputs)]
         part = schema.ModelT()
         part.version = self.model.version
-        part.operatorCodes = [self.model.operatorCodes[c] for c in codes]
+        part.operatorCodes = (self.model.operatorCodes if self.multi
+                              else [self.model.operatorCodes[c] for c in codes])
         part.description = f"dnnplan part {name} of {self.path.name}".encode()
-        part.buffers = buffers
-        part.subgraphs = [sg]
+        part.buffers = self.model.buffers if self.multi else buffers
+        part.subgraphs = [sg, *self.model.subgraphs[1:]]  # control-flow bodies keep their indices
         part.signatureDefs = [sig]
         atomic_write_bytes(path, write_model(part))
         return (self._specs(ins, "in", remap, tensors), self._specs(outs, "output_", remap, tensors))
@@ -183,6 +191,9 @@ class OnnxCutter:
         model = onnx.shape_inference.infer_shapes(model)
         self.extractor = onnx.utils.Extractor(model)
         self.graph = graph
+
+    def check_cuttable(self, parts: int) -> None:
+        """Every ONNX plan boundary is a set of named tensors, which ``Extractor`` can cut at."""
 
     def write(self, first_op: int, end_op: int, ins: list[str], outs: list[str], path: Path,
               name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
