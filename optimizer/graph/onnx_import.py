@@ -96,7 +96,8 @@ def graph_from_onnx(
     Raises
     ------
     UnsupportedOperatorError
-        A node uses a custom-domain operator or an op type outside the ONNX operator set.
+        A node has an op type outside the ONNX operator set (custom-domain operators import
+        as CPU-only ``custom`` layers with a :class:`CustomOperatorWarning`).
     ModelFormatError
         The model fails ``onnx.checker`` or has tensors without an inferable shape.
     """
@@ -109,7 +110,7 @@ def graph_from_onnx(
                                "ModelProto with at least one operator")
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
-    _check_operators(model, where)
+    custom = _check_operators(model, where)
     model = _sorted(model, where)
     try:
         onnx.checker.check_model(model)
@@ -122,7 +123,9 @@ def graph_from_onnx(
     except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
         raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160]})") from exc
-    return _assemble(inferred, name, where, source, source_sha256, block_of)
+    graph = _assemble(inferred, name, where, source, source_sha256, block_of)
+    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
+    return graph
 
 
 def _batch_of_one(model: Any) -> Any:
@@ -159,7 +162,7 @@ def _walk_nodes(graph: Any) -> Iterator[Any]:
                 yield from _walk_nodes(sub)
 
 
-def _check_operators(model: Any, where: str) -> None:
+def _check_operators(model: Any, where: str) -> dict[str, int]:
     import onnx.defs
 
     custom: dict[str, int] = {}
@@ -174,6 +177,11 @@ def _check_operators(model: Any, where: str) -> None:
             raise UnsupportedOperatorError(
                 f"{where}: node {label!r} has operator {node.op_type!r}, which is not in the ONNX "
                 f"operator set (domain {domain or 'ai.onnx'!r}); re-export the model with standard operators")
+    return custom
+
+
+def _warn_custom(custom: dict[str, int], where: str) -> None:
+    """One warning naming every custom-domain operator type of an imported model."""
     if custom:
         listed = ", ".join(f"{k} x{v}" for k, v in sorted(custom.items()))
         warnings.warn(f"{where}: custom-domain operators {listed} imported as CPU-only layers (cost from "
