@@ -16,7 +16,6 @@ import pytest
 from _byom import (CUSTOM_OP_MODEL, FIXTURE_MODELS, NO_KERNEL_MODEL, even_cuts, export_and_check,
                    third_party_models)
 
-from optimizer.errors import ModelFormatError
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def export(
     calib: str = typer.Option("synthetic", "--calib", help="INT8 calibration: 'synthetic' or FILE.npz."),
     samples: int = typer.Option(64, "--samples", help="Calibration samples."),
     seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),
-    model: Optional[str] = typer.Option(None, "--model", help="A .keras file instead of the plan's model."),
+    model: Optional[str] = typer.Option(None, "--model", help="A .keras, .tflite or .onnx file instead of the plan's model."),
     keep_reference: bool = typer.Option(False, "--keep-reference",
                                         help="Also ship the single-file INT8 model the parts are aligned to."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),

@@ -103,7 +103,9 @@ def _check_tensor_references(p: Path) -> None:
             n = sg.TensorsLength()
             for i in range(sg.OperatorsLength()):
                 op = sg.Operators(i)
-                for t in [*op.InputsAsNumpy(), *op.OutputsAsNumpy()] if op.InputsLength() or op.OutputsLength() else []:
+                refs = [op.Inputs(k) for k in range(op.InputsLength())]
+                refs += [op.Outputs(k) for k in range(op.OutputsLength())]
+                for t in refs:
                     if int(t) >= n:
                         raise ModelFormatError(f"{p}: corrupt subgraph {s}: operator #{i} refers to tensor {int(t)}, "
                                                f"but the subgraph has {n} tensors; re-export the model")
