@@ -229,3 +229,19 @@ def test_compare_outputs_figures():
     assert o.top1_agreement == 0.5 and o.max_abs_diff == pytest.approx(0.9)
     assert o.sqnr_db == pytest.approx(10 * np.log10((1 + 0.04 + 9 + 1) / 0.81), rel=1e-6)
     assert compare_outputs("y", ref, ref).sqnr_db is None
+
+
+def test_tflite_custom_op_with_unknown_shape_refused(models, tmp_path, run_cli):
+    from optimizer.quantize.flatbuffer import read_model, write_model
+
+    m = read_model(models[CUSTOM_OP_MODEL].read_bytes())
+    sg = m.subgraphs[0]
+    (op,) = [o for o in sg.operators if m.operatorCodes[o.opcodeIndex].customCode]
+    out = sg.tensors[op.outputs[0]]
+    out.shape = np.array([1, 1, 1, 1], np.int32)  # what the converter stores for unknown dimensions
+    out.shapeSignature = np.array([1, -1, -1, 1], np.int32)
+    path = tmp_path / "unknown_shape.tflite"
+    path.write_bytes(write_model(m))
+    res = run_cli("profile", path)
+    assert res.exit_code == 2 and "Convolution2DTransposeBias" in res.stderr and "shape is unknown" in res.stderr
+    assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1

@@ -244,7 +244,8 @@ def is_builtin(op_name: str) -> bool:
 
 
 def _warn_custom(ops: list[dict[str, Any]], details: dict[int, Any], where: str) -> None:
-    """Warn once per custom operator type; refuse one whose outputs have no static shape."""
+    """Warn once per custom operator type; refuse one whose outputs have no static shape (a
+    dynamic dimension that running the model did not resolve keeps the stored placeholder 1)."""
     custom: dict[str, int] = {}
     for i, op in enumerate(ops):
         name = str(op["op_name"])
@@ -253,10 +254,12 @@ def _warn_custom(ops: list[dict[str, Any]], details: dict[int, Any], where: str)
         custom[name] = custom.get(name, 0) + 1
         for t in op["outputs"]:
             shape = [int(x) for x in details[int(t)]["shape"]]
-            if not shape or min(shape) < 1:
+            signature = [int(x) for x in details[int(t)].get("shape_signature", shape)]
+            unresolved = any(d < 0 and x <= 1 for d, x in zip(signature[1:], shape[1:]))
+            if not shape or min(shape) < 1 or unresolved:
                 raise UnsupportedOperatorError(
                     f"{where}: custom operator #{i} {name!r} writes tensor "
-                    f"{str(details[int(t)]['name'])!r} whose shape is unknown ({shape}); store static "
+                    f"{str(details[int(t)]['name'])!r} whose shape is unknown ({signature}); store static "
                     "output shapes in the model (convert with a fixed input shape)")
     if custom:
         listed = ", ".join(f"{k} x{v}" for k, v in sorted(custom.items()))
