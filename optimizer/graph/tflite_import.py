@@ -296,7 +296,7 @@ class FlatbufferView:
             shape = np.asarray(t.shape if t.shape is not None else [], dtype=np.int32)
             sig = np.asarray(t.shapeSignature if t.shapeSignature is not None else shape, dtype=np.int32)
             self.tensors.append({"index": i, "name": (t.name or b"").decode(), "shape": shape,
-                                 "shape_signature": sig, "dtype": _np_type(types.get(t.type, "FLOAT32"))})
+                                 "shape_signature": sig, "dtype": tflite_np_type(types.get(t.type, "FLOAT32"))})
 
     def _get_ops_details(self) -> list[dict[str, Any]]:
         return self.ops
@@ -311,7 +311,7 @@ class FlatbufferView:
         return [self.tensors[int(i)] for i in self.sg.outputs]
 
 
-def _np_type(name: str) -> Any:
+def tflite_np_type(name: str) -> Any:
     """numpy type of a TFLite ``TensorType`` name."""
     return {"FLOAT32": np.float32, "FLOAT16": np.float16, "INT8": np.int8, "UINT8": np.uint8,
             "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_}.get(name, np.float32)

@@ -148,7 +148,7 @@ class TfliteCutter:
 
     @staticmethod
     def _specs(names: list[str], prefix: str, remap: dict[int, int], tensors: list[Any]) -> list[TensorSpec]:
-        from ..graph.tflite_import import _np_type
+        from ..graph.tflite_import import tflite_np_type
 
         schema = _schema()
         types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
@@ -162,7 +162,7 @@ class TfliteCutter:
                 quant = Quantization(scale=float(q.scale[0]), zero_point=zp)
             specs.append(TensorSpec(name=tid, signature_name=f"{prefix}{k}", index=remap[int(tid)],
                                     shape=[int(s) for s in t.shape],
-                                    dtype=np.dtype(_np_type(types.get(t.type, "FLOAT32"))).name,
+                                    dtype=np.dtype(tflite_np_type(types.get(t.type, "FLOAT32"))).name,
                                     quantization=quant))
         return specs
 

@@ -84,9 +84,9 @@ def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray])
     manifest's network outputs (matched by position)."""
     n = len(next(iter(inputs.values())))
     if path.suffix.lower() == ".onnx":
-        from .tensors import _onnx_runner
+        from .tensors import onnx_runner
 
-        run = _onnx_runner(path, 1)
+        run = onnx_runner(path, 1)
         rows = [run(**{t.name: inputs[t.name][i:i + 1] for t in manifest.inputs}) for i in range(n)]
         return {t.name: np.concatenate([np.asarray(r[t.name], np.float32) for r in rows])
                 for t in manifest.outputs}

@@ -64,7 +64,7 @@ class PartRunner:
         if not path.is_file():
             raise InputFileError(f"{path}: artifact of part {part.name!r} is missing")
         if path.suffix.lower() == ".onnx":
-            self.runner = _onnx_runner(path, threads or part.threads)
+            self.runner = onnx_runner(path, threads or part.threads)
             return
         try:
             with _QUIET, silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
@@ -90,7 +90,7 @@ class PartRunner:
             self.runner(**{t.signature_name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.part.inputs})
 
 
-def _onnx_runner(path: Path, threads: int) -> Any:
+def onnx_runner(path: Path, threads: int) -> Any:
     """A callable ``runner(**feeds) -> {output name: array}`` over an onnxruntime session (the
     ONNX counterpart of LiteRT's signature runner)."""
     import onnxruntime as ort
