@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL := 3
 export PYTHONHASHSEED := 0
 
-.PHONY: install demo test bench clean help
+.PHONY: install demo test fixtures bench clean help
 
 help:
 	@echo "make demo   - run the whole mission on embedded defaults into results/demo/"
@@ -61,6 +61,9 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+fixtures: install
+	$(PY) tests/third_party/fetch_models.py
 
 bench: install
 	$(PY) benchmarks/run_all.py

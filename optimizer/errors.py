@@ -48,3 +48,7 @@ class ConstraintError(DnnplanError):
 
 class MeasurementError(DnnplanError):
     """A measurement command or runner failed, hung or replied garbage."""
+
+
+class CustomOperatorWarning(UserWarning):
+    """A model holds custom or unknown operators: imported as CPU-only ``custom`` layers."""

@@ -262,18 +262,37 @@ def test_onnx_lstm_macs():
 
 
 # --------------------------------------------------------------------------- bad input
-def test_onnx_custom_domain_op_named(tmp_path):
+def test_onnx_custom_domain_op_imports_cpu_only_with_warning(tmp_path):
     import onnx
     from onnx import helper
+
+    from optimizer.errors import CustomOperatorWarning
+    from optimizer.hardware import load_device
 
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("FancyAttention", ["r"], ["y"], name="block3/attn", domain="com.acme")]
     path = tmp_path / "custom.onnx"
     onnx.save(_onnx_model(nodes, [("x", [1, 8])], [("y", [1, 8])], domains=["com.acme"]), path)
-    with pytest.raises(UnsupportedOperatorError) as err:
+    with pytest.warns(CustomOperatorWarning, match=r"com\.acme\.FancyAttention x1"):
+        g = load_graph(path)
+    assert [(la.op, la.op_type) for la in g.layers] == [("act", "Relu"), ("custom", "FancyAttention")]
+    pixel6 = load_device("pixel6")
+    assert {p.name: p.supports("custom", "fp32") for p in pixel6.processors} == {
+        p.name: p.kind == "cpu" for p in pixel6.processors}
+
+
+def test_onnx_custom_domain_op_with_unknown_shape_named(tmp_path):
+    import onnx
+    from onnx import helper
+
+    nodes = [helper.make_node("FancyAttention", ["x"], ["a"], name="block3/attn", domain="com.acme"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu")]
+    path = tmp_path / "custom.onnx"
+    onnx.save(_onnx_model(nodes, [("x", [1, 8])], [("y", [1, 8])], domains=["com.acme"]), path)
+    with pytest.raises(ModelFormatError) as err:
         load_graph(path)
     msg = str(err.value)
-    assert "FancyAttention" in msg and "block3/attn" in msg and "com.acme" in msg and str(path) in msg
+    assert "block3/attn" in msg and "'a'" in msg and "cannot be inferred" in msg and str(path) in msg
 
 
 def test_onnx_unknown_default_domain_op_named(tmp_path):
@@ -346,7 +365,8 @@ def test_tiny_tflite_macs(converted_tiny_tflite):
     assert g.input_shapes == ((16, 16, 3),) and g.output_shapes == ((10,),)
 
 
-def test_tflite_custom_op_named(tmp_path):
+def test_tflite_custom_op_imports_with_warning(tmp_path):
+    from optimizer.errors import CustomOperatorWarning
     from optimizer.graph.convert import run_converter
     from optimizer.lazy import tensorflow
 
@@ -359,8 +379,10 @@ def test_tflite_custom_op_named(tmp_path):
     conv = tf.lite.TFLiteConverter.from_concrete_functions([invert.get_concrete_function()], invert)
     conv.allow_custom_ops = True
     path = run_converter(conv, tmp_path / "custom.tflite")
-    with pytest.raises(UnsupportedOperatorError, match=r"custom\.tflite.*'MatrixInverse'"):
-        load_graph(path)
+    with pytest.warns(CustomOperatorWarning, match=r"custom\.tflite.*MatrixInverse x1"):
+        g = load_graph(path)
+    custom = [la for la in g.layers if la.op == "custom"]
+    assert [la.op_type for la in custom] == ["MatrixInverse"] and custom[0].output_shapes == ((2, 2),)
 
 
 def test_converter_failure_leaves_no_file(tmp_path):
@@ -386,8 +408,9 @@ def test_cli_profile_bad_model_files(kind, tmp_path, run_cli):
         path, expect = tmp_path / "bad.tflite", "not a TFLite flatbuffer"
         path.write_bytes(np.random.default_rng(3).bytes(2048))
     else:
-        path, expect = tmp_path / "custom.onnx", "'Mystery'"
-        nodes = [helper.make_node("Mystery", ["x"], ["y"], name="head/mystery", domain="org.x")]
+        path, expect = tmp_path / "custom.onnx", "cannot be inferred"  # custom op, unknown shape
+        nodes = [helper.make_node("Mystery", ["x"], ["m"], name="head/mystery", domain="org.x"),
+                 helper.make_node("Relu", ["m"], ["y"], name="relu")]
         onnx.save(_onnx_model(nodes, [("x", [1, 4])], [("y", [1, 4])], domains=["org.x"]), path)
     res = run_cli("profile", str(path), "--json")
     assert res.exit_code == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -55,11 +56,19 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """Warnings as one ``warning: ...`` line on stderr (silenced by ``--quiet``)."""
+    if not STATE.quiet:
+        console_err.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app, turning project errors into exit code 2."""
     STATE.debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        rc = app(args=argv, standalone_mode=False)  # click returns the code of typer.Exit here
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            rc = app(args=argv, standalone_mode=False)  # click returns the code of typer.Exit here
     except DnnplanError as exc:
         if STATE.debug:
             raise

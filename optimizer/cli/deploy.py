@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from . import app
 from .common import STATE, console, console_err, print_json
+
+if TYPE_CHECKING:
+    from ..runtime.check import CheckReport
+    from ..runtime.pipeline import RunReport
 
 
 @app.command()
@@ -17,7 +21,8 @@ def export(
     calib: str = typer.Option("synthetic", "--calib", help="INT8 calibration: 'synthetic' or FILE.npz."),
     samples: int = typer.Option(64, "--samples", help="Calibration samples."),
     seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),
-    model: Optional[str] = typer.Option(None, "--model", help="A .keras file instead of the plan's model."),
+    model: Optional[str] = typer.Option(None, "--model",
+                                        help="A .keras, .tflite or .onnx file instead of the plan's model."),
     keep_reference: bool = typer.Option(False, "--keep-reference",
                                         help="Also ship the single-file INT8 model the parts are aligned to."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
@@ -53,6 +58,10 @@ def run(
     fps: Optional[float] = typer.Option(None, "--fps", help="Pace the input at this frame rate "
                                         "(default: saturated, as fast as the slowest part accepts)."),
     no_pin: bool = typer.Option(False, "--no-pin", help="Do not pin stages to core groups."),
+    check: bool = typer.Option(False, "--check", help="Also run the single-file model on the same frames "
+                               "and compare outputs (top-1 agreement, max |diff|, SQNR); exit 1 below "
+                               "--min-agreement."),
+    min_agreement: float = typer.Option(0.99, "--min-agreement", help="Top-1 agreement --check requires."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Execute a plan on this host and report measured FPS and latency next to the prediction."""
@@ -63,10 +72,18 @@ def run(
     addr = parse_server(server) if server else None
     rate = parse_bandwidth(bandwidth)
     report = run_plan(plan, artifacts, frames=frames, input=input_file, server=addr,
-                      bandwidth_bps=rate, pin=not no_pin, input_fps=fps)
+                      bandwidth_bps=rate, pin=not no_pin, input_fps=fps,
+                      check_min_agreement=min_agreement if check else None)
     if as_json:
         print_json(report.to_dict())
-        return
+    else:
+        _print_run(report)
+    if report.check is not None and not report.check.passed:
+        raise typer.Exit(1)
+
+
+def _print_run(report: RunReport) -> None:
+    """The table and summary lines of ``dnnplan run``."""
     from rich.table import Table
 
     def fmt(v: float | None, scale: float = 1.0, unit: str = "") -> str:
@@ -91,6 +108,24 @@ def run(
                       f"round trip p50 {w['round_trip_s_p50'] * 1e3:.2f} ms"
                       + (f" at {w['bandwidth_bps'] / 1e6:g} Mbps" if w["bandwidth_bps"] else ""),
                       highlight=False)
+    if report.check is not None:
+        _print_check(report.check)
+
+
+def _print_check(check: CheckReport) -> None:
+    """The ``--check`` table: one row per network output."""
+    from rich.table import Table
+
+    t = Table(title=f"check against {check.reference} ({check.frames} frames)")
+    for col in ("output", "top-1 agreement", "max |diff|", "SQNR dB"):
+        t.add_column(col)
+    for o in check.outputs:
+        t.add_row(o.name, f"{o.top1_agreement:.1%}", f"{o.max_abs_diff:.3g}",
+                  "exact" if o.sqnr_db is None else f"{o.sqnr_db:.1f}")
+    console.print(t)
+    verdict = "[green]passed[/]" if check.passed else "[red]FAILED[/]"
+    console.print(f"check {verdict}: top-1 agreement {check.agreement:.1%} (required {check.min_agreement:.1%})",
+                  highlight=False)
 
 
 @app.command()

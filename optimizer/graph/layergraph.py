@@ -29,6 +29,7 @@ DType = Literal["fp32", "fp16", "int8"]
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "int8": 1}
 OP_FAMILIES: tuple[str, ...] = (
     "conv", "dwconv", "dense", "pool", "add", "concat", "act", "norm", "reshape", "resize", "other",
+    "custom",  # custom/unknown operators (TFLite custom ops, non-standard ONNX ops): CPU only
 )
 Granularity = Literal["op", "block"]
 INPUT_PRODUCER = -1  # producer index of graph inputs: they exist before boundary 0
@@ -321,7 +322,7 @@ def build_graph(
 
 
 _OP_PRIORITY = ("conv", "dwconv", "dense", "pool", "resize", "concat", "add", "norm", "act",
-                "reshape", "other")
+                "reshape", "other", "custom")
 
 
 def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
@@ -351,7 +352,8 @@ def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
                   if any(c not in members for c in graph.tensors[t].consumers)]
         if not writes:  # a dead-end block still produces its last tensor
             writes = [run[-1].outputs[-1]]
-        head = max(run, key=lambda la: (la.macs, -_OP_PRIORITY.index(la.op)))
+        custom = [la for la in run if la.op == "custom"]  # a block holding a custom op is CPU-only
+        head = custom[0] if custom else max(run, key=lambda la: (la.macs, -_OP_PRIORITY.index(la.op)))
         specs.append(LayerSpec(
             name=run[0].block, op=head.op, op_type=head.op_type, inputs=tuple(reads),
             outputs=tuple(writes), output_shapes=tuple(graph.tensors[t].shape for t in writes),

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
@@ -95,7 +96,8 @@ def graph_from_onnx(
     Raises
     ------
     UnsupportedOperatorError
-        A node uses a custom-domain operator or an op type outside the ONNX operator set.
+        A node has an op type outside the ONNX operator set (custom-domain operators import
+        as CPU-only ``custom`` layers with a :class:`CustomOperatorWarning`).
     ModelFormatError
         The model fails ``onnx.checker`` or has tensors without an inferable shape.
     """
@@ -108,7 +110,7 @@ def graph_from_onnx(
                                "ModelProto with at least one operator")
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
-    _check_operators(model, where)
+    custom = _check_operators(model, where)
     model = _sorted(model, where)
     try:
         onnx.checker.check_model(model)
@@ -121,7 +123,9 @@ def graph_from_onnx(
     except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
         raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160]})") from exc
-    return _assemble(inferred, name, where, source, source_sha256, block_of)
+    graph = _assemble(inferred, name, where, source, source_sha256, block_of)
+    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
+    return graph
 
 
 def _batch_of_one(model: Any) -> Any:
@@ -158,21 +162,30 @@ def _walk_nodes(graph: Any) -> Iterator[Any]:
                 yield from _walk_nodes(sub)
 
 
-def _check_operators(model: Any, where: str) -> None:
+def _check_operators(model: Any, where: str) -> dict[str, int]:
     import onnx.defs
 
+    custom: dict[str, int] = {}
     for i, node in enumerate(_walk_nodes(model.graph)):
         label = node.name or f"#{i} ({node.op_type})"
         if node.domain not in STANDARD_DOMAINS:
-            raise UnsupportedOperatorError(
-                f"{where}: node {label!r} uses operator {node.op_type!r} of custom domain "
-                f"{node.domain!r}; dnnplan imports only standard ONNX operators (domains ai.onnx, "
-                "ai.onnx.ml): re-export the model without custom operators")
+            key = f"{node.domain}.{node.op_type}"
+            custom[key] = custom.get(key, 0) + 1
+            continue
         domain = "" if node.domain == "ai.onnx" else node.domain
         if not onnx.defs.has(node.op_type, domain):
             raise UnsupportedOperatorError(
                 f"{where}: node {label!r} has operator {node.op_type!r}, which is not in the ONNX "
                 f"operator set (domain {domain or 'ai.onnx'!r}); re-export the model with standard operators")
+    return custom
+
+
+def _warn_custom(custom: dict[str, int], where: str) -> None:
+    """One warning naming every custom-domain operator type of an imported model."""
+    if custom:
+        listed = ", ".join(f"{k} x{v}" for k, v in sorted(custom.items()))
+        warnings.warn(f"{where}: custom-domain operators {listed} imported as CPU-only layers (cost from "
+                      "bytes moved); export keeps each inside one part", CustomOperatorWarning, stacklevel=4)
 
 
 # --------------------------------------------------------------------------- shapes
@@ -387,6 +400,8 @@ def _constant_shape(node: Any) -> tuple[int, ...]:
 
 def _family(node: Any, full: Callable[[str], tuple[int, ...]]) -> str:
     op = node.op_type
+    if node.domain not in STANDARD_DOMAINS:
+        return "custom"
     family = OP_FAMILY.get(op, "other")
     if op in ("Conv", "QLinearConv", "ConvInteger"):
         group = int(_attr(node, "group", 1))

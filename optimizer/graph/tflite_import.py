@@ -19,12 +19,13 @@ import contextlib
 import math
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
@@ -75,21 +76,43 @@ def _open(p: Path) -> Any:
     if len(head) < 8 or head[4:8] != b"TFL3":
         raise ModelFormatError(f"{p}: not a TFLite flatbuffer (file identifier {head[4:8]!r}, "
                                "expected b'TFL3'); give a model written by the TFLite converter")
+    _check_tensor_references(p)
     try:
         with silenced_stderr():
             interpreter = Interpreter(model_path=str(p),
                                       experimental_op_resolver_type=_resolver_without_delegates())
     except (ValueError, RuntimeError) as exc:
         text = str(exc)
-        custom = _unresolved_op(text)
-        if custom:
-            raise UnsupportedOperatorError(
-                f"{p}: operator {custom!r} is a custom or delegate operator that the LiteRT "
-                "interpreter cannot resolve; convert the model with TFLite builtin operators only") from exc
+        if _unresolved_op(text):  # custom operators without a kernel here: read the flatbuffer
+            return FlatbufferView(p)
         raise ModelFormatError(f"{p}: not a valid TFLite model ({text.strip().splitlines()[0][:160]}); "
                                "expected a flatbuffer written by the TFLite converter") from exc
     _resolve_dynamic_shapes(interpreter)
     return interpreter
+
+
+def _check_tensor_references(p: Path) -> None:
+    """Refuse a subgraph whose operators name tensors it does not have (LiteRT drops such an
+    operator silently, which would import a different network)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    try:
+        model = schema.Model.GetRootAs(p.read_bytes(), 0)
+        for s in range(model.SubgraphsLength()):
+            sg = model.Subgraphs(s)
+            n = sg.TensorsLength()
+            for i in range(sg.OperatorsLength()):
+                op = sg.Operators(i)
+                refs = [op.Inputs(k) for k in range(op.InputsLength())]
+                refs += [op.Outputs(k) for k in range(op.OutputsLength())]
+                for t in refs:
+                    if int(t) >= n:
+                        raise ModelFormatError(f"{p}: corrupt subgraph {s}: operator #{i} refers to tensor {int(t)}, "
+                                               f"but the subgraph has {n} tensors; re-export the model")
+    except ModelFormatError:
+        raise
+    except Exception as exc:  # flatbuffers raises struct/index errors on truncated input
+        raise ModelFormatError(f"{p}: corrupt TFLite flatbuffer ({type(exc).__name__}); re-export the model") from None
 
 
 def _resolve_dynamic_shapes(interpreter: Any) -> None:
@@ -141,11 +164,12 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
 
     for i, op in enumerate(ops):
         op_name = str(op["op_name"])
-        if op_name in ("DELEGATE", "CUSTOM") or not _BUILTIN_NAME.fullmatch(op_name):
+        if op_name == "DELEGATE":
             tensor = _tensor_name(details, op["outputs"])
             raise UnsupportedOperatorError(
-                f"{where}: operator #{i} {op_name!r} (producing {tensor!r}) is a custom or delegate "
-                "operator whose cost is unknown; convert the model with TFLite builtin operators only")
+                f"{where}: operator #{i} (producing {tensor!r}) is a delegate node; import the model "
+                "file before a delegate is applied")
+    _warn_custom(ops, details, where)
 
     # fold operators computed from constants only (e.g. DEQUANTIZE of float16 weights)
     folded: set[int] = set()
@@ -183,7 +207,7 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
             if t in constants and t not in counted:
                 counted.add(t)
                 params += math.prod(full(t))
-        family = OP_FAMILY.get(op_name, "other")
+        family = OP_FAMILY.get(op_name, "other") if is_builtin(op_name) else "custom"
         if family in _WEIGHTED and len(ins) > 1 and ins[1] in constants:
             w_type = weight_types.get(ins[1], np.dtype(details[ins[1]]["dtype"]))
             weight_dtypes.add(_DTYPES.get(w_type, str(w_type)))
@@ -211,6 +235,86 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
     return build_graph(name, specs, [(str(t), per_sample(t)) for t in graph_inputs],
                        [str(t) for t in graph_outputs], source=source or name,
                        source_sha256=source_sha256, fmt="tflite", weight_dtype=weight_dtype)
+
+
+def is_builtin(op_name: str) -> bool:
+    """Whether ``op_name`` (as LiteRT reports it) is a TFLite builtin operator (custom
+    operators keep their registered names, e.g. ``Convolution2DTransposeBias``)."""
+    return op_name != "CUSTOM" and bool(_BUILTIN_NAME.fullmatch(op_name))
+
+
+def _warn_custom(ops: list[dict[str, Any]], details: dict[int, Any], where: str) -> None:
+    """Warn once per custom operator type; refuse one whose outputs have no static shape (a
+    dynamic dimension that running the model did not resolve keeps the stored placeholder 1)."""
+    custom: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        name = str(op["op_name"])
+        if is_builtin(name):
+            continue
+        custom[name] = custom.get(name, 0) + 1
+        for t in op["outputs"]:
+            shape = [int(x) for x in details[int(t)]["shape"]]
+            signature = [int(x) for x in details[int(t)].get("shape_signature", shape)]
+            unresolved = any(d < 0 and x <= 1 for d, x in zip(signature[1:], shape[1:]))
+            if not shape or min(shape) < 1 or unresolved:
+                raise UnsupportedOperatorError(
+                    f"{where}: custom operator #{i} {name!r} writes tensor "
+                    f"{str(details[int(t)]['name'])!r} whose shape is unknown ({signature}); store static "
+                    "output shapes in the model (convert with a fixed input shape)")
+    if custom:
+        listed = ", ".join(f"{k} x{v}" for k, v in sorted(custom.items()))
+        warnings.warn(f"{where}: custom operators {listed} imported as CPU-only layers (cost from MACs where "
+                      "recognised, else from bytes moved); export keeps each inside one part",
+                      CustomOperatorWarning, stacklevel=3)
+
+
+class FlatbufferView:
+    """The interpreter calls the importer makes, answered from the flatbuffer itself.
+
+    For models whose custom operators have no kernel in this LiteRT build, so no interpreter can
+    be created: operators, tensors and shapes are read as stored (the schema's object API).
+    """
+
+    def __init__(self, path: Path) -> None:
+        from ..quantize.flatbuffer import read_model
+
+        from ai_edge_litert import schema_py_generated as schema
+
+        model = read_model(path.read_bytes(), str(path))
+        codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+        self.sg = model.subgraphs[0]
+        types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+        self.ops = []
+        for op in self.sg.operators or []:
+            oc = model.operatorCodes[op.opcodeIndex]
+            name = (oc.customCode.decode() if oc.customCode
+                    else codes.get(max(oc.builtinCode, oc.deprecatedBuiltinCode), "UNKNOWN"))
+            self.ops.append({"op_name": name, "inputs": np.asarray(op.inputs if op.inputs is not None else []),
+                             "outputs": np.asarray(op.outputs if op.outputs is not None else [])})
+        self.tensors = []
+        for i, t in enumerate(self.sg.tensors or []):
+            shape = np.asarray(t.shape if t.shape is not None else [], dtype=np.int32)
+            sig = np.asarray(t.shapeSignature if t.shapeSignature is not None else shape, dtype=np.int32)
+            self.tensors.append({"index": i, "name": (t.name or b"").decode(), "shape": shape,
+                                 "shape_signature": sig, "dtype": tflite_np_type(types.get(t.type, "FLOAT32"))})
+
+    def _get_ops_details(self) -> list[dict[str, Any]]:
+        return self.ops
+
+    def get_tensor_details(self) -> list[dict[str, Any]]:
+        return self.tensors
+
+    def get_input_details(self) -> list[dict[str, Any]]:
+        return [self.tensors[int(i)] for i in self.sg.inputs]
+
+    def get_output_details(self) -> list[dict[str, Any]]:
+        return [self.tensors[int(i)] for i in self.sg.outputs]
+
+
+def tflite_np_type(name: str) -> Any:
+    """numpy type of a TFLite ``TensorType`` name."""
+    return {"FLOAT32": np.float32, "FLOAT16": np.float16, "INT8": np.int8, "UINT8": np.uint8,
+            "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "BOOL": np.bool_}.get(name, np.float32)
 
 
 def _tensor_name(details: dict[int, Any], outs: Any) -> str:
@@ -243,6 +347,8 @@ def _macs(op: str, ins_full: list[tuple[int, ...]], ins: list[tuple[int, ...]],
         return out * k
     if op == "TRANSPOSE_CONV" and len(ins_full) > 2:  # (output_shape, filter [Cout,kh,kw,Cin], x)
         return math.prod(ins[2]) * math.prod(ins_full[1][:3])
+    if op == "Convolution2DTransposeBias" and len(ins_full) > 1:  # (x, filter [Cout,kh,kw,Cin], bias)
+        return math.prod(ins[0]) * math.prod(ins_full[1][:3])  # MediaPipe's transposed conv + bias
     if op == "CONV_3D_TRANSPOSE" and len(ins_full) > 2:  # filter [kd, kh, kw, Cout, Cin]
         return math.prod(ins[2]) * math.prod(ins_full[1][:-1])
     return 0

@@ -161,6 +161,8 @@ class Processor(_Model):
         ops = self.supported_ops.get(dtype)
         if ops is None:
             return False
+        if op == "custom":  # custom/unknown operators have kernels for the CPU only
+            return self.kind in ("cpu", "cloud")
         return ops == "all" or op in ops
 
     def peak_at(self, dtype: str, clock_hz: float | None = None) -> float:

@@ -24,13 +24,14 @@ a failed export leaves no half-written directory.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
             model = src
         else:
             raise ModelFormatError(f"plan: field model.source: {src!r} cannot be exported; export "
-                                   "supports zoo networks and .keras files (pass --model FILE.keras)")
+                                   "supports zoo networks and .keras/.tflite/.onnx files (pass --model FILE)")
     if isinstance(model, (str, os.PathLike)):
         p = Path(model)
         km = load_keras_model(p)
@@ -570,6 +571,9 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
 
     out = Path(out_dir)
     _prepare_out_dir(out)
+    file_model = _model_file(plan, model)
+    if file_model is not None:
+        return _export_file(plan, out, file_model, progress)
     keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed)
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
@@ -577,9 +581,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     needs_int8 = any(p.dtype == "int8" for p in parts)
     calib_data, calib_info = (calibration_inputs(op_graph, calib, samples, seed) if needs_int8
                               else ({}, None))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with _staging(out) as tmp:
         float_env = dict(calib_data)
         reference = None
         ref_info = None
@@ -619,10 +621,66 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         manifest.reference = ref_info
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
+    return manifest
+
+
+@contextlib.contextmanager
+def _staging(out: Path) -> Iterator[Path]:
+    """A temporary directory next to ``out`` that replaces it when the block succeeds and is
+    removed when it fails (nothing half-written)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _model_file(plan: Plan, model: Any) -> Path | None:
+    """The ``.tflite``/``.onnx`` file a plan is exported from (``model`` or the plan's source),
+    or None for zoo networks and Keras models."""
+    from .export_files import FILE_FORMATS
+
+    ref = model if isinstance(model, (str, os.PathLike)) else (plan.model.source if model is None else None)
+    if ref is None or Path(str(ref)).suffix.lower() not in FILE_FORMATS:
+        return None
+    path = Path(str(ref))
+    if not path.is_file():
+        raise InputFileError(f"{path}: model file of the plan is missing; pass --model FILE")
+    return path
+
+
+def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], None] | None) -> Manifest:
+    """Export a plan of a ``.tflite``/``.onnx`` file: parts cut in the file's own format
+    (:mod:`optimizer.plan.export_files`), in the file's dtype, no conversion."""
+    from .. import __version__
+    from ..graph.loader import load_graph_file
+    from .export_files import file_cutter
+
+    op_graph = load_graph_file(path, "op")
+    if plan.model.sha256 and op_graph.source_sha256 != plan.model.sha256:
+        raise SchemaError(f"plan: field model.sha256: {plan.model.sha256[:12]}... does not match {path} "
+                          f"({op_graph.source_sha256[:12]}...); make the plan from this file or pass --model")
+    parts = plan_parts(plan, op_graph.with_granularity(plan.model.granularity))
+    cutter = file_cutter(path, op_graph)
+    cutter.check_cuttable(len(parts))
+    file_dtype = op_graph.weight_dtype if op_graph.weight_dtype in ("fp32", "fp16", "int8") else "fp32"
+    with _staging(out) as tmp:
+        manifest_parts: list[Part] = []
+        for pr in parts:
+            ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
+            custom = sorted({la.op_type for la in op_graph.layers[pr.first_op:pr.end_op] if la.op == "custom"})
+            if progress:
+                note = f"; keeps custom operators {', '.join(custom)} (CPU kernels)" if custom else ""
+                progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{note}")
+            fname = f"{pr.name}{cutter.suffix}"
+            in_specs, out_specs = cutter.write(pr.first_op, pr.end_op, ins, outs, tmp / fname, pr.name, len(parts))
+            manifest_parts.append(manifest_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs))
+        manifest = build_manifest(plan, op_graph, manifest_parts, None, None, __version__)
+        manifest = Manifest.model_validate(manifest.model_dump())
+        atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
     return manifest
 
 

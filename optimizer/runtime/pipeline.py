@@ -34,6 +34,7 @@ from ..errors import ConfigError, DnnplanError, MeasurementError
 from ..plan.export import plan_sha256
 from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
 from ..plan.schema import Plan
+from .check import CheckReport, check_outputs, reference_file
 from .client import SplitClient
 from .server import TailServer
 from .tensors import PartRunner, Value, as_frames, convert_tensor, load_input
@@ -95,6 +96,7 @@ class RunReport:
     predicted_latency_s: float | None
     wire: dict[str, float] | None = None
     outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    check: CheckReport | None = None
 
     @property
     def fps_ratio(self) -> float | None:
@@ -183,7 +185,8 @@ class _Remote:
 def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: Any = None,
              server: tuple[str, int] | None = None, bandwidth_bps: float | None = None,
              pin: bool = True, keep_outputs: bool = False, timeout_s: float = 30.0,
-             input_fps: float | None = None, seed: int = 0) -> RunReport:
+             input_fps: float | None = None, seed: int = 0,
+             check_min_agreement: float | None = None) -> RunReport:
     """Execute ``plan`` from its exported artifacts and measure it.
 
     Parameters
@@ -209,6 +212,9 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         Pace the input at this frame rate (a camera); default: as fast as the slowest part
         accepts frames (saturated: throughput is the bottleneck's, and latency includes
         waiting in the bounded queues).
+    check_min_agreement : float, optional
+        Also run the single-file reference on the same frames and compare every output
+        (:mod:`optimizer.runtime.check`); the result is ``RunReport.check``.
     """
     if input_fps is not None and input_fps <= 0:
         raise ConfigError(f"--fps {input_fps}: expected a positive frame rate")
@@ -216,16 +222,23 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
     manifest = read_manifest(d)
     check_manifest_matches(manifest, plan_sha256(plan), str(d))
     inputs = input_frames(manifest, input, frames, seed)
+    if check_min_agreement is not None:  # fail before running when no reference can be had
+        if not 0.0 <= check_min_agreement <= 1.0:
+            raise ConfigError(f"--min-agreement {check_min_agreement}: expected a fraction in 0..1")
+        reference_file(manifest, d)
     own_server = None
     if manifest.server_parts and server is None:
         own_server = TailServer(d, "127.0.0.1", 0).start()
         server = ("127.0.0.1", own_server.port)
     try:
-        return _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin, keep_outputs, timeout_s,
-                        input_fps)
+        report = _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin,
+                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps)
     finally:
         if own_server is not None:
             own_server.stop()
+    if check_min_agreement is not None:
+        report.check = check_outputs(manifest, d, inputs, report.outputs, check_min_agreement)
+    return report
 
 
 def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,

@@ -63,12 +63,18 @@ class PartRunner:
         path = Path(artifacts_dir) / part.file
         if not path.is_file():
             raise InputFileError(f"{path}: artifact of part {part.name!r} is missing")
+        if path.suffix.lower() == ".onnx":
+            self.runner = onnx_runner(path, threads or part.threads)
+            return
         try:
             with _QUIET, silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
                 self.interpreter = litert_interpreter()(model_path=str(path), num_threads=threads or part.threads)
+                self.interpreter.allocate_tensors()  # unresolved custom operators fail here
                 self.runner = self.interpreter.get_signature_runner("serving_default")
         except (ValueError, RuntimeError) as exc:
-            raise ModelFormatError(f"{path}: LiteRT cannot load it ({exc})") from None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelFormatError(f"{path}: LiteRT cannot load it ({first}); re-export the plan "
+                                   "(a custom operator needs a runtime with its kernel)") from None
 
     def __call__(self, env: dict[str, Value]) -> dict[str, Value]:
         """Run on the tensors of ``env`` (by tensor name); return the part's outputs."""
@@ -82,6 +88,28 @@ class PartRunner:
 
         with _QUIET, silenced_stderr():
             self.runner(**{t.signature_name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.part.inputs})
+
+
+def onnx_runner(path: Path, threads: int) -> Any:
+    """A callable ``runner(**feeds) -> {output name: array}`` over an onnxruntime session (the
+    ONNX counterpart of LiteRT's signature runner)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, threads)
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph exceptions
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelFormatError(f"{path}: onnxruntime cannot load it ({first}); re-export the plan") from None
+    names = [o.name for o in session.get_outputs()]
+
+    def run(**feeds: np.ndarray) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(names, feeds), strict=True))
+
+    return run
 
 
 def as_frames(inputs: Any, spec: TensorInfo, where: str) -> np.ndarray:

@@ -1,0 +1,230 @@
+"""Export plans of ``.tflite`` and ``.onnx`` model files: sub-models cut in the file's own format.
+
+Nothing is re-converted: a part is the original model restricted to its operators.
+
+* TFLite: the flatbuffer is read through the schema's object API (``ai_edge_litert``'s
+  ``schema_py_generated``, as :mod:`optimizer.quantize.flatbuffer` does) and every part gets a
+  new main subgraph holding its operators, plus the constant-only operators that feed them
+  (``DEQUANTIZE`` of float16 weights, ``DENSIFY`` of sparse weights), the tensors they touch
+  with their quantization parameters unchanged (so the cut tensors of an INT8 model keep the
+  scale and zero point the single-file model uses), only the buffers they read, and a
+  ``serving_default`` signature ``in0.. / output_0..`` like converted parts. Custom operators
+  are copied as they are (their options and operator codes included), so each stays inside
+  one part.
+* ONNX: ``onnx.utils.Extractor`` (the ONNX project's sub-model extraction) between the part's
+  input and output tensors.
+
+The inputs and outputs of a part are the DAG cut of
+:meth:`optimizer.graph.layergraph.LayerGraph.cut_tensors` (:func:`optimizer.plan.export.part_io`).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from ..graph.layergraph import LayerGraph
+from .manifest import Quantization, TensorSpec
+
+FILE_FORMATS = (".tflite", ".onnx")
+
+
+def _schema() -> Any:
+    from ai_edge_litert import schema_py_generated
+
+    return schema_py_generated
+
+
+class TfliteCutter:
+    """Cuts sub-models out of one ``.tflite`` file (see the module docstring)."""
+
+    suffix = ".tflite"
+
+    def __init__(self, path: Path, graph: LayerGraph) -> None:
+        from ..quantize.flatbuffer import read_model
+
+        self.path = path
+        self.model = read_model(path.read_bytes(), str(path))
+        self.sg = self.model.subgraphs[0]
+        ops = self.sg.operators or []
+        producer = {int(t): k for k, op in enumerate(ops) for t in (op.outputs if op.outputs is not None else [])}
+        try:
+            self.layer_ops = [producer[int(layer.outputs[0])] for layer in graph.layers]
+        except (KeyError, ValueError, IndexError):
+            raise ModelFormatError(f"{path}: its operators do not match the imported graph; re-import "
+                                   "the file and make the plan again") from None
+        self.producer = producer
+        self.multi = len(self.model.subgraphs) > 1
+
+    def check_cuttable(self, parts: int) -> None:
+        """Refuse to divide a model with control-flow subgraphs into ``parts > 1`` parts."""
+        if self.multi and parts > 1:
+            raise ModelFormatError(f"{self.path}: the model holds {len(self.model.subgraphs) - 1} control-flow "
+                                   "subgraphs (WHILE/IF bodies) that a cut cannot divide; export it as one "
+                                   "part (a single-stage plan) or re-export it without control flow")
+
+    def _ops_of(self, first_op: int, end_op: int) -> list[int]:
+        """Flatbuffer operator indices of layers ``[first_op, end_op)`` and of the constant-only
+        operators feeding them, in the file's order."""
+        chosen = set(self.layer_ops[first_op:end_op])
+        layer_set = set(self.layer_ops)
+        stack = list(chosen)
+        while stack:
+            op = self.sg.operators[stack.pop()]
+            for t in op.inputs if op.inputs is not None else []:
+                k = self.producer.get(int(t))
+                if k is not None and k not in layer_set and k not in chosen:  # folded constant op
+                    chosen.add(k)
+                    stack.append(k)
+        return sorted(chosen)
+
+    def write(self, first_op: int, end_op: int, ins: list[str], outs: list[str], path: Path,
+              name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+        """Write the part computing layers ``[first_op, end_op)`` to ``path``; return its I/O specs."""
+        from ..fileio import atomic_write_bytes
+        from ..quantize.flatbuffer import write_model
+
+        self.check_cuttable(parts)
+        schema = _schema()
+        op_ids = self._ops_of(first_op, end_op)
+        used: list[int] = []
+        for k in op_ids:
+            op = self.sg.operators[k]
+            for seq in (op.inputs, op.outputs, op.intermediates):
+                used.extend(int(t) for t in (seq if seq is not None else []) if t >= 0)
+        used.extend(int(t) for t in ins + outs)
+        remap = {t: i for i, t in enumerate(dict.fromkeys(used))}
+        buffers = [schema.BufferT()]
+        buf_remap: dict[int, int] = {}
+        tensors = []
+        for t in remap:
+            tensor = copy.copy(self.sg.tensors[t])
+            data = self.model.buffers[tensor.buffer].data if tensor.buffer < len(self.model.buffers) else None
+            if self.multi:  # one part holding control flow: every buffer kept, indices unchanged
+                pass
+            elif data is not None and len(data):
+                if tensor.buffer not in buf_remap:
+                    buf_remap[tensor.buffer] = len(buffers)
+                    buffers.append(self.model.buffers[tensor.buffer])
+                tensor.buffer = buf_remap[tensor.buffer]
+            else:
+                tensor.buffer = 0
+            tensors.append(tensor)
+        sg = schema.SubGraphT()
+        sg.name = name.encode()
+        sg.tensors = tensors
+        sg.operators = []
+        codes: dict[int, int] = {}  # only the operator codes this part uses
+        for k in op_ids:
+            op = copy.copy(self.sg.operators[k])
+            if not self.multi:
+                op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
+            for field in ("inputs", "outputs", "intermediates"):
+                seq = getattr(op, field)
+                if seq is not None:
+                    setattr(op, field, [remap[int(t)] if t >= 0 else -1 for t in seq])
+            sg.operators.append(op)
+        sg.inputs = [remap[int(t)] for t in ins]
+        sg.outputs = [remap[int(t)] for t in outs]
+        sig = schema.SignatureDefT()
+        sig.signatureKey = b"serving_default"
+        sig.subgraphIndex = 0
+        sig.inputs = [_tensor_map(f"in{k}", i) for k, i in enumerate(sg.inputs)]
+        sig.outputs = [_tensor_map(f"output_{k}", i) for k, i in enumerate(sg.outputs)]
+        part = schema.ModelT()
+        part.version = self.model.version
+        part.operatorCodes = (self.model.operatorCodes if self.multi
+                              else [self.model.operatorCodes[c] for c in codes])
+        part.description = f"dnnplan part {name} of {self.path.name}".encode()
+        part.buffers = self.model.buffers if self.multi else buffers
+        part.subgraphs = [sg, *self.model.subgraphs[1:]]  # control-flow bodies keep their indices
+        part.signatureDefs = [sig]
+        atomic_write_bytes(path, write_model(part))
+        return (self._specs(ins, "in", remap, tensors), self._specs(outs, "output_", remap, tensors))
+
+    @staticmethod
+    def _specs(names: list[str], prefix: str, remap: dict[int, int], tensors: list[Any]) -> list[TensorSpec]:
+        from ..graph.tflite_import import tflite_np_type
+
+        schema = _schema()
+        types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+        specs = []
+        for k, tid in enumerate(names):
+            t = tensors[remap[int(tid)]]
+            q = t.quantization
+            quant = None
+            if q is not None and q.scale is not None and len(q.scale) == 1 and float(q.scale[0]) > 0:
+                zp = int(q.zeroPoint[0]) if q.zeroPoint is not None and len(q.zeroPoint) else 0
+                quant = Quantization(scale=float(q.scale[0]), zero_point=zp)
+            specs.append(TensorSpec(name=tid, signature_name=f"{prefix}{k}", index=remap[int(tid)],
+                                    shape=[int(s) for s in t.shape],
+                                    dtype=np.dtype(tflite_np_type(types.get(t.type, "FLOAT32"))).name,
+                                    quantization=quant))
+        return specs
+
+
+def _tensor_map(name: str, index: int) -> Any:
+    tm = _schema().TensorMapT()
+    tm.name = name.encode()
+    tm.tensorIndex = index
+    return tm
+
+
+class OnnxCutter:
+    """Cuts sub-models out of one ``.onnx`` file with ``onnx.utils.Extractor``."""
+
+    suffix = ".onnx"
+
+    def __init__(self, path: Path, graph: LayerGraph) -> None:
+        import onnx
+        import onnx.utils
+
+        self.path = path
+        try:
+            model = onnx.load(str(path))
+        except Exception as exc:  # protobuf DecodeError and friends
+            raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it") from None
+        model = onnx.shape_inference.infer_shapes(model)
+        self.extractor = onnx.utils.Extractor(model)
+        self.graph = graph
+
+    def check_cuttable(self, parts: int) -> None:
+        """Every ONNX plan boundary is a set of named tensors, which ``Extractor`` can cut at."""
+
+    def write(self, first_op: int, end_op: int, ins: list[str], outs: list[str], path: Path,
+              name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
+        """Write the part reading ``ins`` and producing ``outs`` to ``path``; return its I/O specs."""
+        import onnx
+        from onnx import helper
+
+        from ..fileio import atomic_write_bytes
+
+        try:
+            part = self.extractor.extract_model(ins, outs)
+        except Exception as exc:  # onnx raises KeyError/ValidationError for tensors it cannot cut at
+            raise ModelFormatError(f"{self.path}: part {name} cannot be cut at tensors {ins} -> {outs} "
+                                   f"({type(exc).__name__}: {exc}); choose other boundaries") from None
+        part.graph.name = name
+        atomic_write_bytes(path, part.SerializeToString())
+        onnx.checker.check_model(str(path))
+
+        def specs(values: Any, names: list[str]) -> list[TensorSpec]:
+            by_name = {v.name: v for v in values}
+            out = []
+            for k, t in enumerate(names):
+                elem = by_name[t].type.tensor_type.elem_type
+                out.append(TensorSpec(name=t, signature_name=t, index=k,
+                                      shape=[1, *self.graph.tensors[t].shape],
+                                      dtype=np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name))
+            return out
+
+        return specs(part.graph.input, ins), specs(part.graph.output, outs)
+
+
+def file_cutter(path: Path, graph: LayerGraph) -> TfliteCutter | OnnxCutter:
+    """The cutter for a ``.tflite`` or ``.onnx`` model file."""
+    return TfliteCutter(path, graph) if path.suffix.lower() == ".tflite" else OnnxCutter(path, graph)

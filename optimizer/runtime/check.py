@@ -1,0 +1,128 @@
+"""``dnnplan run --check``: do the deployed parts compute what the single-file model computes?
+
+The parts run as :func:`optimizer.runtime.pipeline.run_plan` runs them (threaded pipeline, the
+tail of a split over a real loopback socket); the single-file reference model runs on the same
+input frames with LiteRT (``.tflite``) or onnxruntime (``.onnx``). The reference is the model
+file the plan was made from (its SHA-256 must be the plan's), or the single-file INT8 model an
+export shipped with ``--keep-reference``.
+
+Per network output: top-1 agreement (share of frames whose arg-max over the flattened output
+is the same), the largest absolute difference, and the signal-to-quantization-noise ratio
+``SQNR = 10 log10(sum(ref^2) / sum((ref - parts)^2))`` dB (the fidelity measure of
+Jacob et al. 2018 and of TFLite's quantization debugger; null when the outputs are equal).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, SchemaError
+from ..fileio import sha256_file
+from ..plan.manifest import Manifest, Quantization, TensorInfo
+from .tensors import Value, convert_tensor
+
+
+@dataclass
+class OutputCheck:
+    """Agreement of one network output between the parts and the reference."""
+
+    name: str
+    top1_agreement: float
+    max_abs_diff: float
+    sqnr_db: float | None
+
+
+@dataclass
+class CheckReport:
+    """What ``--check`` found (``passed``: every output agrees at least ``min_agreement``)."""
+
+    reference: str
+    frames: int
+    min_agreement: float
+    agreement: float
+    passed: bool
+    outputs: list[OutputCheck]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare_outputs(name: str, parts: np.ndarray, ref: np.ndarray) -> OutputCheck:
+    """Top-1 agreement, max |diff| and SQNR of ``parts`` against ``ref`` (both ``[N, ...]``)."""
+    p = parts.reshape(len(parts), -1).astype(np.float64)
+    r = ref.reshape(len(ref), -1).astype(np.float64)
+    agree = float(np.mean(np.argmax(p, axis=1) == np.argmax(r, axis=1)))
+    noise = float(np.sum((r - p) ** 2))
+    sqnr = None if noise == 0 else 10 * math.log10(max(float(np.sum(r ** 2)), 1e-300) / noise)
+    return OutputCheck(name, agree, float(np.max(np.abs(r - p))), sqnr)
+
+
+def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
+    """The single-file model to compare against (see the module docstring)."""
+    src = Path(manifest.model.source or "")
+    if src.suffix.lower() in (".tflite", ".onnx"):
+        if not src.is_file():
+            raise ConfigError(f"--check: the plan's model file {src} is missing; the reference run needs it")
+        digest = sha256_file(src)
+        if manifest.model.sha256 and digest != manifest.model.sha256:
+            raise SchemaError(f"--check: {src} (sha256 {digest[:12]}...) is not the model the artifacts in "
+                              f"{artifacts_dir} were cut from ({manifest.model.sha256[:12]}...); export again")
+        return src
+    if manifest.reference is not None:
+        return artifacts_dir / manifest.reference.file
+    raise ConfigError(f"--check: {artifacts_dir} has no single-file reference model; check exports of "
+                      ".tflite/.onnx models, or export INT8 plans with --keep-reference")
+
+
+def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference model's outputs (float32, dequantized) frame by frame, keyed like the
+    manifest's network outputs (matched by position)."""
+    n = len(next(iter(inputs.values())))
+    if path.suffix.lower() == ".onnx":
+        from .tensors import onnx_runner
+
+        run = onnx_runner(path, 1)
+        rows = [run(**{t.name: inputs[t.name][i:i + 1] for t in manifest.inputs}) for i in range(n)]
+        return {t.name: np.concatenate([np.asarray(r[t.name], np.float32) for r in rows])
+                for t in manifest.outputs}
+    from ..lazy import litert_interpreter, silenced_stderr
+
+    with silenced_stderr():
+        interp = litert_interpreter()(model_path=str(path), num_threads=1)
+        interp.allocate_tensors()
+    ins, outs = interp.get_input_details(), interp.get_output_details()
+    if len(ins) != len(manifest.inputs) or len(outs) != len(manifest.outputs):
+        raise SchemaError(f"--check: {path.name} has {len(ins)} inputs/{len(outs)} outputs; the artifacts "
+                          f"have {len(manifest.inputs)}/{len(manifest.outputs)}; export again")
+    result: dict[str, list[np.ndarray]] = {t.name: [] for t in manifest.outputs}
+    for i in range(n):
+        for d, spec in zip(ins, manifest.inputs, strict=True):
+            info = TensorInfo(name=spec.name, shape=[int(s) for s in d["shape"]], dtype=np.dtype(d["dtype"]).name,
+                              quantization=_quant(d))
+            interp.set_tensor(d["index"], convert_tensor(Value(inputs[spec.name][i:i + 1]), info))
+        interp.invoke()
+        for d, spec in zip(outs, manifest.outputs, strict=True):
+            result[spec.name].append(Value(np.array(interp.get_tensor(d["index"])), _quant(d)).real())
+    return {k: np.concatenate(v) for k, v in result.items()}
+
+
+def _quant(detail: dict[str, Any]) -> Quantization | None:
+    scale, zp = detail["quantization"]
+    return Quantization(scale=float(scale), zero_point=int(zp)) if scale else None
+
+
+def check_outputs(manifest: Manifest, artifacts_dir: Path, inputs: dict[str, np.ndarray],
+                  parts_out: dict[str, np.ndarray], min_agreement: float) -> CheckReport:
+    """Compare the parts' outputs on ``inputs`` with the reference model's."""
+    ref_path = reference_file(manifest, artifacts_dir)
+    ref = run_reference(ref_path, manifest, inputs)
+    outs = [compare_outputs(t.name, parts_out[t.name], ref[t.name]) for t in manifest.outputs]
+    agreement = min(o.top1_agreement for o in outs)
+    return CheckReport(reference=str(ref_path), frames=len(next(iter(inputs.values()))),
+                       min_agreement=min_agreement, agreement=agreement,
+                       passed=agreement >= min_agreement, outputs=outs)

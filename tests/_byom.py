@@ -1,0 +1,58 @@
+"""Helpers of the bring-your-own-model tests: third-party fixture models and one call from a
+model file to ``run --check``.
+
+``export_and_check(model, tmp, kind=..., cuts=None)`` makes a plan with evenly spaced cuts
+(``plan_for_cuts``; pass a plan instead to check one made by ``map``/``split``), exports it and
+runs it with ``--check`` semantics; the full chain profile → quantize → map → split → export →
+run --check only has to hand it the quantized file or the searched plan.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURE_MODELS = ("selfie_segmentation", "face_detection_short_range", "face_landmark", "hand_recrop",
+                  "iris_landmark")
+CUSTOM_OP_MODEL = "selfie_segmentation"  # Convolution2DTransposeBias (XNNPACK kernel in LiteRT)
+NO_KERNEL_MODEL = "face_landmark_with_attention"  # Landmarks2TransformMatrix & co.: no kernel here
+
+
+def third_party_models() -> dict[str, Path]:
+    """The mediapipe fixture models (downloaded once, see tests/third_party/README.md)."""
+    from third_party.fetch_models import FetchError, fetch
+
+    try:
+        return fetch()
+    except FetchError as exc:
+        pytest.fail(str(exc))
+
+
+def even_cuts(model: Path | str, parts: int, granularity: str = "op") -> list[int]:
+    """``parts - 1`` boundaries spread evenly over the model's layers."""
+    from optimizer.graph import load_graph
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        n = len(load_graph(model, granularity))
+    return [round(k * n / parts) for k in range(1, parts)]
+
+
+def export_and_check(model: Path | str, tmp: Path, *, kind: str = "pipeline", cuts: list[int] | None = None,
+                     plan: Any = None, frames: int = 3, inputs: Any = None, min_agreement: float = 1.0) -> Any:
+    """Export ``plan`` (default: ``kind`` with ``cuts`` on ``model``) into ``tmp`` and run it
+    with the single-file check; returns the :class:`RunReport` (``.check`` filled)."""
+    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.runtime import run_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if plan is None:
+            cuts = cuts if cuts is not None else even_cuts(model, 3 if kind == "pipeline" else 2)
+            plan = plan_for_cuts(str(model), cuts if kind == "pipeline" else cuts[:1], kind=kind)
+        art = tmp / f"{kind}-art"
+        export_plan(plan, art)
+        return run_plan(plan, art, frames=frames, input=inputs, pin=False, check_min_agreement=min_agreement)
