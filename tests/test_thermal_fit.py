@@ -116,7 +116,8 @@ def test_cli_fit_and_eval_roundtrip(run_cli, synthetic_csv, tmp_path):
     ([[0, 30, 31, 1.0], [1, "hot", 31, 1.0], [2, 30, 31, 1]], (), "row 2 \\(line 3\\), column 'temp_a_c': value 'hot'"),
     ([[0, 30, 31, 1.0], [1, 30, 31, 1.0], [2, 30, "nan", 1]], (), "row 3 \\(line 4\\), column 'temp_b_c'"),
     ([[2, 30, 31, 1.0], [1, 30, 31, 1.0], [0, 30, 31, 1]], (), "time column 't_s' never increases"),
-    ([[0, "", 31, 1.0], [1, "", 31, 1.0], [2, "", 31, 1]], (), "column 'temp_a_c' has no numeric value in 3 rows"),
+    ([[0, "", 31, 1.0], [1, "", 31, 1.0], [2, "", 31, 1]], (),
+     "column 'temp_a_c' has no numeric value in 3 rows"),
     ([[0, 30, 31, 1.0], [0, 30, 31, 1.0], [0, 30, 31, 1]], (), "never increases"),
     ([[0, 30, 31, 1.0], [1, 30.2, 31, 1.0], [2, 30.3, 31, 1]], (), "2 transitions to fit, but the linear model has 4"),
 ])
@@ -147,3 +148,83 @@ def test_irregular_sampling_is_resampled_and_gaps_split(small_csv):
     assert tr.segments[0].temps_c[3, 0] == pytest.approx(30.03)
     with pytest.raises(InputFileError, match="not found"):
         read_trace(small_csv(rows).with_name("missing.csv"), "t_s", "temp_*_c", "p_w")
+
+
+# -- issue 19: logs as loggers write them ---------------------------------------------------------
+PHONE_TEMPS, PHONE_INPUTS = "t_*_c", "util_*,freq_*,p_battery_w"
+
+
+@pytest.fixture(scope="module")
+def phone_logs(tmp_path_factory):
+    """Synthetic 1 Hz phone logs (13 sensors, 19 inputs): 3 concatenated recordings to fit, and a
+    recording from another seed (another sample interval) to evaluate on."""
+    from optimizer.thermal.phone_log import make_phone_log
+
+    d = tmp_path_factory.mktemp("phone")
+    fit_log, other = d / "log.csv.gz", d / "other.csv"
+    make_phone_log(seed=0, recordings=3).to_csv(fit_log, index=False)
+    make_phone_log(seed=1, recordings=1).to_csv(other, index=False)
+    return fit_log, other
+
+
+def test_multi_recording_jittered_log_segments_are_reported(phone_logs):
+    tr = read_trace(phone_logs[0], "time_s", PHONE_TEMPS, PHONE_INPUTS)
+    assert len(tr.temp_names) == 13 and len(tr.input_names) == 19 and 2900 < tr.n_rows < 3200
+    assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 0} and len(tr.segments) == 4
+    assert tr.resampled and 1.02 <= tr.dt_s <= 1.04
+    assert "2 time reset(s) (new recordings), 1 gap(s)" in tr.describe() and "linear interpolation" in tr.describe()
+    for s in tr.segments:
+        np.testing.assert_allclose(np.diff(s.times_s), tr.dt_s)
+
+
+def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs, tmp_path):
+    fit_log, other = phone_logs
+    out = tmp_path / "phone.json"
+    r = run_cli("thermal", "fit", fit_log, "--time", "time_s", "--temps", PHONE_TEMPS, "--inputs", PHONE_INPUTS,
+                "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "4 segment(s)" in r.stderr and "2 time reset(s)" in r.stderr
+    r = run_cli("thermal", "eval", out, other, "--horizons", "1,10,60s", "--json")
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["dt_s"] != pytest.approx(json.loads(out.read_text())["dt_s"], rel=1e-3)  # another step
+    by = {s["steps"]: s for s in res["scores"]}
+    h60 = round(60 / res["dt_s"])
+    assert by[h60]["rmse_c"]["overall"] * 2.5 <= by[h60]["persistence_rmse_c"]["overall"], by[h60]
+
+
+def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs):
+    from optimizer.thermal.fit import align_trace
+
+    tr = read_trace(phone_logs[1], "time_s", PHONE_TEMPS, PHONE_INPUTS)
+    S, M = len(tr.temp_names), len(tr.input_names)
+    near = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 1.03, tr.temp_names, tr.input_names)
+    aligned, note = align_trace(near, tr)
+    assert aligned.dt_s == near.dt_s and "resampled onto the model's" in note
+    assert evaluate(near, tr, [1])[0].n == sum(len(s) - 1 for s in aligned.segments)
+    far = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 2, tr.temp_names, tr.input_names)
+    with pytest.raises(ConfigError, match="discrete-time at a 2.0.* s step and cannot predict at 1.0.* s"):
+        evaluate(far, tr, [1])
+
+
+def test_bad_fit_options_and_damaged_gzip(run_cli, synthetic_csv, tmp_path):
+    path, _ = synthetic_csv
+    out = tmp_path / "m.json"
+    base = ("thermal", "fit", path, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*", "--out", out)
+    for extra, message in ((("--model", "rc", "--hidden", "two"), "--hidden must be a whole number"),
+                           (("--fit-step", "1.5"), "--fit-step 1.5 s must be a whole multiple"),
+                           (("--gap-factor", "0.5"), "--gap-factor must be > 1")):
+        r = run_cli(*base, *extra)
+        assert r.exit_code == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    r = run_cli("thermal", "fit", bad, "--time", "t", "--temps", "a", "--inputs", "b", "--out", out)
+    assert r.exit_code == 2 and "not a readable CSV file" in r.stderr
+    assert not out.exists()
+
+
+def test_rc_fit_on_many_sensors_is_stable_with_non_negative_gains(phone_logs):
+    tr = read_trace(phone_logs[0], "time_s", PHONE_TEMPS, PHONE_INPUTS).window(None, 400.0)
+    m = fit_model(tr, "rc", fit_step_s=tr.dt_s)
+    assert m.B.min() >= 0 and np.linalg.eigvals(m.A).real.max() < 0
+    assert m.info["fit_step_s"] == pytest.approx(tr.dt_s)

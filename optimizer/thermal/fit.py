@@ -511,16 +511,20 @@ class _EquationErrorRC:
         S = len(trace.temp_names)
         self.lay = _RCLayout(S, len(trace.input_names))
         self.h = trace.dt_s
-        self.X0 = np.vstack([s.temps_c[:-1] for s in trace.segments])
-        self.X1 = np.vstack([s.temps_c[1:] for s in trace.segments])
+        X0 = np.vstack([s.temps_c[:-1] for s in trace.segments])
+        X1 = np.vstack([s.temps_c[1:] for s in trace.segments])
         U = np.vstack([s.inputs[:-1] for s in trace.segments])
-        self.u_mean = U.mean(axis=0)
+        self.n_rows = len(U)
+        self.u_mean, self.x0_mean, self.x1_mean = U.mean(axis=0), X0.mean(axis=0), X1.mean(axis=0)
         scale = U.std(axis=0)
         self.active = scale > 1e-12 * (1.0 + np.abs(self.u_mean))
         self.scale = np.where(self.active, scale, 1.0)
         Uc = ((U - self.u_mean) / self.scale)[:, self.active]
-        self.Q, self.R = np.linalg.qr(Uc) if Uc.shape[1] else (np.zeros((len(U), 0)), np.zeros((0, 0)))
-        self.Uc = Uc
+        # every residual lies in the span of [Uc, X0c, X1c]: one QR here shrinks the residual
+        # vector from K·n to (M + 2n)·n entries with the same norm (Golub & Van Loan §5.3)
+        _, R = np.linalg.qr(np.column_stack([Uc, X0 - self.x0_mean, X1 - self.x1_mean]))
+        ma = Uc.shape[1]
+        self.Ru, self.R0, self.R1 = R[:, :ma], R[:, ma:ma + S], R[:, ma + S:]
 
     def unpack(self, th: np.ndarray):
         c, g, ga = self.lay.unpack(th)
@@ -530,18 +534,18 @@ class _EquationErrorRC:
         return A, Ad, Gam
 
     def gains(self, th: np.ndarray):
-        """``(A, B [n, M], b0 [n], residuals [K·n] in °C)`` for log parameters ``th``."""
+        """``(A, B [n, M], b0 [n], residuals)`` for log parameters ``th``; the residuals have the
+        norm of the one-step errors in °C over all rows and sensors."""
         A, Ad, Gam = self.unpack(th)
-        Z = np.linalg.solve(Gam, (self.X1 - self.X0 @ Ad.T).T).T        # [K, n]
-        zc = Z - Z.mean(axis=0)
-        rhs = self.Q.T @ zc                                               # [M_active, n]
+        Zr = np.linalg.solve(Gam, (self.R1 - self.R0 @ Ad.T).T).T          # [p, n], centred
+        z_mean = np.linalg.solve(Gam, self.x1_mean - Ad @ self.x0_mean)
         Bs = np.zeros((len(A), self.lay.M))
-        for i in range(len(A)):
-            if rhs.shape[0]:
-                Bs[i, self.active] = nnls(self.R, rhs[:, i], maxiter=50 * max(1, rhs.shape[0]))[0]
+        if self.Ru.shape[1]:
+            for i in range(len(A)):
+                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
         B = Bs / self.scale
-        b0 = Z.mean(axis=0) - B @ self.u_mean
-        E = (zc - self.Uc @ Bs[:, self.active].T) @ Gam.T
+        b0 = z_mean - B @ self.u_mean
+        E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gam.T
         return A, B, b0, E.ravel()
 
     def residuals(self, th: np.ndarray) -> np.ndarray:
@@ -591,7 +595,7 @@ def _rc_equation_error(trace: Trace, A_lin: np.ndarray | None, max_nfev: int,
               "zero_input_steady_c": np.linalg.solve(-A, b0).tolist(), "capacitance_rel": c_.tolist(),
               "conductance_rel": g_.tolist(), "ambient_conductance_rel": ga_.tolist(),
               "evaluations": int(res.nfev), "parameters": pb.lay.size + pb.lay.n * (pb.lay.M + 1),
-              "train_one_step_rmse_c": float(np.sqrt(np.mean(resid**2)))})
+              "train_one_step_rmse_c": float(np.sqrt(np.sum(resid**2) / (pb.n_rows * pb.lay.n)))})
 
 
 def fit_rc(trace: Trace, hidden: int | str = 0, *, seed: int = 0, fit_step_s: float | None = None,
