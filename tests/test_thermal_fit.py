@@ -228,3 +228,14 @@ def test_rc_fit_on_many_sensors_is_stable_with_non_negative_gains(phone_logs):
     m = fit_model(tr, "rc", fit_step_s=tr.dt_s)
     assert m.B.min() >= 0 and np.linalg.eigvals(m.A).real.max() < 0
     assert m.info["fit_step_s"] == pytest.approx(tr.dt_s)
+
+
+def test_hidden_auto_keeps_the_candidate_best_on_held_out_data(synthetic_csv):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_die_c,t_board_c", "p_*")     # skin unlogged: a hidden node
+    m = fit_model(tr.window(None, 1200.0), "rc", hidden="auto")
+    table = m.info["hidden_validation"]
+    assert [r["hidden_nodes"] for r in table] == [0, 1]
+    best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])
+    assert m.n_hidden == best["hidden_nodes"] == 1                   # the real network has a third node
+    assert m.dt_s == pytest.approx(tr.dt_s)

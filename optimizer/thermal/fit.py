@@ -8,17 +8,25 @@ Two model families, both ending as a discrete state-space model
     temperatures, the inputs and an offset, ``T[k+1] = Θ·[T[k], u[k], 1]``, fitted one step
     ahead by least squares with a rank-revealing solver (SVD, ``numpy.linalg.lstsq``) or ridge,
     optionally on the last ``window`` samples only (SPLASH refits on a 2000-sample window).
+    It is fitted at a multiple of the trace's step chosen by open-loop error on a held-out
+    segment (inputs averaged over each step) and made continuous-time by the matrix logarithm
+    of its zero-order hold, so it predicts at any step.
 
 ``rc``
     A physically constrained RC network (HotSpot-style, Skadron et al. 2003): one node per
     sensor plus optional hidden nodes (board, heat sink), capacities > 0, symmetric
-    conductances ≥ 0, conductances to an ambient that is fitted as the offset, and
-    non-negative input gains; stable by construction (``A = -C⁻¹G``, ``G`` positive definite).
-    Its continuous parameters are fitted with ``scipy.optimize.least_squares`` on the
-    **open-loop** error over each training segment (simulation error, not one-step error), so
-    long-horizon behaviour is what is fitted. Hidden nodes start at their quasi-steady value
-    given the measured nodes. The overall capacity scale is not identifiable from temperatures
+    conductances ≥ 0, conductances to ambient, and non-negative input gains; stable by
+    construction (``A = -C⁻¹G``, ``G`` positive definite). By default it is fitted fast on
+    one-step error at the linear model's validated step, by variable projection with exact
+    discretisation (:class:`_EquationErrorRC`), all sensors at once, warm-started from the
+    linear model. With hidden nodes (``--hidden N`` or ``auto``) or multiple shooting, its
+    parameters are fitted on the **open-loop** error over each training segment
+    (:class:`_VarProRC`). The overall capacity scale is not identifiable from temperatures
     alone and is fixed by ``C_0 = 1``; time constants, gains and predictions are unaffected.
+
+A model fitted at one step predicts a trace at another: continuous-time models are
+re-discretised exactly; a discrete-only model within 5 % of the trace's step gets the trace
+resampled onto its step by interpolation (:func:`align_trace`).
 
 Evaluation (:func:`evaluate`) reports RMSE per sensor and overall at each horizon (every start
 in every segment, never across a gap) and open loop from each segment's first sample, next to
@@ -59,8 +67,8 @@ ProgressFn = Callable[[str, int, int], None]
 class ThermalModel:
     """A fitted (or given) discrete thermal model over sensors ``temp_names`` and ``input_names``.
 
-    ``kind="rc"`` also holds the continuous ``A, B, b0`` (``dx/dt = A x + B u + b0``) and can be
-    re-discretised for any step; ``linear``/``fixed`` models are tied to ``dt_s``.
+    ``A, B, b0`` (``dx/dt = A x + B u + b0``), when present (rc, and linear models with a real
+    matrix logarithm), re-discretise it exactly for any step; otherwise it is tied to ``dt_s``.
     """
 
     kind: ModelKind
