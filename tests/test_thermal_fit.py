@@ -239,3 +239,12 @@ def test_hidden_auto_keeps_the_candidate_best_on_held_out_data(synthetic_csv):
     best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])
     assert m.n_hidden == best["hidden_nodes"] == 1                   # the real network has a third node
     assert m.dt_s == pytest.approx(tr.dt_s)
+
+
+def test_single_row_recordings_are_dropped_and_counted(small_csv):
+    rows = [[t, 30 + 0.1 * t, 31, 1.0] for t in (0, 1, 2, 3)] + [[0, 35, 31, 1.0]] \
+        + [[t, 30, 31, 1.0] for t in (0, 1, 2)] + [[50, 30, 31, 1.0]]
+    tr = read_trace(small_csv(rows), "t_s", "temp_*_c", "p_w")
+    assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 2}
+    assert [len(s) for s in tr.segments] == [4, 3] and not tr.resampled
+    assert "2 row(s) in segments shorter than 2 samples dropped" in tr.describe()

@@ -33,7 +33,8 @@ def fit_cmd(
                                           "trace's); default: chosen on a held-out segment."),
     shooting: float | None = typer.Option(None, "--shooting",
                                           help="rc: also fit windows of this many seconds (multiple shooting)."),
-    train_from: float | None = typer.Option(None, "--train-from", help="Fit on samples with t >= this (s)."),
+    train_from: float | None = typer.Option(None, "--train-from", help="Fit on samples with t >= this (s; "
+                                             "in every recording when the log restarts its clock)."),
     train_to: float | None = typer.Option(None, "--train-to", help="Fit on samples with t < this (s)."),
     gap_factor: float = typer.Option(5.0, "--gap-factor", help="Split segments at gaps > this x median step."),
     seed: int = typer.Option(0, "--seed", help="Seed of the rc fit's restarts."),
