@@ -193,7 +193,7 @@ def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs,
     assert by[h60]["rmse_c"]["overall"] * 2.5 <= by[h60]["persistence_rmse_c"]["overall"], by[h60]
 
 
-def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs):
+def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs, run_cli, tmp_path):
     from optimizer.thermal.fit import align_trace
 
     tr = read_trace(phone_logs[1], "time_s", PHONE_TEMPS, PHONE_INPUTS)
@@ -205,6 +205,11 @@ def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_l
     far = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 2, tr.temp_names, tr.input_names)
     with pytest.raises(ConfigError, match="discrete-time at a 2.0.* s step and cannot predict at 1.0.* s"):
         evaluate(far, tr, [1])
+    for model, code in ((near, 0), (far, 2)):
+        save_model(model, tmp_path / "fixed.json")
+        r = run_cli("thermal", "eval", tmp_path / "fixed.json", phone_logs[1], "--time", "time_s", "--horizons", "1")
+        assert r.exit_code == code, r.stderr
+        assert ("resampled onto the model's" in r.stderr) == (code == 0)
 
 
 def test_bad_fit_options_and_damaged_gzip(run_cli, synthetic_csv, tmp_path):
