@@ -58,6 +58,9 @@ def _timed(label: str, fn):
     taus = ", ".join(f"{t:.3g}" for t in m.time_constants_s()[:4])
     print(f"fitted {label} in {time.perf_counter() - t0:.1f} s (fit step {m.info.get('fit_step_s', m.dt_s):.3g} s); "
           f"time constants {taus} s")
+    for row in m.info.get("hidden_validation") or []:
+        print(f"   held-out open-loop RMSE with {row['hidden_nodes']} hidden node(s): "
+              f"{row['held_out_open_loop_rmse_c']:.3f} °C" + (" <- kept" if row["hidden_nodes"] == m.n_hidden else ""))
     return m
 
 

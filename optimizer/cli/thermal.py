@@ -27,8 +27,8 @@ def fit_cmd(
     model: str = typer.Option("linear", "--model", help="linear (SPLASH) or rc (constrained RC network)."),
     window: int | None = typer.Option(None, "--window", help="linear: fit on the last N samples only."),
     ridge: float = typer.Option(0.0, "--ridge", help="linear: ridge penalty (0 = SVD least squares)."),
-    hidden: str = typer.Option("0", "--hidden", help="rc: number of unmeasured nodes (board, heat sink), "
-                               "or auto: 0 or 1, whichever predicts a held-out segment better (slower)."),
+    hidden: str = typer.Option("auto", "--hidden", help="rc: unmeasured nodes (board, heat sink): auto = 0 or 1, "
+                               "whichever predicts a held-out segment better; 2+ uses the slower open-loop fit."),
     fit_step: float | None = typer.Option(None, "--fit-step", help="Fit at this step (s, a multiple of the "
                                           "trace's); default: chosen on a held-out segment."),
     shooting: float | None = typer.Option(None, "--shooting",

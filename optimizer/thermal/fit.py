@@ -19,9 +19,10 @@ Two model families, both ending as a discrete state-space model
     construction (``A = -C⁻¹G``, ``G`` positive definite). By default it is fitted fast on
     one-step error at the linear model's validated step, by variable projection with exact
     discretisation (:class:`_EquationErrorRC`), all sensors at once, warm-started from the
-    linear model. With hidden nodes (``--hidden N`` or ``auto``) or multiple shooting, its
+    linear model, with 0 or 1 hidden node chosen on a held-out segment
+    (:class:`_EquationErrorRCHidden`). With 2+ hidden nodes or multiple shooting its
     parameters are fitted on the **open-loop** error over each training segment
-    (:class:`_VarProRC`). The overall capacity scale is not identifiable from temperatures
+    (:class:`_VarProRC`, slow). The overall capacity scale is not identifiable from temperatures
     alone and is fixed by ``C_0 = 1``; time constants, gains and predictions are unaffected.
 
 A model fitted at one step predicts a trace at another: continuous-time models are
@@ -209,8 +210,6 @@ def fixed_model(Ad: np.ndarray, Bd: np.ndarray, dt_s: float, temp_names: tuple[s
 # ---------------------------------------------------------------------------------------------
 # fit step chosen by validation
 # ---------------------------------------------------------------------------------------------
-#: largest RC network (sensors + hidden nodes) tried with the open-loop fit by default
-MAX_OPEN_LOOP_NODES = 7
 #: candidate fit steps, in multiples of the trace's step
 FIT_STEP_FACTORS = (1, 2, 5, 10, 20, 50, 100)
 
@@ -577,66 +576,150 @@ class _EquationErrorRC:
         return th
 
 
+class _EquationErrorRCHidden(_EquationErrorRC):
+    """:class:`_EquationErrorRC` with one unmeasured node (board/heat sink) not heated by the
+    inputs: its temperature is simulated from the measured sensors, ``h[k+1] = a h[k] +
+    g (A_hs x[k] + b0_h)`` (exact hold of the sampled sensors, quasi-steady start in each
+    segment), and enters the sensors' one-step error as a known regressor. ``b0_h > 0`` (its
+    ambient drive) is one more searched parameter; the part of ``h`` outside the span of the
+    QR basis adds its exact share to the residual norm."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__(trace)
+        S = len(trace.temp_names)
+        self.S = S
+        self.lay = _RCLayout(S + 1, len(trace.input_names))
+        self.x0_segs = [s.temps_c[:-1] for s in trace.segments]
+        U = np.vstack([s.inputs[:-1] for s in trace.segments])
+        Uc = ((U - self.u_mean) / self.scale)[:, self.active]
+        X0 = np.vstack(self.x0_segs)
+        X1 = np.vstack([s.temps_c[1:] for s in trace.segments])
+        self.Q, _ = np.linalg.qr(np.column_stack([Uc, X0 - self.x0_mean, X1 - self.x1_mean]))
+
+    def _hidden_path(self, A: np.ndarray, b0h: float) -> np.ndarray:
+        S, ahh, ahs = self.S, A[self.S, self.S], A[self.S, :self.S]
+        a = math.exp(ahh * self.h)
+        g = (a - 1.0) / ahh
+        out = []
+        for x in self.x0_segs:
+            d = x @ ahs + b0h
+            h0 = -d[0] / ahh
+            y = lfilter([g], [1.0, -a], d, zi=[a * h0])[0]
+            out.append(np.concatenate([[h0], y[:-1]]))
+        del S
+        return np.concatenate(out)
+
+    def gains(self, th: np.ndarray):
+        S = self.S
+        b0h = math.exp(th[-1])
+        A, Ad, Gam = self.unpack(th[:-1])
+        hpath = self._hidden_path(A, b0h)
+        hc = hpath - hpath.mean()
+        qh = self.Q.T @ hc
+        h_perp = math.sqrt(max(float(hc @ hc - qh @ qh), 0.0))
+        Gss, Ash = Gam[:S, :S], Ad[:S, S]
+        Yr = self.R1 - self.R0 @ Ad[:S, :S].T - np.outer(qh, Ash)
+        Zr = np.linalg.solve(Gss, Yr.T).T
+        z_mean = np.linalg.solve(Gss, self.x1_mean - Ad[:S, :S] @ self.x0_mean - Ash * hpath.mean()
+                                 - Gam[:S, S] * b0h)
+        Bs = np.zeros((S, self.lay.M))
+        if self.Ru.shape[1]:
+            for i in range(S):
+                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
+        B = np.vstack([Bs / self.scale, np.zeros((1, self.lay.M))])
+        b0 = np.concatenate([z_mean - B[:S] @ self.u_mean, [b0h]])
+        E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gss.T
+        return A, B, b0, np.concatenate([E.ravel(), -h_perp * Ash])
+
+    def warm_start_from(self, th0: np.ndarray, x_mean: float) -> np.ndarray:
+        """Log parameters extending a hidden-free solution ``th0`` by a slow node weakly coupled
+        to every sensor, at about the sensors' mean temperature."""
+        S, small = self.S, _RCLayout(self.S, self.lay.M)
+        c, g, ga = small.unpack(th0)
+        n = S + 1
+        G = np.zeros((n, n))
+        G[:S, :S] = g
+        G[:S, S] = G[S, :S] = 0.5 * np.mean(ga)
+        ga1 = np.concatenate([0.5 * ga, [0.5 * np.sum(ga)]])
+        c1 = np.concatenate([c, [c.sum()]])
+        th = np.concatenate([np.log(c1[1:]), np.log(np.maximum(G[self.lay.pairs], 1e-12)), np.log(ga1)])
+        b0h = ga1[-1] * max(x_mean - 10.0, 1.0) / c1[-1]
+        return np.concatenate([th, [math.log(b0h)]])
+
+
 def _rc_equation_error(trace: Trace, A_lin: np.ndarray | None, max_nfev: int,
-                       progress: ProgressFn | None = None, label: str = "rc") -> ThermalModel:
-    """Fit :class:`_EquationErrorRC` at the trace's step, warm-started from ``A_lin``."""
-    pb = _EquationErrorRC(trace)
+                       progress: ProgressFn | None = None, hidden: int = 0,
+                       th0: np.ndarray | None = None) -> tuple[ThermalModel, np.ndarray]:
+    """Fit :class:`_EquationErrorRC` (``hidden=0``, warm start from ``A_lin``) or
+    :class:`_EquationErrorRCHidden` (``hidden=1``, warm start from the hidden-free ``th0``) at
+    the trace's step; returns the model and its log parameters."""
+    if hidden:
+        pb = _EquationErrorRCHidden(trace)
+        start = np.clip(pb.warm_start_from(th0, float(np.mean(pb.x0_mean))), -29.0, 14.0)
+    else:
+        pb = _EquationErrorRC(trace)
+        start = pb.warm_start(A_lin)
     calls = [0]
-    n_jac = pb.lay.size + 1
+    n_jac = len(start) + 1
+    label = f"rc, {hidden} hidden node(s)"
 
     def fun(th):
         calls[0] += 1
         if progress and calls[0] % n_jac == 0:
             progress(f"{label}: least squares, {calls[0] // n_jac} Jacobians", calls[0] // n_jac, max_nfev)
-        return pb.residuals(th)
+        return pb.gains(th)[3]
 
     with threadpool_limits(1):
-        res = least_squares(fun, pb.warm_start(A_lin), bounds=(-30.0, 15.0), max_nfev=max_nfev, method="trf")
+        res = least_squares(fun, start, bounds=(-30.0, 15.0), max_nfev=max_nfev * n_jac, method="trf")
         A, B, b0, resid = pb.gains(res.x)
     Ad, Bfull = zoh(A, np.column_stack([B, b0]), trace.dt_s)
-    c_, g_, ga_ = pb.lay.unpack(res.x)
-    return ThermalModel(
-        "rc", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bfull[:, :-1], Bfull[:, -1], 0, A, B, b0,
+    c_, g_, ga_ = pb.lay.unpack(res.x[:pb.lay.size])
+    S = len(trace.temp_names)
+    model = ThermalModel(
+        "rc", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bfull[:, :-1], Bfull[:, -1], hidden, A, B, b0,
         info={"solver": "variable projection on one-step error at the fit step: scipy.optimize.least_squares "
                         "(trf) over log capacities and conductances, non-negative least squares for the "
-                        "input gains of every sensor, free offset per sensor", "hidden_nodes": 0,
+                        "input gains of every sensor, free offset per sensor"
+                        + ("; hidden node simulated from the sensors" if hidden else ""), "hidden_nodes": hidden,
               "zero_input_steady_c": np.linalg.solve(-A, b0).tolist(), "capacitance_rel": c_.tolist(),
               "conductance_rel": g_.tolist(), "ambient_conductance_rel": ga_.tolist(),
-              "evaluations": int(res.nfev), "parameters": pb.lay.size + pb.lay.n * (pb.lay.M + 1),
-              "train_one_step_rmse_c": float(np.sqrt(np.sum(resid**2) / (pb.n_rows * pb.lay.n)))})
+              "evaluations": int(res.nfev), "parameters": len(start) + S * (pb.lay.M + 1),
+              "train_one_step_rmse_c": float(np.linalg.norm(resid) / math.sqrt(pb.n_rows * S))})
+    return model, res.x
 
 
-def fit_rc(trace: Trace, hidden: int | str = 0, *, seed: int = 0, fit_step_s: float | None = None,
+def fit_rc(trace: Trace, hidden: int | str = "auto", *, seed: int = 0, fit_step_s: float | None = None,
            shooting_s: float | None = None, max_nfev: int = 60,
            progress: ProgressFn | None = None) -> ThermalModel:
     """Fit a stable RC network (non-negative input gains) to a trace, fast, at a validated step.
 
-    Default (``hidden=0``, no ``shooting_s``): the linear model is fitted first (its fit step
-    validated on a held-out segment, :func:`fit_linear`); the RC network is then fitted at that
-    step on one-step error by variable projection (:class:`_EquationErrorRC`), all sensors at
-    once, warm-started from the linear model's continuous ``A``. ``hidden="auto"`` also fits one
-    hidden node (board/heat sink) open loop (:func:`fit_rc_open_loop`), when the network is
-    small enough (≤ :data:`MAX_OPEN_LOOP_NODES` nodes) for that to be affordable, and keeps the
-    candidate with the lower open-loop error on the held-out segment.
+    The linear model is fitted first (its fit step validated on a held-out segment,
+    :func:`fit_linear`); the RC network is then fitted at that step on one-step error by
+    variable projection with exact discretisation (:class:`_EquationErrorRC`), all sensors at
+    once, warm-started from the linear model's continuous ``A``; a network with one hidden node
+    (board/heat sink, :class:`_EquationErrorRCHidden`) is warm-started from that one. With
+    ``hidden="auto"`` both are fitted on all but a held-out segment and the one with the lower
+    open-loop error there is refitted on the whole trace.
 
     Parameters
     ----------
     hidden
-        0 (default), an integer >= 1 (open-loop fit with that many hidden nodes), or "auto".
+        "auto" (default: 0 or 1 by validation), 0 or 1 (no validation), or >= 2 (the slower
+        open-loop fit, :func:`fit_rc_open_loop`).
     fit_step_s
         Fit at this step instead of validating one.
     shooting_s
         Open-loop fit with multiple shooting (see :func:`fit_rc_open_loop`).
     max_nfev
-        Budget of residual evaluations of the nonlinear search, in Jacobians.
+        Budget of the nonlinear search, in Jacobians.
     """
     auto = hidden == "auto"
     if not auto and (not isinstance(hidden, int) or hidden < 0):
         raise ConfigError(f"--hidden must be an integer >= 0 or auto, got {hidden!r}")
-    if (not auto and hidden > 0) or shooting_s:
+    if (not auto and hidden > 1) or shooting_s:
         if progress:
-            progress(f"rc: open-loop fit with {hidden or 0} hidden node(s)", 0, 1)
-        return fit_rc_open_loop(trace, hidden=hidden or 0, seed=seed, shooting_s=shooting_s)
+            progress(f"rc: open-loop fit with {0 if auto else hidden} hidden node(s)", 0, 1)
+        return fit_rc_open_loop(trace, hidden=0 if auto else hidden, seed=seed, shooting_s=shooting_s)
     S, M = len(trace.temp_names), len(trace.input_names)
     n_par, n_obs = _RCLayout(S, M).size + S * (M + 1), sum((len(s) - 1) * S for s in trace.segments)
     if n_obs < n_par:
@@ -644,26 +727,22 @@ def fit_rc(trace: Trace, hidden: int | str = 0, *, seed: int = 0, fit_step_s: fl
                           f"parameters; give more rows (or fewer columns)")
     lin = fit_linear(trace, fit_step_s=fit_step_s, progress=progress)
     q = int(round(lin.info["fit_step_s"] / trace.dt_s))
-    budget = max_nfev * (_RCLayout(S, M).size + 1)
-    fit0 = lambda tr: _rc_equation_error(_at_step(tr, q), lin.A, budget, progress)  # noqa: E731
-    candidates = {0: fit0}
-    if auto and S + 1 <= MAX_OPEN_LOOP_NODES:
-        candidates[1] = lambda tr: fit_rc_open_loop(tr, hidden=1, seed=seed)  # noqa: E731
+
+    def fit_candidates(tr: Trace, most: int) -> dict[int, ThermalModel]:
+        m0, th0 = _rc_equation_error(_at_step(tr, q), lin.A, max_nfev, progress)
+        if most == 0:
+            return {0: m0}
+        return {0: m0, 1: _rc_equation_error(_at_step(tr, q), None, max_nfev, progress, hidden=1, th0=th0)[0]}
+
     table = []
-    if len(candidates) > 1:
+    if auto:
         fit_part, held = _split_for_validation(trace)
-        for h, fit_fn in candidates.items():
-            if progress:
-                progress(f"rc: validating {h} hidden node(s)", h, len(candidates))
-            table.append({"hidden_nodes": h, "held_out_open_loop_rmse_c": _open_loop_rmse(fit_fn(fit_part), held)})
-    best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])["hidden_nodes"] if table else 0
-    model = _at_trace_step(candidates[best](trace), trace.dt_s)
-    model.info.update(fit_step_s=q * trace.dt_s if best == 0 else model.info.get("fit_step_s"),
-                      hidden_validation=table, linear_warm_start_fit_step_s=lin.info["fit_step_s"],
-                      step_validation=lin.info["validation"])
-    if auto and 1 not in candidates:
-        model.info["hidden_note"] = (f"hidden-node candidates skipped: {S} sensors + 1 exceeds "
-                                     f"{MAX_OPEN_LOOP_NODES} nodes for the open-loop fit")
+        table = [{"hidden_nodes": h, "held_out_open_loop_rmse_c": _open_loop_rmse(m, held)}
+                 for h, m in fit_candidates(fit_part, 1).items()]
+    best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])["hidden_nodes"] if table else hidden
+    model = _at_trace_step(fit_candidates(trace, best)[best], trace.dt_s)
+    model.info.update(fit_step_s=q * trace.dt_s, hidden_validation=table,
+                      linear_warm_start_fit_step_s=lin.info["fit_step_s"], step_validation=lin.info["validation"])
     return model
 
 
@@ -762,11 +841,11 @@ def _decimate(seg, q: int):
 
 
 def fit_model(trace: Trace, model: str = "linear", *, window: int | None = None, ridge: float = 0.0,
-              hidden: int | str = 0, shooting_s: float | None = None, seed: int = 0,
+              hidden: int | str = "auto", shooting_s: float | None = None, seed: int = 0,
               fit_step_s: float | None = None, progress: ProgressFn | None = None) -> ThermalModel:
     """Fit ``model`` ("linear" or "rc") on ``trace`` and record the training range in ``info``."""
     if model == "linear":
-        if hidden or shooting_s:
+        if hidden not in (None, 0, "auto") or shooting_s:
             raise ConfigError("--hidden and --shooting apply to the rc model only")
         m = fit_linear(trace, ridge=ridge, window=window, fit_step_s=fit_step_s, progress=progress)
     elif model == "rc":
