@@ -546,17 +546,19 @@ class _EquationErrorRC:
         A, Ad, Gam = self.unpack(th)
         Zr = np.linalg.solve(Gam, (self.R1 - self.R0 @ Ad.T).T).T          # [p, n], centred
         z_mean = np.linalg.solve(Gam, self.x1_mean - Ad @ self.x0_mean)
-        Bs = np.zeros((len(A), self.lay.M))
-        if self.Ru.shape[1]:
-            for i in range(len(A)):
-                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
+        Bs = self._nonneg_gains(Zr)
         B = Bs / self.scale
         b0 = z_mean - B @ self.u_mean
         E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gam.T
         return A, B, b0, E.ravel()
 
-    def residuals(self, th: np.ndarray) -> np.ndarray:
-        return self.gains(th)[3]
+    def _nonneg_gains(self, Zr: np.ndarray) -> np.ndarray:
+        """Scaled input gains [nodes, M] ``>= 0``: one NNLS per column of ``Zr`` on ``Ru``."""
+        Bs = np.zeros((Zr.shape[1], self.lay.M))
+        if self.Ru.shape[1]:
+            for i in range(Zr.shape[1]):
+                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
+        return Bs
 
     def warm_start(self, A_lin: np.ndarray | None) -> np.ndarray:
         """Log parameters of an RC network near a linear model's continuous ``A`` (unit
@@ -597,7 +599,7 @@ class _EquationErrorRCHidden(_EquationErrorRC):
         self.Q, _ = np.linalg.qr(np.column_stack([Uc, X0 - self.x0_mean, X1 - self.x1_mean]))
 
     def _hidden_path(self, A: np.ndarray, b0h: float) -> np.ndarray:
-        S, ahh, ahs = self.S, A[self.S, self.S], A[self.S, :self.S]
+        ahh, ahs = A[self.S, self.S], A[self.S, :self.S]
         a = math.exp(ahh * self.h)
         g = (a - 1.0) / ahh
         out = []
@@ -606,7 +608,6 @@ class _EquationErrorRCHidden(_EquationErrorRC):
             h0 = -d[0] / ahh
             y = lfilter([g], [1.0, -a], d, zi=[a * h0])[0]
             out.append(np.concatenate([[h0], y[:-1]]))
-        del S
         return np.concatenate(out)
 
     def gains(self, th: np.ndarray):
@@ -622,10 +623,7 @@ class _EquationErrorRCHidden(_EquationErrorRC):
         Zr = np.linalg.solve(Gss, Yr.T).T
         z_mean = np.linalg.solve(Gss, self.x1_mean - Ad[:S, :S] @ self.x0_mean - Ash * hpath.mean()
                                  - Gam[:S, S] * b0h)
-        Bs = np.zeros((S, self.lay.M))
-        if self.Ru.shape[1]:
-            for i in range(S):
-                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
+        Bs = self._nonneg_gains(Zr)
         B = np.vstack([Bs / self.scale, np.zeros((1, self.lay.M))])
         b0 = np.concatenate([z_mean - B[:S] @ self.u_mean, [b0h]])
         E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gss.T
