@@ -735,8 +735,12 @@ def fit_rc(trace: Trace, hidden: int | str = "auto", *, seed: int = 0, fit_step_
     table = []
     if auto:
         fit_part, held = _split_for_validation(trace)
-        table = [{"hidden_nodes": h, "held_out_open_loop_rmse_c": _open_loop_rmse(m, held)}
-                 for h, m in fit_candidates(fit_part, 1).items()]
+        try:
+            table = [{"hidden_nodes": h, "held_out_open_loop_rmse_c": _open_loop_rmse(m, held)}
+                     for h, m in fit_candidates(fit_part, 1).items()]
+        except (ConfigError, np.linalg.LinAlgError, ValueError) as exc:   # too little data to hold out
+            _log.info("rc: hidden-node validation skipped (%s); 0 hidden nodes", exc)
+            hidden = 0
     best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])["hidden_nodes"] if table else hidden
     model = _at_trace_step(fit_candidates(trace, best)[best], trace.dt_s)
     model.info.update(fit_step_s=q * trace.dt_s, hidden_validation=table,
