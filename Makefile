@@ -25,7 +25,7 @@ $(STAMP): setup.cfg pyproject.toml
 DNNPLAN := $(VENV)/bin/dnnplan
 DEMO    := results/demo
 MODEL   := mobilenet_v2
-TRACE   ?= ../shared/data/thermal/odroid_xu3_rise.csv
+TRACE   ?= search_spaces/thermal/traces/odroid_xu3_rise.csv.gz
 
 demo: install
 	@mkdir -p $(DEMO)
@@ -44,10 +44,10 @@ demo: install
 	$(DNNPLAN) export $(DEMO)/split_plan.json --out $(DEMO)/split_artifacts --samples 32
 	$(DNNPLAN) run $(DEMO)/split_plan.json --artifacts $(DEMO)/split_artifacts --frames 30 --bandwidth 10Mbps
 	@echo "== 6. thermal: fit a model to the real Odroid-XU3 trace; thermal-aware policies on pixel4 / jetson_nano =="
-	@if [ -f $(TRACE) ]; then \
-	  $(DNNPLAN) thermal fit $(TRACE) --time t_s --temps 't_a15_core*_c,t_gpu_c' --inputs 'p_*_w' --train-from 600 --model linear --out $(DEMO)/thermal_model.json && \
-	  $(DNNPLAN) thermal eval $(DEMO)/thermal_model.json $(TRACE) --horizons 1,600 --to 600; \
-	else echo "(skipping the trace fit: $(TRACE) not found; set TRACE=path/to/odroid_xu3_rise.csv)"; fi
+	$(DNNPLAN) thermal fit $(TRACE) --time t_s --temps 't_a15_core*_c,t_gpu_c' --inputs 'p_*_w' --train-from 600 --out $(DEMO)/thermal_model.json
+	$(DNNPLAN) thermal eval $(DEMO)/thermal_model.json $(TRACE) --horizons 1,600 --to 600
+	$(DNNPLAN) thermal fit $(TRACE) --time t_s --temps 't_a15_core*_c,t_gpu_c' --inputs 'p_*_w' --train-from 600 --model rc --out $(DEMO)/thermal_model_rc.json
+	$(DNNPLAN) thermal eval $(DEMO)/thermal_model_rc.json $(TRACE) --horizons 1,600 --to 600
 	$(DNNPLAN) schedule person_finder --device pixel4 --network wifi_249 --policy minheat --fps 20 --duration 600
 	$(DNNPLAN) tadf alexnet --device jetson_nano --ambient 40
 	$(DNNPLAN) shift slimmable_resnet50 --device pixel4 --duration 1800

@@ -47,7 +47,9 @@ def test_rc_fit_recovers_time_constants_within_5_percent(synthetic_csv, tmp_path
     fitted = model.time_constants_s()
     np.testing.assert_allclose(fitted, true, rtol=0.05)
     # steady-state gains recovered too (ambient 24 °C was not given to the fit)
-    assert model.info["ambient_c"] == pytest.approx(24.0, abs=0.3)
+    np.testing.assert_allclose(model.info["zero_input_steady_c"], 24.0, atol=0.3)
+    np.testing.assert_allclose(model.B[:, 0] / model.B[0, 0], net.continuous()[1][:, 0] / net.continuous()[1][0, 0],
+                               atol=0.05)
     out = tmp_path / "rc.json"
     save_model(model, out)
     again = load_model(out)
@@ -69,8 +71,8 @@ def test_linear_fit_one_step_and_window(synthetic_csv):
     assert s1.rmse_c["overall"] < 0.035                    # noise 0.02 °C, one step
     short = fit_model(tr, "linear", window=200)
     assert short.info["transitions"] == 200
-    with pytest.raises(ConfigError, match="fitted at a 1 s step"):
-        lin.discrete(2.0)
+    assert lin.continuous_time                             # real matrix logarithm: any step
+    np.testing.assert_allclose(lin.discrete(2.0)[0], net.discretise(2.0).Ad, atol=0.03)
 
 
 def test_published_matrices_evaluate_as_fixed_model(synthetic_csv):
@@ -113,7 +115,10 @@ def test_cli_fit_and_eval_roundtrip(run_cli, synthetic_csv, tmp_path):
     ([[0, 30, 31, 1.0], [1, 30.1, 31, 1.0]], ("--temps", "temp_c*"), "column 'temp_c\\*' not found; columns found: t_s, temp_a_c"),
     ([[0, 30, 31, 1.0], [1, "hot", 31, 1.0], [2, 30, 31, 1]], (), "row 2 \\(line 3\\), column 'temp_a_c': value 'hot'"),
     ([[0, 30, 31, 1.0], [1, 30, 31, 1.0], [2, 30, "nan", 1]], (), "row 3 \\(line 4\\), column 'temp_b_c'"),
-    ([[0, 30, 31, 1.0], [2, 30, 31, 1.0], [1, 30, 31, 1]], (), "not strictly increasing at row 3"),
+    ([[2, 30, 31, 1.0], [1, 30, 31, 1.0], [0, 30, 31, 1]], (), "time column 't_s' never increases"),
+    ([[0, "", 31, 1.0], [1, "", 31, 1.0], [2, "", 31, 1]], (),
+     "column 'temp_a_c' has no numeric value in 3 rows"),
+    ([[0, 30, 31, 1.0], [0, 30, 31, 1.0], [0, 30, 31, 1]], (), "never increases"),
     ([[0, 30, 31, 1.0], [1, 30.2, 31, 1.0], [2, 30.3, 31, 1]], (), "2 transitions to fit, but the linear model has 4"),
 ])
 def test_cli_bad_traces_exit_2_and_write_nothing(run_cli, small_csv, tmp_path, rows, args, message):
@@ -143,3 +148,116 @@ def test_irregular_sampling_is_resampled_and_gaps_split(small_csv):
     assert tr.segments[0].temps_c[3, 0] == pytest.approx(30.03)
     with pytest.raises(InputFileError, match="not found"):
         read_trace(small_csv(rows).with_name("missing.csv"), "t_s", "temp_*_c", "p_w")
+
+
+# -- issue 19: logs as loggers write them ---------------------------------------------------------
+PHONE_TEMPS, PHONE_INPUTS = "t_*_c", "util_*,freq_*,p_battery_w"
+
+
+@pytest.fixture(scope="module")
+def phone_logs(tmp_path_factory):
+    """Synthetic 1 Hz phone logs (13 sensors, 19 inputs): 3 concatenated recordings to fit, and a
+    recording from another seed (another sample interval) to evaluate on."""
+    from optimizer.thermal.phone_log import make_phone_log
+
+    d = tmp_path_factory.mktemp("phone")
+    fit_log, other = d / "log.csv.gz", d / "other.csv"
+    make_phone_log(seed=0, recordings=3).to_csv(fit_log, index=False)
+    make_phone_log(seed=1, recordings=1).to_csv(other, index=False)
+    return fit_log, other
+
+
+def test_multi_recording_jittered_log_segments_are_reported(phone_logs):
+    tr = read_trace(phone_logs[0], "time_s", PHONE_TEMPS, PHONE_INPUTS)
+    assert len(tr.temp_names) == 13 and len(tr.input_names) == 19 and 2900 < tr.n_rows < 3200
+    assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 0} and len(tr.segments) == 4
+    assert tr.resampled and 1.02 <= tr.dt_s <= 1.04
+    assert "2 time reset(s) (new recordings), 1 gap(s)" in tr.describe() and "linear interpolation" in tr.describe()
+    for s in tr.segments:
+        np.testing.assert_allclose(np.diff(s.times_s), tr.dt_s)
+
+
+def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs, tmp_path):
+    fit_log, other = phone_logs
+    out = tmp_path / "phone.json"
+    r = run_cli("thermal", "fit", fit_log, "--time", "time_s", "--temps", PHONE_TEMPS, "--inputs", PHONE_INPUTS,
+                "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert "4 segment(s)" in r.stderr and "2 time reset(s)" in r.stderr
+    r = run_cli("thermal", "eval", out, other, "--horizons", "1,10,60s", "--json")
+    assert r.exit_code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["dt_s"] != pytest.approx(json.loads(out.read_text())["dt_s"], rel=1e-3)  # another step
+    by = {s["steps"]: s for s in res["scores"]}
+    h60 = round(60 / res["dt_s"])
+    assert by[h60]["rmse_c"]["overall"] * 2.5 <= by[h60]["persistence_rmse_c"]["overall"], by[h60]
+
+
+def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs, run_cli, tmp_path):
+    from optimizer.thermal.fit import align_trace
+
+    tr = read_trace(phone_logs[1], "time_s", PHONE_TEMPS, PHONE_INPUTS)
+    S, M = len(tr.temp_names), len(tr.input_names)
+    near = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 1.03, tr.temp_names, tr.input_names)
+    aligned, note = align_trace(near, tr)
+    assert aligned.dt_s == near.dt_s and "resampled onto the model's" in note
+    assert evaluate(near, tr, [1])[0].n == sum(len(s) - 1 for s in aligned.segments)
+    far = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 2, tr.temp_names, tr.input_names)
+    with pytest.raises(ConfigError, match="discrete-time at a 2.0.* s step and cannot predict at 1.0.* s"):
+        evaluate(far, tr, [1])
+    for model, code in ((near, 0), (far, 2)):
+        save_model(model, tmp_path / "fixed.json")
+        r = run_cli("thermal", "eval", tmp_path / "fixed.json", phone_logs[1], "--time", "time_s", "--horizons", "1")
+        assert r.exit_code == code, r.stderr
+        assert ("resampled onto the model's" in r.stderr) == (code == 0)
+
+
+def test_bad_fit_options_and_damaged_gzip(run_cli, synthetic_csv, tmp_path):
+    path, _ = synthetic_csv
+    out = tmp_path / "m.json"
+    base = ("thermal", "fit", path, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*", "--out", out)
+    for extra, message in ((("--model", "rc", "--hidden", "two"), "--hidden must be a whole number"),
+                           (("--fit-step", "1.5"), "--fit-step 1.5 s must be a whole multiple"),
+                           (("--gap-factor", "0.5"), "--gap-factor must be > 1")):
+        r = run_cli(*base, *extra)
+        assert r.exit_code == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    r = run_cli("thermal", "fit", bad, "--time", "t", "--temps", "a", "--inputs", "b", "--out", out)
+    assert r.exit_code == 2 and "not a readable CSV file" in r.stderr
+    assert not out.exists()
+
+
+def test_rc_fit_on_many_sensors_is_stable_with_non_negative_gains(phone_logs):
+    tr = read_trace(phone_logs[0], "time_s", PHONE_TEMPS, PHONE_INPUTS).window(None, 400.0)
+    m = fit_model(tr, "rc", fit_step_s=tr.dt_s, hidden=0)
+    assert m.B.min() >= 0 and np.linalg.eigvals(m.A).real.max() < 0
+    assert m.info["fit_step_s"] == pytest.approx(tr.dt_s)
+
+
+def test_hidden_auto_keeps_the_candidate_best_on_held_out_data(synthetic_csv):
+    """``--hidden auto`` (the default) fits 0 and 1 hidden nodes and keeps the better on held-out data."""
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_die_c,t_board_c", "p_*")     # skin unlogged: a hidden node
+    m = fit_model(tr.window(None, 1200.0), "rc", hidden="auto")
+    table = m.info["hidden_validation"]
+    assert [r["hidden_nodes"] for r in table] == [0, 1]
+    best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])
+    assert m.n_hidden == best["hidden_nodes"]
+    assert all(np.isfinite(r["held_out_open_loop_rmse_c"]) for r in table)
+    assert m.dt_s == pytest.approx(tr.dt_s)
+    one = fit_model(tr.window(None, 1200.0), "rc", hidden=1)      # a fixed count skips validation
+    assert one.n_hidden == 1 and not one.info["hidden_validation"] and one.A.shape == (3, 3)
+    assert np.linalg.eigvals(one.A).real.max() < 0 and one.B.min() >= 0 and not one.B[2].any()
+    again = load_model(save_model(one, tr.path + ".rc1.json"))
+    np.testing.assert_allclose(again.simulate(tr.segments[0].temps_c[0], tr.segments[0].inputs),
+                               one.simulate(tr.segments[0].temps_c[0], tr.segments[0].inputs))
+
+
+def test_single_row_recordings_are_dropped_and_counted(small_csv):
+    rows = [[t, 30 + 0.1 * t, 31, 1.0] for t in (0, 1, 2, 3)] + [[0, 35, 31, 1.0]] \
+        + [[t, 30, 31, 1.0] for t in (0, 1, 2)] + [[50, 30, 31, 1.0]]
+    tr = read_trace(small_csv(rows), "t_s", "temp_*_c", "p_w")
+    assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 2}
+    assert [len(s) for s in tr.segments] == [4, 3] and not tr.resampled
+    assert "2 row(s) in segments shorter than 2 samples dropped" in tr.describe()

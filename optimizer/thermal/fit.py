@@ -8,17 +8,26 @@ Two model families, both ending as a discrete state-space model
     temperatures, the inputs and an offset, ``T[k+1] = Θ·[T[k], u[k], 1]``, fitted one step
     ahead by least squares with a rank-revealing solver (SVD, ``numpy.linalg.lstsq``) or ridge,
     optionally on the last ``window`` samples only (SPLASH refits on a 2000-sample window).
+    It is fitted at a multiple of the trace's step chosen by open-loop error on a held-out
+    segment (inputs averaged over each step) and made continuous-time by the matrix logarithm
+    of its zero-order hold, so it predicts at any step.
 
 ``rc``
     A physically constrained RC network (HotSpot-style, Skadron et al. 2003): one node per
     sensor plus optional hidden nodes (board, heat sink), capacities > 0, symmetric
-    conductances ≥ 0, conductances to an ambient that is fitted as the offset, and
-    non-negative input gains; stable by construction (``A = -C⁻¹G``, ``G`` positive definite).
-    Its continuous parameters are fitted with ``scipy.optimize.least_squares`` on the
-    **open-loop** error over each training segment (simulation error, not one-step error), so
-    long-horizon behaviour is what is fitted. Hidden nodes start at their quasi-steady value
-    given the measured nodes. The overall capacity scale is not identifiable from temperatures
+    conductances ≥ 0, conductances to ambient, and non-negative input gains; stable by
+    construction (``A = -C⁻¹G``, ``G`` positive definite). By default it is fitted fast on
+    one-step error at the linear model's validated step, by variable projection with exact
+    discretisation (:class:`_EquationErrorRC`), all sensors at once, warm-started from the
+    linear model, with 0 or 1 hidden node chosen on a held-out segment
+    (:class:`_EquationErrorRCHidden`). With 2+ hidden nodes or multiple shooting its
+    parameters are fitted on the **open-loop** error over each training segment
+    (:class:`_VarProRC`, slow). The overall capacity scale is not identifiable from temperatures
     alone and is fixed by ``C_0 = 1``; time constants, gains and predictions are unaffected.
+
+A model fitted at one step predicts a trace at another: continuous-time models are
+re-discretised exactly; a discrete-only model within 5 % of the trace's step gets the trace
+resampled onto its step by interpolation (:func:`align_trace`).
 
 Evaluation (:func:`evaluate`) reports RMSE per sensor and overall at each horizon (every start
 in every segment, never across a gap) and open loop from each segment's first sample, next to
@@ -30,33 +39,37 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from scipy.linalg import expm
-from scipy.optimize import least_squares, lsq_linear
+from scipy.linalg import expm, logm
+from scipy.optimize import least_squares, lsq_linear, nnls
 from scipy.signal import lfilter
 from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError, InputFileError, SchemaError
 from ..fileio import atomic_write_json
-from .trace import Segment, Trace
+from .rc import zoh
+from .trace import STEP_TOLERANCE, Segment, Trace
 
 _log = logging.getLogger(__name__)
 
 MODEL_SCHEMA = "dnnplan.thermal-model"
 MODEL_VERSION = 1
 ModelKind = Literal["linear", "rc", "fixed"]
+#: ``progress(stage, done, total)``, called as a fit advances (the CLI draws a Rich bar)
+ProgressFn = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
 class ThermalModel:
     """A fitted (or given) discrete thermal model over sensors ``temp_names`` and ``input_names``.
 
-    ``kind="rc"`` also holds the continuous ``A, B, b0`` (``dx/dt = A x + B u + b0``) and can be
-    re-discretised for any step; ``linear``/``fixed`` models are tied to ``dt_s``.
+    ``A, B, b0`` (``dx/dt = A x + B u + b0``), when present (rc, and linear models with a real
+    matrix logarithm), re-discretise it exactly for any step; otherwise it is tied to ``dt_s``.
     """
 
     kind: ModelKind
@@ -76,14 +89,21 @@ class ThermalModel:
     def n_states(self) -> int:
         return self.Ad.shape[0]
 
+    @property
+    def continuous_time(self) -> bool:
+        """True when the model holds ``dx/dt = A x + B u + b0`` and predicts at any step."""
+        return self.A is not None
+
     def discrete(self, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(Ad, Bd, c)`` for step ``dt``: exact re-discretisation for rc, else the fitted step."""
+        """``(Ad, Bd, c)`` for step ``dt``: exact re-discretisation when continuous-time, else the
+        fitted step (see :func:`align_trace` for traces at another step)."""
         if abs(dt - self.dt_s) <= 1e-3 * self.dt_s:
             return self.Ad, self.Bd, self.c
         if self.A is None:
-            raise ConfigError(f"this {self.kind} model was fitted at a {self.dt_s:g} s step and cannot "
-                              f"predict a trace sampled every {dt:g} s; refit it, or use --model rc")
-        Ad, Bfull = _zoh(self.A, np.column_stack([self.B, self.b0]), dt)
+            raise ConfigError(f"this {self.kind} model is discrete-time at a {self.dt_s:g} s step and cannot "
+                              f"predict at {dt:g} s (more than {STEP_TOLERANCE:.0%} off); refit it on this "
+                              f"trace, or fit with --model rc")
+        Ad, Bfull = zoh(self.A, np.column_stack([self.B, self.b0]), dt)
         return Ad, Bfull[:, :-1], Bfull[:, -1]
 
     def initial_states(self, temps: np.ndarray, inputs: np.ndarray) -> np.ndarray:
@@ -145,7 +165,7 @@ class ThermalModel:
             n = S + nh
             arr = {k: np.asarray(d[k], dtype=float) for k in ("Ad", "Bd", "c")}
             shapes = {"Ad": (n, n), "Bd": (n, M), "c": (n,)}
-            if d["kind"] == "rc":
+            if d["kind"] == "rc" or "A" in d:
                 arr.update({k: np.asarray(d[k], dtype=float) for k in ("A", "B", "b0")})
                 shapes.update(A=(n, n), B=(n, M), b0=(n,))
             for k, shp in shapes.items():
@@ -188,10 +208,84 @@ def fixed_model(Ad: np.ndarray, Bd: np.ndarray, dt_s: float, temp_names: tuple[s
 
 
 # ---------------------------------------------------------------------------------------------
+# fit step chosen by validation
+# ---------------------------------------------------------------------------------------------
+#: candidate fit steps, in multiples of the trace's step
+FIT_STEP_FACTORS = (1, 2, 5, 10, 20, 50, 100)
+
+
+def _at_step(trace: Trace, q: int) -> Trace:
+    """The trace decimated by ``q`` (inputs averaged over each new step); short segments dropped."""
+    if q == 1:
+        return trace
+    segs = tuple(s for s in (_decimate(s, q) for s in trace.segments) if len(s) >= 2)
+    return replace(trace, dt_s=trace.dt_s * q, segments=segs)
+
+
+def _split_for_validation(trace: Trace) -> tuple[Trace, Trace]:
+    """(fit part, held-out part): the last segment if there are several, else the last quarter."""
+    if len(trace.segments) >= 2:
+        return replace(trace, segments=trace.segments[:-1]), replace(trace, segments=trace.segments[-1:])
+    s = trace.segments[0]
+    cut = int(0.75 * len(s))
+    head, tail = (Segment(s.times_s[a:b], s.temps_c[a:b], s.inputs[a:b]) for a, b in ((0, cut + 1), (cut, len(s))))
+    return replace(trace, segments=(head,)), replace(trace, segments=(tail,))
+
+
+def _open_loop_rmse(model: ThermalModel, trace: Trace) -> float:
+    se, n = 0.0, 0
+    for s in trace.segments:
+        pred = model.simulate(s.temps_c[0], s.inputs, trace.dt_s)
+        se += float(((pred[1:] - s.temps_c[1:]) ** 2).sum())
+        n += (len(s) - 1) * len(model.temp_names)
+    return math.sqrt(se / n) if n else math.inf
+
+
+def _select_step(trace: Trace, fit_at, n_par: int, fit_step_s: float | None, label: str,
+                 progress: ProgressFn | None) -> tuple[int, list[dict]]:
+    """The decimation factor whose model, fitted on the fit part, predicts the held-out part best
+    open loop (or the one giving ``fit_step_s``); returns it and the validation table."""
+    if fit_step_s is not None:
+        q = int(round(fit_step_s / trace.dt_s))
+        if q < 1 or abs(q * trace.dt_s - fit_step_s) > 0.01 * fit_step_s:
+            raise ConfigError(f"--fit-step {fit_step_s:g} s must be a whole multiple of the trace's "
+                              f"{trace.dt_s:g} s step")
+        return q, []
+    fit_part, held = _split_for_validation(trace)
+    table = []
+    candidates = [q for q in FIT_STEP_FACTORS
+                  if sum(len(s) // q for s in fit_part.segments) >= 3 * n_par or q == 1]
+    for i, q in enumerate(candidates):
+        if progress:
+            progress(f"{label}: validating fit step {q * trace.dt_s:g} s", i, len(candidates))
+        try:
+            err = _open_loop_rmse(fit_at(fit_part, q), held)
+        except (ConfigError, np.linalg.LinAlgError):
+            err = math.inf
+        table.append({"fit_step_s": q * trace.dt_s, "held_out_open_loop_rmse_c": err})
+    if progress:
+        progress(f"{label}: validated {len(candidates)} fit steps", len(candidates), len(candidates))
+    best = min(range(len(table)), key=lambda i: table[i]["held_out_open_loop_rmse_c"])
+    if not math.isfinite(table[best]["held_out_open_loop_rmse_c"]):
+        raise ConfigError(f"{trace.path}: no fit step gives a usable {label} model on the held-out "
+                          f"segment; give a longer trace")
+    return candidates[best], table
+
+
+# ---------------------------------------------------------------------------------------------
 # linear (SPLASH)
 # ---------------------------------------------------------------------------------------------
-def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None) -> ThermalModel:
-    """Fit SPLASH's ``T[k+1] = Θ·[T[k], u[k], 1]`` one step ahead.
+def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None, fit_step_s: float | None = None,
+               progress: ProgressFn | None = None) -> ThermalModel:
+    """Fit SPLASH's ``T[k+1] = Θ·[T[k], u[k], 1]`` by least squares at a validated step.
+
+    One-step least squares at a fast logging step (0.1 s on the Odroid) mostly fits sensor
+    quantisation noise and biases the slow poles (errors in variables). The model is therefore
+    fitted at a step ``q × dt`` (inputs averaged over each step, ``q`` chosen among
+    :data:`FIT_STEP_FACTORS` by open-loop error on a held-out segment, see
+    :func:`_select_step`), then converted to continuous time by the matrix logarithm of the
+    augmented ``[[Ad, Bd, c], [0, I]]`` (the inverse of the zero-order hold; Van Loan 1978), so
+    it predicts at any step. If that logarithm is not real the model stays discrete at ``q × dt``.
 
     Parameters
     ----------
@@ -200,16 +294,47 @@ def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None) -> T
     ridge
         Ridge penalty on standardised regressors (0 = minimum-norm least squares via SVD).
     window
-        Use only the last ``window`` transitions (SPLASH's sliding window).
+        Use only the last ``window`` transitions at the trace's own step (SPLASH's sliding
+        window; Jeong 2023); implies no step selection.
+    fit_step_s
+        Fit at this step instead of validating one (a whole multiple of the trace's step).
+    progress
+        Called as the validation advances.
     """
+    if window is not None:
+        if window < 1:
+            raise ConfigError(f"--window must be >= 1, got {window}")
+        fit_step_s = trace.dt_s
+    n_par = len(trace.temp_names) + len(trace.input_names) + 1
+    n_tr = sum(len(s) - 1 for s in trace.segments)
+    if n_tr < n_par:
+        raise ConfigError(f"{trace.path}: {n_tr} transitions to fit, but the linear model has {n_par} "
+                          f"parameters per sensor; give more rows (or fewer columns)")
+    q, table = _select_step(trace, lambda tr, q_: _linear_at(_at_step(tr, q_), ridge, None), n_par,
+                            fit_step_s, "linear", progress)
+    m = _at_trace_step(_linear_at(_at_step(trace, q), ridge, window), trace.dt_s)
+    m.info.update(fit_step_s=q * trace.dt_s, validation=table)
+    return m
+
+
+def _at_trace_step(model: ThermalModel, dt: float) -> ThermalModel:
+    """A continuous-time model's discrete matrices stored for the trace's own step ``dt``."""
+    if not model.continuous_time or model.dt_s == dt:
+        return model
+    Ad, Bd, c = model.discrete(dt)
+    return replace(model, dt_s=dt, Ad=Ad, Bd=Bd, c=c)
+
+
+def _linear_at(trace: Trace, ridge: float, window: int | None) -> ThermalModel:
+    """One-step least squares at the trace's step, made continuous-time where possible."""
     X, Y = [], []
     for s in trace.segments:
         X.append(np.column_stack([s.temps_c[:-1], s.inputs[:-1], np.ones(len(s) - 1)]))
         Y.append(s.temps_c[1:])
+    if not X:
+        raise ConfigError(f"{trace.path}: no segment of 2 or more samples at a {trace.dt_s:g} s step")
     X, Y = np.vstack(X), np.vstack(Y)
     if window is not None:
-        if window < 1:
-            raise ConfigError(f"--window must be >= 1, got {window}")
         X, Y = X[-window:], Y[-window:]
     S, M = len(trace.temp_names), len(trace.input_names)
     n_par = S + M + 1
@@ -219,10 +344,31 @@ def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None) -> T
     theta = _ridge_solve(X, Y, ridge)                       # [S+M+1, S]
     Ad, Bd, c = theta[:S].T, theta[S:S + M].T, theta[-1]
     resid = X @ theta - Y
-    return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c,
-                        info={"solver": "ridge" if ridge else "lstsq (SVD)", "ridge": ridge,
-                              "window": window, "transitions": len(X),
-                              "train_one_step_rmse_c": float(np.sqrt(np.mean(resid**2)))})
+    info = {"solver": "ridge" if ridge else "lstsq (SVD)", "ridge": ridge, "window": window,
+            "transitions": len(X), "train_one_step_rmse_c": float(np.sqrt(np.mean(resid**2)))}
+    cont = _continuous_from_discrete(Ad, Bd, c, trace.dt_s)
+    if cont is None:
+        return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c, info=info)
+    return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c, 0, *cont, info=info)
+
+
+def _continuous_from_discrete(Ad, Bd, c, dt: float):
+    """``(A, B, b0)`` whose zero-order hold at ``dt`` is ``(Ad, Bd, c)``, or None when the matrix
+    logarithm is not real (an eigenvalue of ``Ad`` on the negative axis) or not stable."""
+    n, m = Bd.shape
+    aug = np.eye(n + m + 1)
+    aug[:n, :n], aug[:n, n:n + m], aug[:n, -1] = Ad, Bd, c
+    with np.errstate(all="ignore"):
+        try:
+            L = logm(aug)
+        except (ValueError, np.linalg.LinAlgError):
+            return None
+    if not np.all(np.isfinite(L)) or np.abs(np.imag(L)).max() > 1e-6 * max(1.0, np.abs(L).max()):
+        return None
+    L = np.real(L) / dt
+    if np.linalg.eigvals(L[:n, :n]).real.max() >= 0:
+        return None
+    return L[:n, :n], L[:n, n:n + m], L[:n, -1]
 
 
 def _ridge_solve(X: np.ndarray, Y: np.ndarray, ridge: float) -> np.ndarray:
@@ -356,8 +502,254 @@ class _VarProRC:
         return self.solve_linear(th)[1]
 
 
-def fit_rc(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: int = 0,
-           max_samples: int = 2000, shooting_s: float | None = None) -> ThermalModel:
+class _EquationErrorRC:
+    """Separable RC fit on one-step (equation) error at a step ``h``, all sensors at once.
+
+    For fixed capacities and conductances (``A = -C⁻¹G``, stable by construction) the exact
+    zero-order hold gives ``x[k+1] - Ad x[k] = Γ (B u[k] + b0)`` with ``Ad = expm(A h)`` and
+    ``Γ = A⁻¹(Ad - I)``. So ``Z = Γ⁻¹(x[k+1] - Ad x[k])`` is linear in the input gains: each
+    node's row of ``B`` (``>= 0``) and its offset ``b0`` come from a non-negative least-squares
+    problem of ``M`` unknowns on a QR factor of the centred inputs computed once (variable
+    projection, Golub & Pereyra 1973). ``least_squares`` searches only the log capacities and
+    conductances; residuals are mapped back to °C by ``Γ``.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        S = len(trace.temp_names)
+        self.lay = _RCLayout(S, len(trace.input_names))
+        self.h = trace.dt_s
+        X0 = np.vstack([s.temps_c[:-1] for s in trace.segments])
+        X1 = np.vstack([s.temps_c[1:] for s in trace.segments])
+        U = np.vstack([s.inputs[:-1] for s in trace.segments])
+        self.n_rows = len(U)
+        self.u_mean, self.x0_mean, self.x1_mean = U.mean(axis=0), X0.mean(axis=0), X1.mean(axis=0)
+        scale = U.std(axis=0)
+        self.active = scale > 1e-12 * (1.0 + np.abs(self.u_mean))
+        self.scale = np.where(self.active, scale, 1.0)
+        Uc = ((U - self.u_mean) / self.scale)[:, self.active]
+        # every residual lies in the span of [Uc, X0c, X1c]: one QR here shrinks the residual
+        # vector from K·n to (M + 2n)·n entries with the same norm (Golub & Van Loan §5.3)
+        _, R = np.linalg.qr(np.column_stack([Uc, X0 - self.x0_mean, X1 - self.x1_mean]))
+        ma = Uc.shape[1]
+        self.Ru, self.R0, self.R1 = R[:, :ma], R[:, ma:ma + S], R[:, ma + S:]
+
+    def unpack(self, th: np.ndarray):
+        c, g, ga = self.lay.unpack(th)
+        A = -(np.diag(g.sum(axis=1) + ga) - g) / c[:, None]
+        Ad = expm(A * self.h)
+        Gam = np.linalg.solve(A, Ad - np.eye(len(A)))
+        return A, Ad, Gam
+
+    def gains(self, th: np.ndarray):
+        """``(A, B [n, M], b0 [n], residuals)`` for log parameters ``th``; the residuals have the
+        norm of the one-step errors in °C over all rows and sensors."""
+        A, Ad, Gam = self.unpack(th)
+        Zr = np.linalg.solve(Gam, (self.R1 - self.R0 @ Ad.T).T).T          # [p, n], centred
+        z_mean = np.linalg.solve(Gam, self.x1_mean - Ad @ self.x0_mean)
+        Bs = self._nonneg_gains(Zr)
+        B = Bs / self.scale
+        b0 = z_mean - B @ self.u_mean
+        E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gam.T
+        return A, B, b0, E.ravel()
+
+    def _nonneg_gains(self, Zr: np.ndarray) -> np.ndarray:
+        """Scaled input gains [nodes, M] ``>= 0``: one NNLS per column of ``Zr`` on ``Ru``."""
+        Bs = np.zeros((Zr.shape[1], self.lay.M))
+        if self.Ru.shape[1]:
+            for i in range(Zr.shape[1]):
+                Bs[i, self.active] = nnls(self.Ru, Zr[:, i], maxiter=50 * self.Ru.shape[1])[0]
+        return Bs
+
+    def warm_start(self, A_lin: np.ndarray | None) -> np.ndarray:
+        """Log parameters of an RC network near a linear model's continuous ``A`` (unit
+        capacities, conductances from its symmetrised off-diagonal part), else uniform."""
+        lay = self.lay
+        th = np.full(lay.size, math.log(0.1 / self.h))
+        th[: lay.n - 1] = 0.0
+        if A_lin is None:
+            return th
+        floor = 1e-3 * np.abs(np.diag(A_lin)).mean()
+        sym = 0.5 * (A_lin + A_lin.T)
+        g = np.maximum(sym[lay.pairs], floor)
+        ga = np.maximum(-A_lin.sum(axis=1), floor)
+        npair = len(lay.pairs[0])
+        th[lay.n - 1: lay.n - 1 + npair] = np.log(g)
+        th[lay.n - 1 + npair:] = np.log(ga)
+        return th
+
+
+class _EquationErrorRCHidden(_EquationErrorRC):
+    """:class:`_EquationErrorRC` with one unmeasured node (board/heat sink) not heated by the
+    inputs: its temperature is simulated from the measured sensors, ``h[k+1] = a h[k] +
+    g (A_hs x[k] + b0_h)`` (exact hold of the sampled sensors, quasi-steady start in each
+    segment), and enters the sensors' one-step error as a known regressor. ``b0_h > 0`` (its
+    ambient drive) is one more searched parameter; the part of ``h`` outside the span of the
+    QR basis adds its exact share to the residual norm."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__(trace)
+        S = len(trace.temp_names)
+        self.S = S
+        self.lay = _RCLayout(S + 1, len(trace.input_names))
+        self.x0_segs = [s.temps_c[:-1] for s in trace.segments]
+        U = np.vstack([s.inputs[:-1] for s in trace.segments])
+        Uc = ((U - self.u_mean) / self.scale)[:, self.active]
+        X0 = np.vstack(self.x0_segs)
+        X1 = np.vstack([s.temps_c[1:] for s in trace.segments])
+        self.Q, _ = np.linalg.qr(np.column_stack([Uc, X0 - self.x0_mean, X1 - self.x1_mean]))
+
+    def _hidden_path(self, A: np.ndarray, b0h: float) -> np.ndarray:
+        ahh, ahs = A[self.S, self.S], A[self.S, :self.S]
+        a = math.exp(ahh * self.h)
+        g = (a - 1.0) / ahh
+        out = []
+        for x in self.x0_segs:
+            d = x @ ahs + b0h
+            h0 = -d[0] / ahh
+            y = lfilter([g], [1.0, -a], d, zi=[a * h0])[0]
+            out.append(np.concatenate([[h0], y[:-1]]))
+        return np.concatenate(out)
+
+    def gains(self, th: np.ndarray):
+        S = self.S
+        b0h = math.exp(th[-1])
+        A, Ad, Gam = self.unpack(th[:-1])
+        hpath = self._hidden_path(A, b0h)
+        hc = hpath - hpath.mean()
+        qh = self.Q.T @ hc
+        h_perp = math.sqrt(max(float(hc @ hc - qh @ qh), 0.0))
+        Gss, Ash = Gam[:S, :S], Ad[:S, S]
+        Yr = self.R1 - self.R0 @ Ad[:S, :S].T - np.outer(qh, Ash)
+        Zr = np.linalg.solve(Gss, Yr.T).T
+        z_mean = np.linalg.solve(Gss, self.x1_mean - Ad[:S, :S] @ self.x0_mean - Ash * hpath.mean()
+                                 - Gam[:S, S] * b0h)
+        Bs = self._nonneg_gains(Zr)
+        B = np.vstack([Bs / self.scale, np.zeros((1, self.lay.M))])
+        b0 = np.concatenate([z_mean - B[:S] @ self.u_mean, [b0h]])
+        E = (Zr - self.Ru @ Bs[:, self.active].T) @ Gss.T
+        return A, B, b0, np.concatenate([E.ravel(), -h_perp * Ash])
+
+    def warm_start_from(self, th0: np.ndarray, x_mean: float) -> np.ndarray:
+        """Log parameters extending a hidden-free solution ``th0`` by a slow node weakly coupled
+        to every sensor, at about the sensors' mean temperature."""
+        S, small = self.S, _RCLayout(self.S, self.lay.M)
+        c, g, ga = small.unpack(th0)
+        n = S + 1
+        G = np.zeros((n, n))
+        G[:S, :S] = g
+        G[:S, S] = G[S, :S] = 0.5 * np.mean(ga)
+        ga1 = np.concatenate([0.5 * ga, [0.5 * np.sum(ga)]])
+        c1 = np.concatenate([c, [c.sum()]])
+        th = np.concatenate([np.log(c1[1:]), np.log(np.maximum(G[self.lay.pairs], 1e-12)), np.log(ga1)])
+        b0h = ga1[-1] * max(x_mean - 10.0, 1.0) / c1[-1]
+        return np.concatenate([th, [math.log(b0h)]])
+
+
+def _rc_equation_error(trace: Trace, A_lin: np.ndarray | None, max_nfev: int,
+                       progress: ProgressFn | None = None, hidden: int = 0,
+                       th0: np.ndarray | None = None) -> tuple[ThermalModel, np.ndarray]:
+    """Fit :class:`_EquationErrorRC` (``hidden=0``, warm start from ``A_lin``) or
+    :class:`_EquationErrorRCHidden` (``hidden=1``, warm start from the hidden-free ``th0``) at
+    the trace's step; returns the model and its log parameters."""
+    if hidden:
+        pb = _EquationErrorRCHidden(trace)
+        start = np.clip(pb.warm_start_from(th0, float(np.mean(pb.x0_mean))), -29.0, 14.0)
+    else:
+        pb = _EquationErrorRC(trace)
+        start = pb.warm_start(A_lin)
+    calls = [0]
+    n_jac = len(start) + 1
+    label = f"rc, {hidden} hidden node(s)"
+
+    def fun(th):
+        calls[0] += 1
+        if progress and calls[0] % n_jac == 0:
+            progress(f"{label}: least squares, {calls[0] // n_jac} Jacobians", calls[0] // n_jac, max_nfev)
+        return pb.gains(th)[3]
+
+    with threadpool_limits(1):
+        res = least_squares(fun, start, bounds=(-30.0, 15.0), max_nfev=max_nfev * n_jac, method="trf")
+        A, B, b0, resid = pb.gains(res.x)
+    Ad, Bfull = zoh(A, np.column_stack([B, b0]), trace.dt_s)
+    c_, g_, ga_ = pb.lay.unpack(res.x[:pb.lay.size])
+    S = len(trace.temp_names)
+    model = ThermalModel(
+        "rc", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bfull[:, :-1], Bfull[:, -1], hidden, A, B, b0,
+        info={"solver": "variable projection on one-step error at the fit step: scipy.optimize.least_squares "
+                        "(trf) over log capacities and conductances, non-negative least squares for the "
+                        "input gains of every sensor, free offset per sensor"
+                        + ("; hidden node simulated from the sensors" if hidden else ""), "hidden_nodes": hidden,
+              "zero_input_steady_c": np.linalg.solve(-A, b0).tolist(), "capacitance_rel": c_.tolist(),
+              "conductance_rel": g_.tolist(), "ambient_conductance_rel": ga_.tolist(),
+              "evaluations": int(res.nfev), "parameters": len(start) + S * (pb.lay.M + 1),
+              "train_one_step_rmse_c": float(np.linalg.norm(resid) / math.sqrt(pb.n_rows * S))})
+    return model, res.x
+
+
+def fit_rc(trace: Trace, hidden: int | str = "auto", *, seed: int = 0, fit_step_s: float | None = None,
+           shooting_s: float | None = None, max_nfev: int = 60,
+           progress: ProgressFn | None = None) -> ThermalModel:
+    """Fit a stable RC network (non-negative input gains) to a trace, fast, at a validated step.
+
+    The linear model is fitted first (its fit step validated on a held-out segment,
+    :func:`fit_linear`); the RC network is then fitted at that step on one-step error by
+    variable projection with exact discretisation (:class:`_EquationErrorRC`), all sensors at
+    once, warm-started from the linear model's continuous ``A``; a network with one hidden node
+    (board/heat sink, :class:`_EquationErrorRCHidden`) is warm-started from that one. With
+    ``hidden="auto"`` both are fitted on all but a held-out segment and the one with the lower
+    open-loop error there is refitted on the whole trace.
+
+    Parameters
+    ----------
+    hidden
+        "auto" (default: 0 or 1 by validation), 0 or 1 (no validation), or >= 2 (the slower
+        open-loop fit, :func:`fit_rc_open_loop`).
+    fit_step_s
+        Fit at this step instead of validating one.
+    shooting_s
+        Open-loop fit with multiple shooting (see :func:`fit_rc_open_loop`).
+    max_nfev
+        Budget of the nonlinear search, in Jacobians.
+    """
+    auto = hidden == "auto"
+    if not auto and (not isinstance(hidden, int) or hidden < 0):
+        raise ConfigError(f"--hidden must be an integer >= 0 or auto, got {hidden!r}")
+    if (not auto and hidden > 1) or shooting_s:
+        if progress:
+            progress(f"rc: open-loop fit with {0 if auto else hidden} hidden node(s)", 0, 1)
+        return fit_rc_open_loop(trace, hidden=0 if auto else hidden, seed=seed, shooting_s=shooting_s)
+    S, M = len(trace.temp_names), len(trace.input_names)
+    n_par, n_obs = _RCLayout(S, M).size + S * (M + 1), sum((len(s) - 1) * S for s in trace.segments)
+    if n_obs < n_par:
+        raise ConfigError(f"{trace.path}: {n_obs} observations to fit, but the rc model has {n_par} "
+                          f"parameters; give more rows (or fewer columns)")
+    lin = fit_linear(trace, fit_step_s=fit_step_s, progress=progress)
+    q = int(round(lin.info["fit_step_s"] / trace.dt_s))
+
+    def fit_candidates(tr: Trace, most: int) -> dict[int, ThermalModel]:
+        m0, th0 = _rc_equation_error(_at_step(tr, q), lin.A, max_nfev, progress)
+        if most == 0:
+            return {0: m0}
+        return {0: m0, 1: _rc_equation_error(_at_step(tr, q), None, max_nfev, progress, hidden=1, th0=th0)[0]}
+
+    table = []
+    if auto:
+        fit_part, held = _split_for_validation(trace)
+        try:
+            table = [{"hidden_nodes": h, "held_out_open_loop_rmse_c": _open_loop_rmse(m, held)}
+                     for h, m in fit_candidates(fit_part, 1).items()]
+        except (ConfigError, np.linalg.LinAlgError, ValueError) as exc:   # too little data to hold out
+            _log.info("rc: hidden-node validation skipped (%s); 0 hidden nodes", exc)
+            hidden = 0
+    best = min(table, key=lambda r: r["held_out_open_loop_rmse_c"])["hidden_nodes"] if table else hidden
+    model = _at_trace_step(fit_candidates(trace, best)[best], trace.dt_s)
+    model.info.update(fit_step_s=q * trace.dt_s, hidden_validation=table,
+                      linear_warm_start_fit_step_s=lin.info["fit_step_s"], step_validation=lin.info["validation"])
+    return model
+
+
+def fit_rc_open_loop(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: int = 0,
+                     max_samples: int = 2000, shooting_s: float | None = None) -> ThermalModel:
     """Fit a stable RC network to the open-loop response of every training segment.
 
     Parameters
@@ -423,7 +815,7 @@ def fit_rc(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: int = 0,
     tamb = float(beta[-1])
     B = s_ / c_[:, None]
     b0 = ga_ * tamb / c_
-    Ad, Bfull_d = _zoh(A, np.column_stack([B, b0]), trace.dt_s)
+    Ad, Bfull_d = zoh(A, np.column_stack([B, b0]), trace.dt_s)
     n_fit = sum((len(sg) - 1) * S for sg in segs)
     sq = float(np.sum(resid[:n_fit] ** 2)) / weights[0] ** 2
     _, g_, _ = lay.unpack(best.x)
@@ -450,30 +842,25 @@ def _decimate(seg, q: int):
     return Segment(seg.times_s[idx], seg.temps_c[idx], u)
 
 
-def _zoh(A: np.ndarray, B: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    n, m = A.shape[0], B.shape[1]
-    aug = np.zeros((n + m, n + m))
-    aug[:n, :n], aug[:n, n:] = A, B
-    e = expm(aug * dt)
-    return e[:n, :n], e[:n, n:]
-
-
 def fit_model(trace: Trace, model: str = "linear", *, window: int | None = None, ridge: float = 0.0,
-              hidden: int = 0, shooting_s: float | None = None, seed: int = 0) -> ThermalModel:
+              hidden: int | str = "auto", shooting_s: float | None = None, seed: int = 0,
+              fit_step_s: float | None = None, progress: ProgressFn | None = None) -> ThermalModel:
     """Fit ``model`` ("linear" or "rc") on ``trace`` and record the training range in ``info``."""
     if model == "linear":
-        if hidden or shooting_s:
+        if hidden not in (None, 0, "auto") or shooting_s:
             raise ConfigError("--hidden and --shooting apply to the rc model only")
-        m = fit_linear(trace, ridge=ridge, window=window)
+        m = fit_linear(trace, ridge=ridge, window=window, fit_step_s=fit_step_s, progress=progress)
     elif model == "rc":
         if window is not None:
             raise ConfigError("--window applies to the linear model only")
-        m = fit_rc(trace, hidden=hidden, shooting_s=shooting_s, seed=seed)
+        m = fit_rc(trace, hidden=hidden, shooting_s=shooting_s, seed=seed, fit_step_s=fit_step_s,
+                   progress=progress)
     else:
         raise ConfigError(f"--model must be linear or rc, got {model!r}")
     m.info.update(trace=trace.path, time_column=trace.time_name, train_from_s=float(trace.segments[0].times_s[0]),
                   train_to_s=float(trace.segments[-1].times_s[-1]), segments=len(trace.segments),
-                  rows=trace.n_rows, resampled=trace.resampled)
+                  rows=trace.n_rows, resampled=trace.resampled, breaks=trace.breaks,
+                  continuous_time=m.continuous_time)
     return m
 
 
@@ -496,6 +883,29 @@ class HorizonScore:
                 "rmse_c": self.rmse_c, "persistence_rmse_c": self.persistence_rmse_c}
 
 
+def align_trace(model: ThermalModel, trace: Trace) -> tuple[Trace, str | None]:
+    """``trace`` at a step the model predicts, and a note when it had to be resampled.
+
+    A continuous-time model (rc, or linear with a real matrix logarithm) is re-discretised
+    exactly at the trace's step. A discrete-only model at a step within
+    :data:`~optimizer.thermal.trace.STEP_TOLERANCE` of the trace's (loggers jitter: 1.025 s
+    vs 1.039 s) gets the trace resampled onto its own step by linear interpolation.
+
+    Raises
+    ------
+    ConfigError
+        A discrete-only model whose step is further than the tolerance from the trace's.
+    """
+    if model.continuous_time or abs(trace.dt_s - model.dt_s) <= 1e-3 * model.dt_s:
+        return trace, None
+    if abs(trace.dt_s - model.dt_s) <= STEP_TOLERANCE * model.dt_s:
+        note = (f"trace step {trace.dt_s:.4g} s resampled onto the model's {model.dt_s:.4g} s step by "
+                f"linear interpolation of temperatures and inputs")
+        return trace.resample(model.dt_s), note
+    model.discrete(trace.dt_s)       # raises the one-line error naming both steps
+    return trace, None
+
+
 def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[HorizonScore]:
     """RMSE at each horizon (steps) from every start, and open loop from each segment start.
 
@@ -510,6 +920,7 @@ def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[Hor
                           f"{','.join(trace.temp_names)} inputs {','.join(trace.input_names)}")
     if any(h < 1 for h in horizons):
         raise ConfigError(f"horizons must be >= 1 step, got {horizons}")
+    trace, _ = align_trace(model, trace)
     Ad, Bd, c = model.discrete(trace.dt_s)
     S = len(model.temp_names)
     names = list(model.temp_names)

@@ -1,16 +1,28 @@
 """Temperature/power traces from CSV: column selection with globs, validation, gap segmentation.
 
 A trace has a time column (s), temperature columns (°C, the sensors to model) and input
-columns (power W, frequencies, utilisations). The time step is the median sample interval;
-the trace is split into segments wherever the interval exceeds ``gap_factor`` × that step, so
-no model ever predicts across a gap. A segment sampled irregularly (intervals deviating by
-more than 1 % from the step) is resampled onto a uniform grid by linear interpolation.
+columns (power W, frequencies, utilisations), as loggers write them: several recordings may be
+concatenated and the sample interval jitters. The time step is the median of the positive
+sample intervals; the trace is split into segments wherever time runs backwards or stands still
+(a new recording: the clock was reset) and wherever the interval exceeds ``gap_factor`` × the
+step (the logger paused), so no model ever predicts across a break; both are counted in
+:attr:`Trace.breaks`. A segment sampled irregularly (intervals deviating by more than 1 % from
+the step) is resampled onto a uniform grid by linear interpolation. CSV files may be
+gzip-compressed (``.csv.gz``).
+
+Sign conventions: inputs are used as logged, with no sign flip. Android's battery current and
+power are negative while discharging (``BatteryManager.BATTERY_PROPERTY_CURRENT_NOW``); a
+linear model absorbs the sign in its gain, but the ``rc`` model's input gains are
+non-negative (power heats), so give it a discharge power that is positive when it heats (e.g.
+a column ``-p_batt_w`` computed by the logger, or ``p_batt_w`` from a logger that reports the
+magnitude). Utilisations may be fractions or percent, clocks in any unit: the fits scale
+regressors internally.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +31,9 @@ from ..errors import ConfigError, InputFileError
 
 #: relative jitter of the sample interval above which a segment is resampled
 JITTER_TOLERANCE = 0.01
+#: relative difference between a model's step and a trace's step within which the trace is
+#: resampled onto the model's step (inputs and temperatures interpolated linearly)
+STEP_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,29 @@ class Trace:
     dt_s: float
     segments: tuple[Segment, ...]
     resampled: bool
+    breaks: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line: rows, segments, and why the trace was cut or resampled."""
+        b = self.breaks
+        why = [f"{b[k]} {label}" for k, label in (("resets", "time reset(s) (new recordings)"),
+                                                   ("gaps", "gap(s)"), ("dropped_rows", "row(s) in "
+                                                   "segments shorter than 2 samples dropped")) if b.get(k)]
+        text = (f"{self.n_rows} rows in {len(self.segments)} segment(s) at step {self.dt_s:g} s"
+                + (f" ({', '.join(why)})" if why else ""))
+        if self.resampled:
+            text += f"; jittered segments resampled onto the {self.dt_s:g} s grid by linear interpolation"
+        return text
+
+    def resample(self, dt: float) -> Trace:
+        """The trace on a uniform grid of step ``dt`` (linear interpolation of temperatures and
+        inputs inside each segment; segments shorter than 2 new samples are dropped)."""
+        if dt == self.dt_s and not self.resampled:
+            return self
+        segs = [s2 for s2 in (_resample_segment(s, dt) for s in self.segments) if len(s2) >= 2]
+        if not segs:
+            raise ConfigError(f"{self.path}: no segment spans two steps of {dt:g} s")
+        return replace(self, dt_s=float(dt), segments=tuple(segs), resampled=True)
 
     @property
     def n_rows(self) -> int:
@@ -63,8 +101,7 @@ class Trace:
         if not segs:
             raise ConfigError(f"{self.path}: no data between {t_from} s and {t_to} s "
                               f"(trace spans {self.segments[0].times_s[0]:g}-{self.segments[-1].times_s[-1]:g} s)")
-        return Trace(self.path, self.time_name, self.temp_names, self.input_names, self.dt_s,
-                     tuple(segs), self.resampled)
+        return replace(self, segments=tuple(segs))
 
 
 def expand_columns(patterns: str | list[str], columns: list[str], path: str, what: str) -> list[str]:
@@ -105,7 +142,8 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     ------
     InputFileError
         Missing file or column (lists the columns found), a non-numeric or NaN value (names the
-        row and column), a time column that is not strictly increasing (names the row).
+        row and column), a column with no numeric value at all, a time column that never
+        increases or leaves no stretch of 2 samples.
     """
     import pandas as pd
 
@@ -114,7 +152,7 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
         raise InputFileError(f"{p}: trace file not found")
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError) as exc:
         raise InputFileError(f"{p}: not a readable CSV file ({str(exc).splitlines()[0]})") from exc
     columns = [str(c) for c in df.columns]
     tcol = expand_columns(time, columns, str(p), "time")
@@ -125,40 +163,64 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     overlap = sorted(set(temp_cols) & set(input_cols) | set(tcol) & set(temp_cols + input_cols))
     if overlap:
         raise ConfigError(f"column {overlap[0]!r} is selected twice (time/temperature/input lists overlap)")
-    data = {}
-    for c in tcol + temp_cols + input_cols:
-        vals = pd.to_numeric(df[c].str.strip(), errors="coerce").to_numpy(dtype=float)
-        bad = np.flatnonzero(~np.isfinite(vals))
-        if len(bad):
-            r = int(bad[0])
-            raise InputFileError(f"{p}: row {r + 1} (line {r + 2}), column {c!r}: value {df[c].iloc[r]!r} "
-                                 f"is not a finite number")
-        data[c] = vals
+    data = {c: _numeric_column(df, c, p) for c in tcol + temp_cols + input_cols}
     t = data[tcol[0]]
     if len(t) < 2:
         raise InputFileError(f"{p}: needs at least 2 data rows, found {len(t)}")
-    d = np.diff(t)
-    bad = np.flatnonzero(d <= 0)
-    if len(bad):
-        r = int(bad[0]) + 1
-        raise InputFileError(f"{p}: time column {tcol[0]!r} is not strictly increasing at row {r + 1} "
-                             f"(line {r + 2}): {t[r - 1]:g} then {t[r]:g}")
-    dt = float(np.median(d))
     T = np.column_stack([data[c] for c in temp_cols])
     U = np.column_stack([data[c] for c in input_cols])
-    cuts = np.flatnonzero(d > gap_factor * dt) + 1
-    bounds = np.concatenate([[0], cuts, [len(t)]])
-    segments, resampled = [], False
+    dt, segments, breaks = _split_segments(t, T, U, gap_factor, p, tcol[0])
+    resampled = False
+    for i, sg in enumerate(segments):
+        if np.max(np.abs(np.diff(sg.times_s) - dt)) > JITTER_TOLERANCE * dt:
+            segments[i], resampled = _resample_segment(sg, dt), True
+    return Trace(str(p), tcol[0], tuple(temp_cols), tuple(input_cols), dt, tuple(segments), resampled, breaks)
+
+
+def _numeric_column(df, c: str, p: Path) -> np.ndarray:
+    """Column ``c`` as floats; a blank/NaN/text cell raises naming row, line and column."""
+    import pandas as pd
+
+    vals = pd.to_numeric(df[c].str.strip(), errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(vals)
+    if len(vals) and not ok.any():
+        raise InputFileError(f"{p}: column {c!r} has no numeric value in {len(vals)} rows (e.g. "
+                             f"{df[c].iloc[0]!r}); the sensor logged nothing: drop it from the column list")
+    if not ok.all():
+        r = int(np.flatnonzero(~ok)[0])
+        raise InputFileError(f"{p}: row {r + 1} (line {r + 2}), column {c!r}: value {df[c].iloc[r]!r} "
+                             f"is not a finite number; fix or delete that row")
+    return vals
+
+
+def _split_segments(t, T, U, gap_factor: float, p: Path, tname: str):
+    """``(step, segments, breaks)``: cut where time goes backwards/stands still or jumps ahead by
+    more than ``gap_factor`` steps; drop pieces of fewer than 2 rows."""
+    if not gap_factor > 1:
+        raise ConfigError(f"--gap-factor must be > 1 (a multiple of the sample step), got {gap_factor:g}")
+    d = np.diff(t)
+    pos = d[d > 0]
+    if not len(pos):
+        raise InputFileError(f"{p}: time column {tname!r} never increases; is it the time (s)?")
+    dt = float(np.median(pos))
+    resets, gaps = np.flatnonzero(d <= 0) + 1, np.flatnonzero(d > gap_factor * dt) + 1
+    bounds = np.concatenate([[0], np.union1d(resets, gaps), [len(t)]])
+    segments, dropped = [], 0
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         if b - a < 2:
+            dropped += b - a
             continue
-        ts, Ts, Us = t[a:b], T[a:b], U[a:b]
-        if np.max(np.abs(np.diff(ts) - dt)) > JITTER_TOLERANCE * dt:
-            grid = ts[0] + dt * np.arange(int(np.floor((ts[-1] - ts[0]) / dt + 1e-9)) + 1)
-            Ts = np.column_stack([np.interp(grid, ts, Ts[:, j]) for j in range(Ts.shape[1])])
-            Us = np.column_stack([np.interp(grid, ts, Us[:, j]) for j in range(Us.shape[1])])
-            ts, resampled = grid, True
-        segments.append(Segment(ts, Ts, Us))
+        segments.append(Segment(t[a:b], T[a:b], U[a:b]))
     if not segments:
-        raise InputFileError(f"{p}: no stretch of 2 or more samples without a gap")
-    return Trace(str(p), tcol[0], tuple(temp_cols), tuple(input_cols), dt, tuple(segments), resampled)
+        raise InputFileError(f"{p}: no stretch of 2 or more samples without a time reset or gap "
+                             f"(> {gap_factor:g} x the {dt:g} s step); raise --gap-factor")
+    return dt, segments, {"resets": int(len(resets)), "gaps": int(len(gaps)), "dropped_rows": int(dropped)}
+
+
+def _resample_segment(sg: Segment, dt: float) -> Segment:
+    """``sg`` on the grid ``t0 + k dt`` inside its span, by linear interpolation of every column."""
+    grid = sg.times_s[0] + dt * np.arange(int(np.floor((sg.times_s[-1] - sg.times_s[0]) / dt + 1e-9)) + 1)
+
+    def interp(X):
+        return np.column_stack([np.interp(grid, sg.times_s, X[:, j]) for j in range(X.shape[1])])
+    return Segment(grid, interp(sg.temps_c), interp(sg.inputs))
