@@ -13,11 +13,46 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .errors import InputFileError
+
+
+def check_output_path(path: str | os.PathLike[str], what: str = "output", *, folder: bool = False) -> Path:
+    """Check before any work that ``path`` can be written; missing parent folders are fine.
+
+    Raises :class:`InputFileError` naming the path and the fix when a component of the path is a
+    file, the path is a folder where a file is expected (or the reverse, ``folder=True``), or the
+    nearest existing folder is not writable. Folders are created when the output is written.
+    """
+    target = Path(path)
+    if target.exists() and target.is_dir() != folder:
+        kind = "a file" if folder else "a folder"
+        raise InputFileError(f"{target}: cannot write the {what} there: it is {kind}; choose another path")
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise InputFileError(f"{target}: cannot write the {what}: {ancestor} is a file, not a folder; "
+                             "choose another path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputFileError(f"{target}: cannot write the {what}: folder {ancestor} is not writable; "
+                             "choose another path or fix its permissions")
+    return target
+
+
+def make_parent(path: str | os.PathLike[str], what: str = "output") -> Path:
+    """Create the missing parent folders of ``path`` (one-line error when impossible)."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        check_output_path(target, what)
+        raise
+    return target
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = make_parent(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())

@@ -78,3 +78,49 @@ def test_profile_table(run_cli):
     res = run_cli("profile", "mobilenet_v2", "--dtype", "int8")
     assert res.exit_code == 0, res.stderr
     assert "total" in res.stdout and "MACs" in res.stdout and "int8" in res.stdout
+
+
+# -- output paths (issue 18 item 6): missing folders are created; impossible paths fail first ----
+
+@pytest.mark.parametrize("argv", [
+    ["profile", "{model}", "--out", "{out}"],
+    ["split", "{model}", "--device", "galaxy_j6", "--network", "wifi_10", "--out", "{out}"],
+    ["split", "{model}", "--device", "galaxy_j6", "--network", "wifi_10", "--front", "{out}"],
+    ["map", "{model}", "--device", "pixel6", "--solver", "exact", "--out", "{out}"],
+    ["quantize", "{model}", "--out", "{out}"],
+    ["report", "{model}", "--out", "{out}"],
+])
+def test_output_under_a_file_fails_before_any_work(run_cli, tmp_path, tiny_onnx, argv):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    out = blocker / "sub" / "result.json"
+    res = run_cli(*[a.format(model=tiny_onnx, out=out) for a in argv])
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and str(blocker) in line and "is a file, not a folder" in line
+    assert "Traceback" not in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_folder"]
+
+
+def test_output_folders_are_created(run_cli, tmp_path, tiny_onnx):
+    plan = tmp_path / "a" / "b" / "plan.json"
+    front = tmp_path / "c" / "front.csv"
+    res = run_cli("--quiet", "split", tiny_onnx, "--device", "galaxy_j6", "--network", "wifi_10",
+                  "--out", plan, "--front", front)
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(plan.read_text())["kind"] == "split"
+    assert front.read_text().count("\n") >= 2
+
+
+def test_output_file_that_is_a_folder_is_refused(run_cli, tmp_path, tiny_onnx):
+    res = run_cli("profile", tiny_onnx, "--out", tmp_path)
+    assert res.exit_code == 2 and "it is a folder" in res.stderr
+
+
+def test_library_writer_names_the_blocking_file(tmp_path):
+    from optimizer.errors import InputFileError
+    from optimizer.fileio import atomic_write_text
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputFileError, match="is a file, not a folder"):
+        atomic_write_text(tmp_path / "f" / "g" / "out.txt", "data")

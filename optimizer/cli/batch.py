@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_wide
+from .common import STATE, console, console_err, output_file, output_folder, print_wide
 
 batch_app = typer.Typer(help="Batch search jobs: job files, resumable result store, process pool or Dask.",
                         no_args_is_help=True)
@@ -36,7 +36,7 @@ def batch_plan(job_file: str = typer.Argument(..., metavar="JOB.yaml")) -> None:
 @batch_app.command("run")
 def batch_run(
     job_file: str = typer.Argument(..., metavar="JOB.yaml"),
-    out: Optional[str] = typer.Option(None, "--out", help="Run folder [default: results/<job name>]."),
+    out: Optional[str] = typer.Option(None, "--out", callback=output_folder, help="Run folder [default: results/<job name>]."),
     workers: int = typer.Option(2, "--workers", "-w", help="Local worker processes."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
     local_cluster: Optional[int] = typer.Option(None, "--local-cluster", help="Start a Dask LocalCluster with N worker processes."),
@@ -122,7 +122,7 @@ def batch_report(run: str = typer.Argument(..., metavar="RUN", help="Run folder.
 @batch_app.command("collect")
 def batch_collect(
     run: str = typer.Argument(..., metavar="RUN", help="Run folder."),
-    out: str = typer.Option(..., "--out", help="table.parquet or table.csv"),
+    out: str = typer.Option(..., "--out", callback=output_file, help="table.parquet or table.csv"),
 ) -> None:
     """One row per task: inputs, solver, seed, objectives, evaluations, wall time, plan path."""
     from ..batch import ResultStore, write_table

@@ -9,6 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
+from ..fileio import check_output_path
+
 console = Console(soft_wrap=True)
 console_err = Console(stderr=True, soft_wrap=True)
 
@@ -69,3 +71,18 @@ def parse_variant(items: list[str] | None) -> dict[str, Any]:
             value = raw
         out[key.strip()] = value
     return out
+
+
+def output_file(value: Any) -> Any:
+    """Typer callback of every file-output option: fail at parse time, before any work, when the
+    path cannot be written (missing parent folders are created when the file is written)."""
+    if value is not None:
+        check_output_path(value, "output file")
+    return value
+
+
+def output_folder(value: Any) -> Any:
+    """Typer callback of every folder-output option (see :func:`output_file`)."""
+    if value is not None:
+        check_output_path(value, "output folder", folder=True)
+    return value

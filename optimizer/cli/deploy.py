@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, console_err, output_folder, print_json
 
 if TYPE_CHECKING:
     from ..runtime.check import CheckReport
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 @app.command()
 def export(
     plan_file: str = typer.Argument(..., metavar="PLAN.json", help="Plan to export."),
-    out: str = typer.Option(..., "--out", "-o", help="Artifacts directory (replaced atomically)."),
+    out: str = typer.Option(..., "--out", "-o", callback=output_folder, help="Artifacts directory (replaced atomically)."),
     calib: str = typer.Option("synthetic", "--calib", help="INT8 calibration: 'synthetic' or FILE.npz."),
     samples: int = typer.Option(64, "--samples", help="Calibration samples."),
     seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err
+from .common import STATE, console, console_err, output_file
 
 
 def _memory_limit(text: str | None) -> float | None:
@@ -32,7 +32,7 @@ def _memory_limit(text: str | None) -> float | None:
 def map_cmd(
     model: str = typer.Argument(..., help="Zoo name or model file (.keras, .onnx, .tflite, SavedModel dir)."),
     device: str = typer.Option(..., "--device", "-d", help="Device name (search_spaces/devices) or YAML path."),
-    out: Path = typer.Option(..., "--out", "-o", help="Plan file to write (schema v1)."),
+    out: Path = typer.Option(..., "--out", "-o", callback=output_file, help="Plan file to write (schema v1)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="int8, fp16 or fp32 (default int8; fp32 with "
                                                               "--measure host)."),
     solver: str = typer.Option("ga", "--solver", help="ga, exact, single or flops."),

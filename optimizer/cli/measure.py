@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, console_err, output_file, print_json
 
 
 @app.command()
@@ -18,7 +18,7 @@ def measure(
     threads: int = typer.Option(1, "--threads", help="Inference threads."),
     repeats: int = typer.Option(20, "--repeats", "-r", help="Timed runs (median and spread over these)."),
     warmup: int = typer.Option(3, "--warmup", help="Discarded warm-up runs."),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Write the table (.csv/.json; litert: .json); with --calibrate-host the host.yaml."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="Write the table (.csv/.json; litert: .json); with --calibrate-host the host.yaml."),
     refresh: bool = typer.Option(False, "--refresh", help="Measure again even if results/cache has the table."),
     calibrate_host: bool = typer.Option(False, "--calibrate-host", help="Fit the host CPU to the per-layer tables of MODELS and write --out (a host.yaml)."),
     measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd", help="Measure through this command (JSON-lines protocol) instead of on this host."),

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, human_count, parse_variant, print_json
+from .common import STATE, console, human_count, output_file, parse_variant, print_json
 
 
 @app.command()
@@ -18,7 +18,7 @@ def profile(
     input_size: Optional[int] = typer.Option(None, "--input-size", help="Zoo networks only: input size (H=W, or sequence length)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. width=0.25."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Also write the JSON profile to this file (atomically)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="Also write the JSON profile to this file (atomically)."),
 ) -> None:
     """Per-layer op, output shape, MACs, params, output bytes and cut bytes, with totals."""
     from ..errors import ConfigError

@@ -7,18 +7,18 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, console_err, output_file, print_json
 
 
 @app.command()
 def quantize(
     model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras file or a SavedModel directory."),
-    out: str = typer.Option(..., "--out", "-o", help="Quantized .tflite to write (only on success)."),
+    out: str = typer.Option(..., "--out", "-o", callback=output_file, help="Quantized .tflite to write (only on success)."),
     calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input) or 'synthetic'."),
     samples: int = typer.Option(1000, "--samples", help="Calibration samples drawn at random (Park & Ha use 1000)."),
     scheme: str = typer.Option("per-channel", "--scheme", help="per-channel (TFLite full-integer default), per-tensor, fp16 or dynamic."),
     io: Optional[str] = typer.Option(None, "--io", help="Model interface: int8 or float (default: int8 for integer schemes, else float)."),
-    report: Optional[str] = typer.Option(None, "--report", help="Also write the report as JSON to this file."),
+    report: Optional[str] = typer.Option(None, "--report", callback=output_file, help="Also write the report as JSON to this file."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample draw and of zoo weight initialisation."),
     heldout: int = typer.Option(100, "--heldout", help="Held-out samples (not used for calibration) for fidelity."),
     threads: int = typer.Option(2, "--threads", help="LiteRT interpreter threads for the latency figures."),

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, print_json
+from .common import STATE, console, output_file, print_json
 
 
 @app.command("simulate")
@@ -18,7 +18,7 @@ def simulate_cmd(
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the thermal spec's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw temperatures, caps and FPS over time (PNG)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the full time series as JSON."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=output_file, help="Write the full time series as JSON."),
 ) -> None:
     """Simulate PLAN running continuously: time to throttle, sustained FPS, peak temperatures."""
     from ..errors import ConfigError

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import ConfigError
 from . import app
-from .common import STATE, console, console_err, print_wide
+from .common import STATE, console, console_err, output_file, print_wide
 
 SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 
@@ -108,8 +108,8 @@ def split_cmd(
     population: int = typer.Option(40, "--population", help="NSGA-II population."),
     generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Plan JSON to write."),
-    front: Path | None = typer.Option(None, "--front", help="Pareto front CSV to write."),
+    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Plan JSON to write."),
+    front: Path | None = typer.Option(None, "--front", callback=output_file, help="Pareto front CSV to write."),
     job: Path | None = typer.Option(None, "--job", help="Run a split job file instead (search_spaces/jobs)."),
 ) -> None:
     """Split a network between phone and server: NSGA-II front + TOPSIS choice vs baselines."""

@@ -9,7 +9,7 @@ import typer
 
 from ..errors import ConfigError
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, console_err, output_file, print_json
 
 thermal_app = typer.Typer(help="Thermal models: fit from traces (SPLASH linear, RC) and evaluate.",
                           no_args_is_help=True)
@@ -23,7 +23,7 @@ def fit_cmd(
     time: str = typer.Option(..., "--time", help="Time column (s)."),
     temps: str = typer.Option(..., "--temps", help="Temperature columns, comma-separated, globs allowed."),
     inputs: str = typer.Option(..., "--inputs", help="Input columns (power, clocks...), globs allowed."),
-    out: Path = typer.Option(..., "--out", help="Where to write the model JSON."),
+    out: Path = typer.Option(..., "--out", callback=output_file, help="Where to write the model JSON."),
     model: str = typer.Option("linear", "--model", help="linear (SPLASH) or rc (constrained RC network)."),
     window: int | None = typer.Option(None, "--window", help="linear: fit on the last N samples only."),
     ridge: float = typer.Option(0.0, "--ridge", help="linear: ridge penalty (0 = SVD least squares)."),
