@@ -56,3 +56,18 @@ def export_and_check(model: Path | str, tmp: Path, *, kind: str = "pipeline", cu
         art = tmp / f"{kind}-art"
         export_plan(plan, art)
         return run_plan(plan, art, frames=frames, input=inputs, pin=False, check_min_agreement=min_agreement)
+
+
+def searched_plans(run_cli: Any, model: Path | str, tmp: Path, dtype: str, *, device: str = "pixel6",
+                   network: str = "wifi_10") -> dict[str, Path]:
+    """The chain's search steps through the CLI: ``dnnplan map`` (pipeline) and ``dnnplan split``
+    of ``model`` at ``dtype`` on ``device``; returns the plan files by kind (hand each, read with
+    ``read_plan``, to :func:`export_and_check` as ``plan=``)."""
+    plans = {"pipeline": tmp / "map_plan.json", "split": tmp / "split_plan.json"}
+    for args in (["map", str(model), "--device", device, "--dtype", dtype, "--out", str(plans["pipeline"])],
+                 ["split", str(model), "--device", device, "--network", network, "--dtype", dtype,
+                  "--out", str(plans["split"]), "--front", str(tmp / "front.csv")]):
+        res = run_cli("--quiet", *args)
+        assert res.exit_code == 0, f"dnnplan {' '.join(args)}: {res.stderr}"
+    return plans
+

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _byom import (CUSTOM_OP_MODEL, FIXTURE_MODELS, NO_KERNEL_MODEL, even_cuts, export_and_check,
-                   third_party_models)
+                   searched_plans, third_party_models)
 
 
 
@@ -245,3 +245,81 @@ def test_tflite_custom_op_with_unknown_shape_refused(models, tmp_path, run_cli):
     res = run_cli("profile", path)
     assert res.exit_code == 2 and "Convolution2DTransposeBias" in res.stderr and "shape is unknown" in res.stderr
     assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1
+
+
+def _one_line_exit_2(res, *needles):
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_chain_map_split_export_check_of_a_custom_op_model(models, tmp_path, run_cli):
+    """profile -> map / split (real searches) -> export -> run --check on a pretrained file with
+    a custom operator: the parts are bit-exact."""
+    from optimizer.plan import read_plan
+
+    path = models[CUSTOM_OP_MODEL]
+    assert run_cli("--quiet", "profile", str(path), "--json").exit_code == 0
+    for kind, plan_file in searched_plans(run_cli, path, tmp_path, "fp16").items():
+        plan = read_plan(plan_file)
+        assert plan.kind == kind
+        _assert_exact(export_and_check(path, tmp_path / kind, plan=plan, frames=2))
+
+
+def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli):
+    """TFLite parts exchange plain tensors: a cut through a stateful (variable) tensor is refused
+    in one line and nothing is written."""
+    from optimizer.graph import load_graph
+    from optimizer.plan.export import part_io, plan_for_cuts
+    from optimizer.plan.io import write_plan
+    from optimizer.quantize.flatbuffer import read_model, write_model
+
+    src = models["hand_recrop"]
+    cut = even_cuts(src, 2)[0]
+    crossing = part_io(load_graph(str(src)), cut, len(load_graph(str(src))))[0]
+    model = read_model(src.read_bytes())
+    model.subgraphs[0].tensors[int(crossing[0])].isVariable = True
+    stateful = tmp_path / "stateful.tflite"
+    stateful.write_bytes(write_model(model))
+    write_plan(plan_for_cuts(str(stateful), [cut], kind="split"), tmp_path / "plan.json")
+    res = run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(tmp_path / "art"))
+    _one_line_exit_2(res, "stateful.tflite", f"crosses tensor {crossing[0]}", "variable")
+    assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.slow
+def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_path, run_cli):
+    """Float zoo exports ship a single-file reference with --keep-reference, so run --check works
+    for them; a reference of other weights (seed 1) disagrees: exit 1, passed false."""
+    import shutil
+
+    from optimizer.fileio import sha256_file
+    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.io import write_plan
+
+    write_plan(plan_for_cuts("mobilenet_v1", [10], kind="split", variant={"input_size": 96, "alpha": 0.25}),
+               tmp_path / "plan.json")
+    art, other = tmp_path / "art", tmp_path / "other"
+    args = ["run", str(tmp_path / "plan.json"), "--artifacts", str(art), "--check", "--frames", "20",
+            "--no-pin", "--json"]
+    assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(art)).exit_code == 0
+    _one_line_exit_2(run_cli(*args), "no single-file reference", "--keep-reference")
+    for d, seed in ((art, "0"), (other, "1")):
+        assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(d), "--keep-reference",
+                       "--seed", seed).exit_code == 0
+    res = run_cli(*args)
+    assert res.exit_code == 0, res.stderr
+    chk = json.loads(res.stdout)["check"]
+    assert chk["reference"].endswith("reference.fp32.tflite") and chk["agreement"] == 1.0
+    assert chk["outputs"][0]["max_abs_diff"] <= 1e-5
+    shutil.copyfile(other / "reference.fp32.tflite", art / "reference.fp32.tflite")
+    manifest = json.loads((art / "manifest.json").read_text())
+    manifest["reference"].update(sha256=sha256_file(art / "reference.fp32.tflite"),
+                                 bytes=(art / "reference.fp32.tflite").stat().st_size)
+    (art / "manifest.json").write_text(json.dumps(manifest))
+    res = run_cli(*args)
+    assert res.exit_code == 1, res.stderr
+    chk = json.loads(res.stdout)["check"]
+    assert not chk["passed"] and chk["agreement"] < 0.99
+

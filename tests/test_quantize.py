@@ -213,6 +213,43 @@ def test_synthetic_tokens_and_pixels_in_range():
     assert img.calib["x"].min() >= -1 and img.calib["x"].max() <= 1 and img.n_heldout == 2
 
 
+def test_sample_images_are_real_photographs_preprocessed_like_inference():
+    """``--calib sample-images``: seeded crops of scikit-learn's photographs, normalised like a
+    folder's images; real images are spatially smooth, synthetic noise is not."""
+    from optimizer.quantize import InputSpec, load_calibration
+
+    pre = {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3}
+    spec = InputSpec("input", (32, 32, 3), "float32")
+    cal = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=3)
+    assert cal.calib["input"].shape == (24, 32, 32, 3) and cal.n_heldout == 6
+    assert "sample-images" in cal.source
+    x = cal.calib["input"]
+    assert x.min() >= -1.0 and x.max() <= 1.0 and x.std() > 0.2
+    assert len({r.tobytes() for r in x}) == 24                      # augmentation: no repeats
+
+    def neighbour_corr(a):
+        return float(np.corrcoef(a[:, :, :-1].ravel(), a[:, :, 1:].ravel())[0, 1])
+
+    noise = load_calibration("synthetic", [spec], pre, samples=24, heldout=0, seed=3).calib["input"]
+    assert neighbour_corr(x) > 0.8 and abs(neighbour_corr(noise)) < 0.1
+    again = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=3)
+    assert np.array_equal(again.calib["input"], x)
+    other = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=4)
+    assert not np.array_equal(other.calib["input"], x)
+    nchw = load_calibration("sample-images", [InputSpec("x", (1, 20, 24), "float32")],
+                            {"layout": "NCHW", "color": "RGB", "mean": [0.0], "std": [255.0]},
+                            samples=4, heldout=0, seed=0)
+    assert nchw.calib["x"].shape == (4, 1, 20, 24) and 0 <= nchw.calib["x"].min() <= nchw.calib["x"].max() <= 1
+
+
+def test_sample_images_refuse_a_non_image_model():
+    from optimizer.errors import InputFileError
+    from optimizer.quantize import InputSpec, load_calibration
+
+    with pytest.raises(InputFileError, match="one image input"):
+        load_calibration("sample-images", [InputSpec("x", (3,), "float32")], None, samples=2, heldout=0)
+
+
 # ---------------------------------------------------------------- bad input: message, exit 2, no file
 
 def _fails(run_cli, out: Path, *args, match: str) -> None:

@@ -24,7 +24,8 @@ def export(
     model: Optional[str] = typer.Option(None, "--model",
                                         help="A .keras, .tflite or .onnx file instead of the plan's model."),
     keep_reference: bool = typer.Option(False, "--keep-reference",
-                                        help="Also ship the single-file INT8 model the parts are aligned to."),
+                                        help="Also ship the single-file model for 'run --check' (INT8: the one the "
+                                        "parts are aligned to; float: the whole network converted once)."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
     """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""

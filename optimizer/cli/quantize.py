@@ -14,7 +14,7 @@ from .common import STATE, console, console_err, output_file, print_json
 def quantize(
     model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras file or a SavedModel directory."),
     out: str = typer.Option(..., "--out", "-o", callback=output_file, help="Quantized .tflite to write (only on success)."),
-    calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input) or 'synthetic'."),
+    calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input), 'sample-images' (random crops of the photographs scikit-learn ships) or 'synthetic'."),
     samples: int = typer.Option(1000, "--samples", help="Calibration samples drawn at random (Park & Ha use 1000)."),
     scheme: str = typer.Option("per-channel", "--scheme", help="per-channel (TFLite full-integer default), per-tensor, fp16 or dynamic."),
     io: Optional[str] = typer.Option(None, "--io", help="Model interface: int8 or float (default: int8 for integer schemes, else float)."),

@@ -615,6 +615,11 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
                                                 part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
+        if keep_reference and ref_info is None:
+            ref_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
+            if progress:
+                progress(f"converting the single-file {ref_dtype} reference (--keep-reference)")
+            ref_info = _single_file_reference(cutter, op_graph, tmp, ref_dtype, calib_data)
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
         manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
@@ -622,6 +627,17 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
     return manifest
+
+
+def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, dtype: str,
+                           calib_data: dict[str, np.ndarray]) -> ReferenceModel:
+    """The whole network converted once at ``dtype`` into ``tmp`` (``--keep-reference`` of an
+    export that is not aligned to a single-file INT8 model), for ``dnnplan run --check``."""
+    path = tmp / f"reference.{dtype}.tflite"
+    full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
+    rep = representative_dataset([calib_data[t] for t in op_graph.inputs]) if dtype == "int8" else None
+    convert_part(full, path, dtype, rep)
+    return ReferenceModel(file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size)
 
 
 @contextlib.contextmanager

@@ -67,6 +67,18 @@ class TfliteCutter:
                                    "subgraphs (WHILE/IF bodies) that a cut cannot divide; export it as one "
                                    "part (a single-stage plan) or re-export it without control flow")
 
+    def _check_exchangeable(self, names: list[str], part: str, schema: Any) -> None:
+        """Parts exchange plain tensors: refuse a boundary through a variable, string, resource
+        or variant tensor (state a runtime cannot ship between parts)."""
+        kinds = schema.TensorType
+        for n in names:
+            t = self.sg.tensors[int(n)]
+            if t.isVariable or t.type in (kinds.STRING, kinds.RESOURCE, kinds.VARIANT):
+                label = t.name.decode(errors="replace") if isinstance(t.name, bytes) else str(t.name)
+                raise ModelFormatError(f"{self.path}: a boundary of {part} crosses tensor {n} ({label}), a "
+                                       "variable/resource tensor that TFLite parts cannot exchange; move the "
+                                       "boundary to another operator")
+
     def _ops_of(self, first_op: int, end_op: int) -> list[int]:
         """Flatbuffer operator indices of layers ``[first_op, end_op)`` and of the constant-only
         operators feeding them, in the file's order."""
@@ -90,6 +102,7 @@ class TfliteCutter:
 
         self.check_cuttable(parts)
         schema = _schema()
+        self._check_exchangeable(ins + outs, f"the part of ops {first_op}-{end_op - 1}", schema)
         op_ids = self._ops_of(first_op, end_op)
         used: list[int] = []
         for k in op_ids:

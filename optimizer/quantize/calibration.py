@@ -1,7 +1,7 @@
 """Calibration and held-out input sets for post-training quantization.
 
 Park & Ha (IEEE Access 2024) calibrate on 1000 samples drawn at random from the training
-distribution, normalised and resized exactly like inference inputs (METHODS.md §1). Three
+distribution, normalised and resized exactly like inference inputs (METHODS.md §1). Four
 sources are accepted:
 
 * a directory of images (searched recursively), decoded with Pillow, converted to the model's
@@ -9,6 +9,9 @@ sources are accepted:
   from the zoo builder's ``PREPROCESS`` declaration;
 * an ``.npz`` file holding one array per model input (first axis = samples), already
   preprocessed;
+* ``sample-images``: seeded random crops and flips of the real photographs scikit-learn ships
+  (:func:`sklearn.datasets.load_sample_images`), resized and normalised like a folder's images:
+  real image statistics with no download;
 * ``synthetic``: random values in the preprocessed range (or random token ids for text models);
   accuracy figures are then not meaningful.
 
@@ -81,7 +84,7 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
     Parameters
     ----------
     source
-        ``"synthetic"``, a directory of images or an ``.npz`` file.
+        ``"synthetic"``, ``"sample-images"``, a directory of images or an ``.npz`` file.
     specs
         The model's inputs (shape without batch axis).
     preprocess
@@ -104,10 +107,16 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
         return CalibrationSet({k: v[:samples] for k, v in arrays.items()},
                               {k: v[samples:] for k, v in arrays.items()}, "synthetic",
                               ["synthetic calibration data: accuracy figures are not meaningful"])
+    if src == "sample-images":
+        arrays = _sample_images(specs, preprocess, samples + heldout, rng)
+        return CalibrationSet({k: v[:samples] for k, v in arrays.items()},
+                              {k: v[samples:] for k, v in arrays.items()},
+                              "sample-images (random crops of scikit-learn's china.jpg and flower.jpg)",
+                              ["sample-images: real photographs, not the model's training distribution"])
     path = Path(src)
     if not path.exists():
         raise InputFileError(f"{src}: calibration source not found; give a directory of images, "
-                             "an .npz file or 'synthetic'")
+                             "an .npz file, 'sample-images' or 'synthetic'")
     if path.is_dir():
         files = _image_files(path)
         n_calib, n_held, notes = _split_counts(len(files), samples, heldout, f"{src}")
@@ -197,26 +206,66 @@ def _images_to_arrays(files: list[Path], specs: list[InputSpec],
 
     spec = _image_spec(specs, preprocess)
     pre = preprocess or DEFAULT_PREPROCESS
-    nchw = pre.get("layout", "NHWC") == "NCHW"
-    c, h, w = spec.shape if nchw else (spec.shape[2], spec.shape[0], spec.shape[1])
+    c = spec.shape[0] if pre.get("layout", "NHWC") == "NCHW" else spec.shape[2]
     if c not in (1, 3):
         raise InputFileError(f"calibration images need 1 or 3 channels; input {spec.describe()}")
-    mean, std = _mean_std(pre, spec)
     out = np.empty((len(files), *spec.shape), dtype=spec.dtype)
     for i, f in enumerate(files):
         try:
             with Image.open(f) as img:
-                img = img.convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
-                pix = np.asarray(img, dtype=np.float64)
+                out[i] = _normalised(img, spec, pre)
         except (UnidentifiedImageError, OSError, ValueError) as exc:
             raise InputFileError(f"{f}: unreadable calibration image ({exc})") from None
-        if c == 1:
-            pix = pix[..., None]
-        elif str(pre.get("color", "RGB")).upper() == "BGR":
-            pix = pix[..., ::-1]
-        if nchw:
-            pix = pix.transpose(2, 0, 1)
-        out[i] = (pix - mean) / std
+    return {spec.name: out}
+
+
+def _normalised(img: Any, spec: InputSpec, pre: dict[str, Any]) -> np.ndarray:
+    """A Pillow image as one preprocessed model input: colour order, size, layout, (x - mean) / std."""
+    from PIL import Image
+
+    nchw = pre.get("layout", "NHWC") == "NCHW"
+    c, h, w = spec.shape if nchw else (spec.shape[2], spec.shape[0], spec.shape[1])
+    pix = np.asarray(img.convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR), dtype=np.float64)
+    if c == 1:
+        pix = pix[..., None]
+    elif str(pre.get("color", "RGB")).upper() == "BGR":
+        pix = pix[..., ::-1]
+    if nchw:
+        pix = pix.transpose(2, 0, 1)
+    mean, std = _mean_std(pre, spec)
+    return (pix - mean) / std
+
+
+def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n: int,
+                   rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``n`` real photographs for calibration: random crops of scikit-learn's sample images.
+
+    The two photographs scikit-learn ships (``load_sample_images``: china.jpg, flower.jpg, 427x640)
+    are cut into seeded random crops (10-100 % of the area, aspect ratio 3/4-4/3, as in
+    Inception-style augmentation, Szegedy et al. 2015), flipped left-right with probability 1/2,
+    then resized and normalised exactly like images from a folder.
+    """
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    spec = _image_spec(specs, preprocess)
+    pre = preprocess or DEFAULT_PREPROCESS
+    if (spec.shape[0] if pre.get("layout", "NHWC") == "NCHW" else spec.shape[2]) not in (1, 3):
+        raise InputFileError(f"calibration images need 1 or 3 channels; input {spec.describe()}")
+    photos = load_sample_images().images
+    out = np.empty((n, *spec.shape), dtype=spec.dtype)
+    for i in range(n):
+        photo = photos[int(rng.integers(len(photos)))]
+        ph, pw = photo.shape[:2]
+        area = rng.uniform(0.1, 1.0) * ph * pw
+        aspect = float(np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3))))
+        ch = int(min(ph, max(8, round(np.sqrt(area / aspect)))))
+        cw = int(min(pw, max(8, round(np.sqrt(area * aspect)))))
+        y, x = int(rng.integers(ph - ch + 1)), int(rng.integers(pw - cw + 1))
+        crop = photo[y:y + ch, x:x + cw]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        out[i] = _normalised(Image.fromarray(np.ascontiguousarray(crop)), spec, pre)
     return {spec.name: out}
 
 

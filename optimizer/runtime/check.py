@@ -76,7 +76,7 @@ def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
     if manifest.reference is not None:
         return artifacts_dir / manifest.reference.file
     raise ConfigError(f"--check: {artifacts_dir} has no single-file reference model; check exports of "
-                      ".tflite/.onnx models, or export INT8 plans with --keep-reference")
+                      ".tflite/.onnx models, or export with --keep-reference")
 
 
 def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
