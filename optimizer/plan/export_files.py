@@ -98,7 +98,7 @@ class TfliteCutter:
               name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
         """Write the part computing layers ``[first_op, end_op)`` to ``path``; return its I/O specs."""
         from ..fileio import atomic_write_bytes
-        from ..quantize.flatbuffer import write_model
+        from ..quantize.flatbuffer import serving_signature, write_model
 
         self.check_cuttable(parts)
         schema = _schema()
@@ -143,11 +143,7 @@ class TfliteCutter:
             sg.operators.append(op)
         sg.inputs = [remap[int(t)] for t in ins]
         sg.outputs = [remap[int(t)] for t in outs]
-        sig = schema.SignatureDefT()
-        sig.signatureKey = b"serving_default"
-        sig.subgraphIndex = 0
-        sig.inputs = [_tensor_map(f"in{k}", i) for k, i in enumerate(sg.inputs)]
-        sig.outputs = [_tensor_map(f"output_{k}", i) for k, i in enumerate(sg.outputs)]
+        sig = serving_signature(sg.inputs, sg.outputs)
         part = schema.ModelT()
         part.version = self.model.version
         part.operatorCodes = (self.model.operatorCodes if self.multi
@@ -178,13 +174,6 @@ class TfliteCutter:
                                     dtype=np.dtype(tflite_np_type(types.get(t.type, "FLOAT32"))).name,
                                     quantization=quant))
         return specs
-
-
-def _tensor_map(name: str, index: int) -> Any:
-    tm = _schema().TensorMapT()
-    tm.name = name.encode()
-    tm.tensorIndex = index
-    return tm
 
 
 class OnnxCutter:

@@ -38,7 +38,8 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     Parameters
     ----------
     model
-        Zoo name, ``.keras`` file, SavedModel directory, or an in-memory Keras model.
+        Zoo name, ``.keras`` file, float ``.tflite`` (FP32/FP16, quantized by ai-edge-quantizer:
+        :mod:`.tflite_input`), SavedModel directory, or an in-memory Keras model.
     out
         Where the quantized ``.tflite`` is written (atomically, only on success).
     calib
@@ -74,10 +75,13 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     -------
     QuantizeReport
     """
+    asked_io = io
     io = check_options(scheme, io, threads, runs, warmup, calib_workers)
     with temp_workdir() as tmp:
         prep = prepare(model, Path(tmp), calib=calib, samples=samples, heldout=heldout, seed=seed,
                        progress=progress)
+        if prep.src.tflite is not None:
+            io = _tflite_io(asked_io, prep.src.name)
         return quantize_prepared(prep, out, scheme=scheme, io=io, threads=threads, runs=runs,
                                  warmup=warmup, allow_float_ops=allow_float_ops,
                                  measure_latency_=measure_latency_, compact=compact,
@@ -143,6 +147,8 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
                            seed=seed)
     warnings.extend(cal.notes)
     weights = "from the model file"
+    if src.tflite_weights == "fp16":
+        weights = "from the model file (FP16 weights; the FP16 file is the float reference)"
     if src.random_weights and src.keras_model is not None:
         say("estimating batch-norm statistics of the random-weight network")
         n_bn_batch = min(BN_BATCH, cal.n_calib)
@@ -212,6 +218,14 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings)
     atomic_write_bytes(out_path, qbytes)
     return report
+
+
+def _tflite_io(asked: str | None, name: str) -> str:
+    """A float ``.tflite`` input keeps float inputs/outputs (ai-edge-quantizer's static recipes)."""
+    if asked == "int8":
+        raise ConfigError(f"--io int8 is not available for a .tflite input ({name}): its quantized "
+                          "model keeps float inputs and outputs; leave --io out or give --io float")
+    return "float"
 
 
 def _is_npz(calib: str | os.PathLike[str]) -> bool:

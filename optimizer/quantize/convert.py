@@ -67,6 +67,8 @@ class ModelSource:
     keras_model: Any = None
     random_weights: bool = False
     saved_model_dir: Path | None = None
+    tflite: bytes | None = None  # a float .tflite given as the model (quantized in the flatbuffer)
+    tflite_weights: str | None = None  # its float weight type: "fp32" or "fp16"
 
     def saved_model(self) -> Path:
         """The SavedModel directory to convert (exporting the Keras model once)."""
@@ -93,10 +95,15 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0) 
                                    "directory, a .keras file or a zoo name")
         return ModelSource(path.name, _savedmodel_inputs(path), None, None, path, workdir,
                            saved_model_dir=path)
+    if path.exists() and path.suffix.lower() == ".tflite":
+        from .tflite_input import read_float_tflite
+
+        data, specs, weights = read_float_tflite(path)
+        return ModelSource(path.stem, specs, None, None, path, workdir, tflite=data, tflite_weights=weights)
     if path.exists():
         if path.suffix.lower() != ".keras":
             raise ModelFormatError(f"{path}: cannot quantize a {path.suffix or 'suffix-less'} file; "
-                                   "give a .keras file, a SavedModel directory or a zoo name")
+                                   "give a .keras or float .tflite file, a SavedModel directory or a zoo name")
         from .. import lazy
 
         keras = lazy.keras()
@@ -210,7 +217,10 @@ def _converter_error(exc: BaseException) -> str:
 
 
 def convert_float(src: ModelSource) -> bytes:
-    """Convert to an FP32 ``.tflite`` (the reference the quantized model is compared against)."""
+    """Convert to an FP32 ``.tflite`` (the reference the quantized model is compared against);
+    a float ``.tflite`` source is its own reference."""
+    if src.tflite is not None:
+        return src.tflite
     converter = savedmodel_tflite_converter(src.saved_model())
     try:
         with quiet():
@@ -246,9 +256,13 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
     """
     from .. import lazy
 
-    tf = lazy.tensorflow()
     if scheme not in SCHEMES:
         raise ConfigError(f"unknown scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+    if src.tflite is not None:
+        from .tflite_input import quantize_float_tflite
+
+        return quantize_float_tflite(src.tflite, scheme, calib, src.name)
+    tf = lazy.tensorflow()
     converter = savedmodel_tflite_converter(src.saved_model())
     integer = scheme in INTEGER_SCHEMES
     workers = (default_workers(len(calib)) if calib_workers is None else calib_workers) if integer else 1

@@ -45,9 +45,13 @@ def read_model(data: bytes, what: str = "model") -> Any:
     except Exception as exc:  # flatbuffers raises struct/index errors on corrupt input
         raise ModelFormatError(f"{what}: corrupt TFLite flatbuffer ({type(exc).__name__}: {exc}); "
                                "re-export the model") from None
-    if any(getattr(b, "offset", 0) for b in model.buffers or []):
-        raise ModelFormatError(f"{what}: buffers stored outside the flatbuffer (models > 2 GB) "
-                               "are not supported")
+    for b in model.buffers or []:  # data appended after the flatbuffer (ai-edge-quantizer writes so)
+        if getattr(b, "offset", 0) > 1:
+            if b.offset + b.size > len(data):
+                raise ModelFormatError(f"{what}: a buffer lies past the end of the file "
+                                       f"({b.offset}+{b.size} > {len(data)} bytes); re-export the model")
+            b.data = np.frombuffer(data, np.uint8, count=b.size, offset=b.offset).copy()
+            b.offset, b.size = 0, 0
     return model
 
 
@@ -84,6 +88,35 @@ def write_model(model: Any) -> bytes:
     builder = _sharing_builder(1 << 20)
     builder.Finish(model.Pack(builder), file_identifier=TFLITE_IDENTIFIER)
     return bytes(builder.Output())
+
+
+def serving_signature(inputs: list[int], outputs: list[int]) -> Any:
+    """A ``serving_default`` ``SignatureDefT`` of subgraph 0 naming its tensors ``in0..`` and
+    ``output_0..`` (the names converted parts and signature-less files get)."""
+    schema = _schema()
+
+    def tensor_map(name: str, index: int) -> Any:
+        tm = schema.TensorMapT()
+        tm.name, tm.tensorIndex = name.encode(), int(index)
+        return tm
+
+    sig = schema.SignatureDefT()
+    sig.signatureKey = b"serving_default"
+    sig.subgraphIndex = 0
+    sig.inputs = [tensor_map(f"in{k}", i) for k, i in enumerate(inputs)]
+    sig.outputs = [tensor_map(f"output_{k}", i) for k, i in enumerate(outputs)]
+    return sig
+
+
+def with_signature(data: bytes, what: str = "model") -> bytes:
+    """``data`` unchanged if it has a signature, else the same model with :func:`serving_signature`
+    (many published ``.tflite`` files have none; signature runners and calibrators need one)."""
+    model = read_model(data, what)
+    if model.signatureDefs:
+        return data
+    main = model.subgraphs[0]
+    model.signatureDefs = [serving_signature(list(main.inputs), list(main.outputs))]
+    return write_model(model)
 
 
 def compact(data: bytes, what: str = "model") -> bytes:

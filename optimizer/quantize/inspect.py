@@ -19,6 +19,9 @@ _FLOAT_TYPES = {"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"}
 _CONVERSIONS = {"QUANTIZE", "DEQUANTIZE"}
 
 
+_SHAPE_ONLY = frozenset({"SHAPE"})
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """One operator in execution order."""
@@ -104,7 +107,8 @@ def analyse_tflite(data: bytes, name: str = "model") -> OpsAnalysis:
             opname = f"CUSTOM:{code.CustomCode().decode()}"
         ins = [t for t in (op.InputsAsNumpy().tolist() if op.InputsLength() else []) if t >= 0]
         outs = [t for t in (op.OutputsAsNumpy().tolist() if op.OutputsLength() else []) if t >= 0]
-        acts = [t for t in ins if not is_const(t)] + outs
+        # SHAPE reads only its input's dimensions: a float input does not make it float compute
+        acts = ([] if opname in _SHAPE_ONLY else [t for t in ins if not is_const(t)]) + outs
         is_float = any(ttype(t) in _FLOAT_TYPES for t in acts)
         io_conv = ((opname == "QUANTIZE" and any(t in graph_in for t in ins))
                    or (opname == "DEQUANTIZE" and any(t in graph_out for t in outs)))

@@ -1,0 +1,144 @@
+"""Bring your own model: ``dnnplan quantize`` of already-converted float ``.tflite`` files.
+
+A digits CNN (trained here on scikit-learn's digits) converted to FP32 and FP16 ``.tflite`` is
+quantized by ai-edge-quantizer and must keep its accuracy; a third-party pretrained file
+(mediapipe) goes the whole chain quantize → map → split → export → run --check.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _byom import export_and_check, searched_plans, third_party_models
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def digits_tflite(tmp_path_factory):
+    """The digits CNN as FP32 and FP16 ``.tflite`` files, with its train/test data."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    from optimizer import lazy
+
+    tf, keras = lazy.tensorflow(), lazy.keras()
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32).reshape(-1, 8, 8, 1)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, random_state=0, stratify=y)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((8, 8, 1), name="digits"),
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(10),
+    ])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(xtr, ytr, epochs=10, batch_size=32, verbose=0)
+    d = tmp_path_factory.mktemp("digits_tflite")
+    files = {}
+    for kind in ("fp32", "fp16"):
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        if kind == "fp16":
+            conv.optimizations = [tf.lite.Optimize.DEFAULT]
+            conv.target_spec.supported_types = [tf.float16]
+        files[kind] = d / f"digits_{kind}.tflite"
+        files[kind].write_bytes(conv.convert())
+    np.savez(d / "train.npz", digits=xtr)
+    return {"dir": d, "npz": d / "train.npz", "xte": xte, "yte": yte, **files}
+
+
+def _accuracy(model: bytes, name: str, x: np.ndarray, y: np.ndarray) -> float:
+    from optimizer.quantize.evaluate import TfliteRunner
+
+    out = TfliteRunner(model, 1).predict({name: x})
+    return float(np.mean(np.argmax(next(iter(out.values())), axis=1) == y))
+
+
+@pytest.mark.parametrize("kind", ["fp32", "fp16"])
+def test_float_tflite_quantizes_keeping_accuracy(digits_tflite, kind, run_cli, tmp_path):
+    src = digits_tflite[kind]
+    out, rep = tmp_path / "digits.int8.tflite", tmp_path / "report.json"
+    res = run_cli("--quiet", "quantize", src, "--calib", digits_tflite["npz"], "--samples", 300,
+                  "--out", out, "--report", rep, "--no-latency")
+    assert res.exit_code == 0, res.stderr
+    report = json.loads(rep.read_text())
+    assert report["scheme"] == "per-channel" and report["io"] == "float"
+    assert report["ops"]["float_ops"] == []
+    assert report["sizes"]["quantized_bytes"] < 0.45 * report["sizes"]["fp32_bytes"]
+    assert report["fidelity"]["outputs"][0]["top1_agreement"] >= 0.95
+    assert ("FP16 weights" in report["weights"]) == (kind == "fp16")
+    from optimizer.quantize.inspect import analyse_tflite
+    from optimizer.quantize.tflite_input import read_float_tflite
+
+    assert set(analyse_tflite(out.read_bytes(), "q").weight_types) <= {"INT8", "INT32"}
+    float_model, specs, _ = read_float_tflite(src)
+    x, y = digits_tflite["xte"], digits_tflite["yte"]
+    float_acc = _accuracy(float_model, specs[0].name, x, y)
+    int8_acc = _accuracy(out.read_bytes(), specs[0].name, x, y)
+    assert float_acc > 0.9 and int8_acc >= float_acc - 0.02, (float_acc, int8_acc)
+    again = tmp_path / "again.tflite"
+    assert run_cli("--quiet", "quantize", src, "--calib", digits_tflite["npz"], "--samples", 300,
+                   "--out", again, "--no-latency").exit_code == 0
+    assert again.read_bytes() == out.read_bytes()                 # same seed: same bytes
+
+
+def test_per_tensor_and_dynamic_from_tflite(digits_tflite, tmp_path):
+    from optimizer.quantize import quantize
+
+    per_tensor = quantize(digits_tflite["fp32"], tmp_path / "pt.tflite", calib=digits_tflite["npz"],
+                          samples=200, scheme="per-tensor", measure_latency_=False)
+    dynamic = quantize(digits_tflite["fp32"], tmp_path / "dy.tflite", calib=digits_tflite["npz"],
+                       samples=200, scheme="dynamic", measure_latency_=False)
+    assert per_tensor.sizes.per_channel_tensors == 0
+    assert per_tensor.fidelity.outputs[0].top1_agreement >= 0.9
+    assert dynamic.io == "float" and dynamic.fidelity.outputs[0].top1_agreement >= 0.95
+
+
+def test_tflite_bad_inputs(digits_tflite, run_cli, tmp_path):
+    src = digits_tflite["fp32"]
+    q = tmp_path / "q.tflite"
+    assert run_cli("--quiet", "quantize", src, "--calib", digits_tflite["npz"], "--samples", 50,
+                   "--out", q, "--no-latency").exit_code == 0
+    cases = [
+        ([q], "already an integer-quantized model"),
+        ([src, "--scheme", "fp16"], "not available for a .tflite input"),
+        ([src, "--io", "int8"], "--io int8 is not available for a .tflite input"),
+    ]
+    bad = tmp_path / "corrupt.tflite"
+    bad.write_bytes(src.read_bytes()[:200])
+    cases.append(([bad], "corrupt.tflite"))
+    for args, match in cases:
+        out = tmp_path / "never.tflite"
+        res = run_cli("quantize", *args, "--calib", digits_tflite["npz"], "--out", out, "--no-latency")
+        assert res.exit_code == 2 and match in res.stderr, (args, res.stderr)
+        assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1 and not out.exists()
+
+
+def test_third_party_tflite_whole_chain_int8(run_cli, tmp_path):
+    """mediapipe's face detector (FP16 weights, pre-3a operator codes): quantize on real photographs
+    → map and split at int8 → export → run --check: parts agree 100 % with the single INT8 file."""
+    model = third_party_models()["face_detection_short_range"]
+    q = tmp_path / "face_detection_int8.tflite"
+    res = run_cli("--quiet", "quantize", model, "--calib", "sample-images", "--samples", 64,
+                  "--out", q, "--report", tmp_path / "q.json", "--no-latency")
+    assert res.exit_code == 0, res.stderr
+    report = json.loads((tmp_path / "q.json").read_text())
+    assert report["sizes"]["quantized_bytes"] < 0.6 * report["sizes"]["fp32_bytes"]
+    assert min(o["sqnr_db"] for o in report["fidelity"]["outputs"]) > 5.0
+    from optimizer.plan.io import read_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plans = searched_plans(run_cli, q, tmp_path, "int8")
+    for kind, path in plans.items():
+        run = export_and_check(q, tmp_path / kind, plan=read_plan(path), frames=3)
+        for out in run.check.outputs:
+            assert out.max_abs_diff == 0.0, (kind, out)
+        assert run.check.passed
