@@ -104,6 +104,11 @@ class Processor(_Model):
     efficiency: dict[str, Annotated[Fraction, Field(gt=0, le=4)]]
     memory_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] = Field(alias="memory_bandwidth")
     layer_overhead_s: Annotated[Seconds, NonNegative] = Field(alias="layer_overhead")
+    #: fixed cost of one call into this processor's runtime/delegate (once per stage, not per layer)
+    invoke_overhead_s: Annotated[Seconds, NonNegative] = Field(0.0, alias="invoke_overhead")
+    #: efficiency multiplier per non-default runtime (e.g. ``pytorch: 0.4``), see Device.runtime
+    runtime_efficiency: dict[str, Annotated[float, Field(gt=0, le=4)]] = Field(
+        default_factory=dict, alias="runtimes")
     supported_ops: dict[str, OpList]
     power: PowerModel
     memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="memory")
@@ -152,9 +157,10 @@ class Processor(_Model):
     def max_clock_hz(self) -> float:
         return self.clock_levels_hz[-1]
 
-    def op_efficiency(self, op: str) -> float:
-        """Fraction of peak reached by op family ``op``."""
-        return self.efficiency.get(op, self.efficiency["default"])
+    def op_efficiency(self, op: str, runtime: str | None = None) -> float:
+        """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default)."""
+        scale = self.runtime_efficiency.get(runtime, 1.0) if runtime is not None else 1.0
+        return self.efficiency.get(op, self.efficiency["default"]) * scale
 
     def supports(self, op: str, dtype: str) -> bool:
         """Whether ``op`` runs natively here at ``dtype`` (otherwise it falls back to the CPU)."""
@@ -204,6 +210,12 @@ class Device(_Model):
     memory_bytes: Annotated[Bytes, Positive] = Field(alias="memory")
     idle_power_w: Annotated[Watts, NonNegative] = Field(alias="idle_power")
     thermal: str | None = None
+    #: the inference runtime the efficiencies describe (e.g. tflite_xnnpack, tensorrt); other
+    #: runtimes scale them by each processor's ``runtimes`` entry
+    runtime: str = "tflite"
+    #: CPU cores that inference and pre/post-processing threads share (pipeline contention);
+    #: None = the pipeline default (8)
+    cpu_cores: Annotated[int, Positive] | None = None
     processors: list[Processor] = Field(min_length=1)
     handoff: Handoff
     source: str
@@ -223,6 +235,22 @@ class Device(_Model):
     @property
     def processor_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.processors)
+
+    @property
+    def runtimes(self) -> tuple[str, ...]:
+        """The default runtime, then every runtime a processor has an efficiency profile for."""
+        names = [self.runtime]
+        for p in self.processors:
+            names += [r for r in p.runtime_efficiency if r not in names]
+        return tuple(names)
+
+    def check_runtime(self, runtime: str | None) -> str | None:
+        """``runtime`` if this device knows it, None for its default; raises UnknownNameError."""
+        if runtime is None or runtime == self.runtime:
+            return None
+        if runtime not in self.runtimes:
+            raise UnknownNameError("runtime", runtime, self.runtimes, where=f"device {self.name!r}")
+        return runtime
 
     def processor(self, name: str) -> Processor:
         """The processor called ``name`` (UnknownNameError lists the valid ones)."""
