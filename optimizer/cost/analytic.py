@@ -45,10 +45,14 @@ def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.nda
     return by_family[op_index]
 
 
-def gpu_delegate_dtype(kind: str, dtype: str) -> str:
+def executed_dtype(kind: str, dtype: str) -> str:
     """The dtype a processor really computes ``dtype`` in: the TFLite GPU delegate runs INT8
-    models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8)."""
-    return "fp16" if kind == "gpu" and dtype == "int8" else dtype
+    models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8); NNAPI accelerators
+    (tpu, npu) run FP32 models with relaxed FP16 precision (Android NNAPI
+    ``setRelaxComputationFloat32toFloat16``)."""
+    if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu") and dtype == "fp32"):
+        return "fp16"
+    return dtype
 
 
 def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray,
@@ -63,7 +67,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
     for j, p in enumerate(device.processors):
-        run_dtype = gpu_delegate_dtype(p.kind, dtype) if dtype in p.peak_macs_per_s else dtype
+        run_dtype = executed_dtype(p.kind, dtype) if dtype in p.peak_macs_per_s else dtype
         peak = p.peak_at(run_dtype, clocks[j])
         if peak <= 0:
             out[:, j] = np.inf
@@ -71,8 +75,12 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
         eff = np.array([p.op_efficiency(f, runtime) for f in OP_FAMILIES])[arrays.op_index]
         compute = arrays.macs / (peak * eff)
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
-        memory = np.where(arrays.dispatched, arrays.moved_bytes * widen / p.memory_bandwidth_bytes_per_s, 0.0)
-        out[:, j] = p.layer_overhead_s * arrays.dispatched + np.maximum(compute, memory)
+        moved = arrays.moved_bytes * widen
+        bandwidth = np.full(n_layers, p.runtime_value("memory_bandwidth_bytes_per_s", runtime))
+        if p.onchip_memory_bytes is not None and p.onchip_bandwidth_bytes_per_s is not None:
+            bandwidth[moved <= p.onchip_memory_bytes] = p.onchip_bandwidth_bytes_per_s
+        memory = np.where(arrays.dispatched, moved / bandwidth, 0.0)
+        out[:, j] = p.runtime_value("layer_overhead_s", runtime) * arrays.dispatched + np.maximum(compute, memory)
     return out
 
 
@@ -93,6 +101,9 @@ def analytic_costs(
     clocks = resolve_clocks(device, clock_hz)
     native = native_latency(device, arrays, dtype, clocks, runtime)
     supported = supported_matrix(device, arrays.op_index, dtype)
+    if arrays.identity is not None:
+        supported = supported | arrays.identity[:, None]
+        native[arrays.identity] = 0.0
     fb = device.fallback_index
     cpu = device.processors[fb]
     if not supported[:, fb].all():

@@ -108,7 +108,8 @@ def build_cost_table(
         weight_bytes=arrays.weight_bytes, live_bytes=graph.live_bytes_array(dtype), macs=arrays.macs,
         handoff_latency_s=h_lat, handoff_s_per_byte=h_spb, handoff_j_per_byte=h_jpb,
         memory_capacity_bytes=capacity, active_power_w=power, idle_power_w=device.idle_power_w,
-        meta=meta, invoke_overhead_s=np.array([p.invoke_overhead_s for p in device.processors]),
+        meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", device.check_runtime(runtime))
+                                                for p in device.processors]),
     )
 
 
