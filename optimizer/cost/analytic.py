@@ -67,7 +67,9 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
     for j, p in enumerate(device.processors):
-        run_dtype = executed_dtype(p.kind, dtype) if dtype in p.peak_macs_per_s else dtype
+        run_dtype = executed_dtype(p.kind, dtype)
+        if dtype not in p.peak_macs_per_s or run_dtype not in p.peak_macs_per_s:
+            run_dtype = dtype
         peak = p.peak_at(run_dtype, clocks[j])
         if peak <= 0:
             out[:, j] = np.inf
