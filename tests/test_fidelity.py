@@ -66,6 +66,11 @@ def test_invoke_overhead_counted_once_per_stage(tmp_path):
     X = np.array([[8, 8, 0, 1], [16, 0, 1, 0]])  # cpu|gpu split; all on the gpu
     diff = pb.evaluate(X)["stage_compute_s"] - pb0.evaluate(X)["stage_compute_s"]
     np.testing.assert_allclose(diff, [[2e-3, 5e-3], [5e-3, 0.0]])
+    # the exact solver charges the same per-call cost as evaluate(): brute force agrees with it
+    best = solve(pb, "exact").best.objectives["throughput_fps"]
+    cands = [[n, 16 - n, p, q] for n in range(1, 16) for p in (0, 1) for q in (0, 1) if p != q]
+    cands += [[16, 0, 0, 1], [16, 0, 1, 0]]
+    assert best == pytest.approx(pb.evaluate(np.array(cands))["throughput_fps"].max())
 
 
 def test_gpu_int8_runs_at_fp16(tmp_path):
