@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
-from ..graph.layergraph import OP_FAMILIES, LayerGraph
+from ..graph.layergraph import DTYPE_BYTES, OP_FAMILIES, LayerGraph
 from ..hardware.schema import Device
 from .features import LayerArrays, layer_arrays
 
@@ -45,33 +45,67 @@ def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.nda
     return by_family[op_index]
 
 
-def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray) -> np.ndarray:
+def executed_dtype(kind: str, dtype: str) -> str:
+    """The dtype a processor really computes ``dtype`` in: the TFLite GPU delegate runs INT8
+    models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8); NNAPI accelerators
+    (tpu, npu) run FP32 models with relaxed FP16 precision (Android NNAPI
+    ``setRelaxComputationFloat32toFloat16``)."""
+    if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu") and dtype == "fp32"):
+        return "fp16"
+    return dtype
+
+
+def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray,
+                   runtime: str | None = None) -> np.ndarray:
     """[L, P] roofline latency of every layer on every processor, ignoring support.
 
     A processor without a peak at ``dtype`` gets ``inf`` (it cannot run the layer natively).
+    Fused layers (batch-norm, activation, padding, reshapes: ``arrays.dispatched`` False) cost
+    no dispatch and no memory pass of their own: TFLite folds them into the preceding kernel
+    (METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile.
     """
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
     for j, p in enumerate(device.processors):
-        peak = p.peak_at(dtype, clocks[j])
+        run_dtype = executed_dtype(p.kind, dtype)
+        if dtype not in p.peak_macs_per_s or run_dtype not in p.peak_macs_per_s:
+            run_dtype = dtype
+        peak = p.peak_at(run_dtype, clocks[j])
         if peak <= 0:
             out[:, j] = np.inf
             continue
-        eff = np.array([p.op_efficiency(f) for f in OP_FAMILIES])[arrays.op_index]
+        eff = np.array([p.op_efficiency(f, runtime) for f in OP_FAMILIES])[arrays.op_index]
         compute = arrays.macs / (peak * eff)
-        memory = arrays.moved_bytes / p.memory_bandwidth_bytes_per_s
-        out[:, j] = p.layer_overhead_s * arrays.dispatched + np.maximum(compute, memory)
+        widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
+        moved = arrays.moved_bytes * widen
+        bandwidth = np.full(n_layers, p.runtime_value("memory_bandwidth_bytes_per_s", runtime))
+        if p.onchip_memory_bytes is not None and p.onchip_bandwidth_bytes_per_s is not None:
+            bandwidth[moved <= p.onchip_memory_bytes] = p.onchip_bandwidth_bytes_per_s
+        memory = np.where(arrays.dispatched, moved / bandwidth, 0.0)
+        out[:, j] = p.runtime_value("layer_overhead_s", runtime) * arrays.dispatched + np.maximum(compute, memory)
     return out
 
 
 def analytic_costs(
     graph: LayerGraph, device: Device, dtype: str, clock_hz: Mapping[str, float] | None = None,
+    runtime: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Latency, energy and support arrays [L, P] of ``graph`` on ``device`` (see module doc)."""
+    """Latency, energy and support arrays [L, P] of ``graph`` on ``device`` (see module doc).
+
+    A block-view graph that keeps its op view is costed as the sum of its members, each at its
+    own op family's efficiency (so op and block totals agree); ``runtime`` picks an efficiency
+    profile of the device (None: its default runtime).
+    """
+    runtime = device.check_runtime(runtime)
+    if graph.granularity == "block" and graph.op_view is not None:
+        return _block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
     arrays = layer_arrays(graph, dtype)
     clocks = resolve_clocks(device, clock_hz)
-    native = native_latency(device, arrays, dtype, clocks)
+    native = native_latency(device, arrays, dtype, clocks, runtime)
     supported = supported_matrix(device, arrays.op_index, dtype)
+    if arrays.identity is not None:
+        supported = supported | arrays.identity[:, None]
+        native[arrays.identity] = 0.0
     fb = device.fallback_index
     cpu = device.processors[fb]
     if not supported[:, fb].all():
@@ -88,3 +122,15 @@ def analytic_costs(
     energy = np.where(supported, native * power[None, :], fallback_j)
     return {"latency_s": latency, "energy_j": energy, "supported": supported,
             "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}
+
+
+def _block_sums(graph: LayerGraph, fine: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    """Sum op-view costs over each block's (consecutive) members."""
+    sizes = np.array([len(la.members) for la in graph.layers])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    out = dict(fine)
+    for key in ("latency_s", "energy_j", "native_s"):
+        out[key] = np.add.reduceat(fine[key], starts, axis=0)
+    out["supported"] = np.logical_and.reduceat(fine["supported"], starts, axis=0)
+    out["arrays"] = layer_arrays(graph, dtype)
+    return out

@@ -28,6 +28,7 @@ def build_cost_table(
     clock_hz: Mapping[str, float] | None = None,
     table: MeasuredTable | str | os.PathLike[str] | None = None,
     model: Any = None,
+    runtime: str | None = None,
 ) -> CostTable:
     """Per-layer, per-processor costs of ``graph`` on ``device`` at ``dtype``.
 
@@ -48,6 +49,9 @@ def build_cost_table(
         Clock per processor name (default: each processor's maximum), for DVFS evaluation.
         Measured and learned latencies were taken at the maximum clock and are scaled by
         ``f_max / f`` for compute-bound use; energies use the power model at ``f``.
+    runtime : str, optional
+        Inference runtime whose efficiency profile to use (``Device.runtimes``; default: the
+        device's own ``runtime``), e.g. ``pytorch_mobile_fp32`` for SmartSplit's setting.
 
     Returns
     -------
@@ -63,11 +67,14 @@ def build_cost_table(
         raise ConfigError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}")
     if backend not in BACKENDS:
         raise UnknownNameError("cost backend", backend, BACKENDS)
-    base = analytic_costs(graph, device, dtype, clock_hz)
+    base = analytic_costs(graph, device, dtype, clock_hz, runtime)
     latency, energy = base["latency_s"], base["energy_j"]
     power, clocks = base["active_power_w"], base["clock_hz"]
     max_clocks = np.array([p.max_clock_hz for p in device.processors])
-    meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist()))}
+    meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist())),
+                            "runtime": runtime or device.runtime}
+    if device.cpu_cores is not None:
+        meta["cpu_cores"] = device.cpu_cores
     if backend == "measured":
         if table is None:
             raise ConfigError("the measured backend needs a table (--table FILE from `dnnplan measure`)")
@@ -101,7 +108,8 @@ def build_cost_table(
         weight_bytes=arrays.weight_bytes, live_bytes=graph.live_bytes_array(dtype), macs=arrays.macs,
         handoff_latency_s=h_lat, handoff_s_per_byte=h_spb, handoff_j_per_byte=h_jpb,
         memory_capacity_bytes=capacity, active_power_w=power, idle_power_w=device.idle_power_w,
-        meta=meta,
+        meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", device.check_runtime(runtime))
+                                                for p in device.processors]),
     )
 
 

@@ -11,6 +11,9 @@ from ..graph.layergraph import OP_FAMILIES, LayerGraph, dtype_bytes
 
 #: op families that runtimes fuse into the preceding kernel (no dispatch overhead of their own)
 FUSED_FAMILIES: tuple[str, ...] = ("act", "norm", "reshape", "other")
+#: operator types converters drop at inference (no kernel anywhere, so never a CPU fallback)
+IDENTITY_OP_TYPES: frozenset[str] = frozenset({"Dropout", "SpatialDropout1D", "SpatialDropout2D",
+                                               "GaussianDropout", "AlphaDropout", "Identity"})
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class LayerArrays:
     out_bytes: np.ndarray  # activation bytes written
     weight_bytes: np.ndarray
     dispatched: np.ndarray  # bool: the layer is a kernel of its own (not fused)
+    identity: np.ndarray | None = None  # bool: dropped at inference (runs everywhere, costs nothing)
 
     @property
     def moved_bytes(self) -> np.ndarray:
@@ -46,4 +50,5 @@ def layer_arrays(graph: LayerGraph, dtype: str) -> LayerArrays:
     return LayerArrays(
         op_index=op_index, macs=graph.macs_array, in_bytes=in_el * nb, out_bytes=out_el * nb,
         weight_bytes=graph.params_array * nb, dispatched=~np.isin(op_index, fused),
+        identity=np.array([layer.op_type in IDENTITY_OP_TYPES for layer in graph.layers], dtype=bool),
     )

@@ -52,6 +52,7 @@ class CostTable:
     active_power_w: np.ndarray  # [P] power while busy (for thermal models)
     idle_power_w: float = 0.0  # whole-phone idle power
     meta: dict[str, object] = field(default_factory=dict)
+    invoke_overhead_s: np.ndarray | None = None  # [P] per call into a processor (once per stage); None = 0
 
     def __post_init__(self) -> None:
         n_layers, n_procs = len(self.layer_names), len(self.processors)
@@ -61,6 +62,11 @@ class CostTable:
                 raise ValueError(f"CostTable.{name} has shape {arr.shape}, expected {(n_layers, n_procs)}")
         if self.cut_bytes.shape != (n_layers + 1,):
             raise ValueError(f"CostTable.cut_bytes has shape {self.cut_bytes.shape}, expected {(n_layers + 1,)}")
+        if self.invoke_overhead_s is None:
+            object.__setattr__(self, "invoke_overhead_s", np.zeros(n_procs))
+        elif np.shape(self.invoke_overhead_s) != (n_procs,):
+            raise ValueError(f"CostTable.invoke_overhead_s has shape {np.shape(self.invoke_overhead_s)}, "
+                             f"expected {(n_procs,)}")
         for arr in (self.latency_s, self.energy_j, self.cut_bytes):
             arr.setflags(write=False)
 
@@ -111,5 +117,5 @@ class CostTable:
         return seconds, joules
 
     def whole_network_latency(self) -> np.ndarray:
-        """Latency of the whole network on each single processor, shape [P]."""
-        return self.cum_latency_s[-1]
+        """Latency of the whole network on each single processor (one call), shape [P]."""
+        return self.cum_latency_s[-1] + self.invoke_overhead_s

@@ -129,6 +129,8 @@ class LayerGraph:
     source_sha256: str = ""
     fmt: str = ""  # keras | onnx | tflite | zoo
     weight_dtype: str | None = None  # dtype of stored weights when known (e.g. int8 TFLite)
+    #: block view only: the op-view graph it was merged from (cost models sum members' costs)
+    op_view: LayerGraph | None = field(default=None, repr=False, compare=False)
 
     # ----------------------------------------------------------------- totals
     def __len__(self) -> int:
@@ -372,4 +374,5 @@ def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
         name=coarse.name, layers=layers, tensors=coarse.tensors, inputs=coarse.inputs,
         outputs=coarse.outputs, granularity="block", source=coarse.source,
         source_sha256=coarse.source_sha256, fmt=coarse.fmt, weight_dtype=coarse.weight_dtype,
+        op_view=graph,
     )

@@ -86,6 +86,18 @@ class PowerModel(_Model):
 OpList = Literal["all"] | list[str]
 
 
+class RuntimeProfile(_Model):
+    """How one processor performs under a runtime other than its device's default one (e.g.
+    PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; METHODS.md section 8). Fields left
+    out keep the processor's own values; ``efficiency`` replaces the efficiency table."""
+
+    efficiency: dict[str, Annotated[Fraction, Field(gt=0, le=4)]] | None = None
+    memory_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] | None = Field(None, alias="memory_bandwidth")
+    layer_overhead_s: Annotated[Seconds, NonNegative] | None = Field(None, alias="layer_overhead")
+    invoke_overhead_s: Annotated[Seconds, NonNegative] | None = Field(None, alias="invoke_overhead")
+    source: str
+
+
 class Processor(_Model):
     """One processor of a device (or a server's compute, kind ``cloud``).
 
@@ -104,6 +116,13 @@ class Processor(_Model):
     efficiency: dict[str, Annotated[Fraction, Field(gt=0, le=4)]]
     memory_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] = Field(alias="memory_bandwidth")
     layer_overhead_s: Annotated[Seconds, NonNegative] = Field(alias="layer_overhead")
+    #: on-chip memory (VTCM/SRAM) and its bandwidth: a layer whose bytes fit runs at that bandwidth
+    onchip_memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="onchip_memory")
+    onchip_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] | None = Field(None, alias="onchip_bandwidth")
+    #: fixed cost of one call into this processor's runtime/delegate (once per stage, not per layer)
+    invoke_overhead_s: Annotated[Seconds, NonNegative] = Field(0.0, alias="invoke_overhead")
+    #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
+    runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")
     supported_ops: dict[str, OpList]
     power: PowerModel
     memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="memory")
@@ -152,9 +171,17 @@ class Processor(_Model):
     def max_clock_hz(self) -> float:
         return self.clock_levels_hz[-1]
 
-    def op_efficiency(self, op: str) -> float:
-        """Fraction of peak reached by op family ``op``."""
-        return self.efficiency.get(op, self.efficiency["default"])
+    def op_efficiency(self, op: str, runtime: str | None = None) -> float:
+        """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default)."""
+        prof = self.runtime_profiles.get(runtime) if runtime is not None else None
+        eff = (prof.efficiency if prof is not None and prof.efficiency else self.efficiency)
+        return eff.get(op, eff.get("default", self.efficiency["default"]))
+
+    def runtime_value(self, field_name: str, runtime: str | None) -> float:
+        """``layer_overhead_s``/``memory_bandwidth_bytes_per_s``/``invoke_overhead_s`` under ``runtime``."""
+        prof = self.runtime_profiles.get(runtime) if runtime is not None else None
+        value = getattr(prof, field_name) if prof is not None else None
+        return float(value) if value is not None else float(getattr(self, field_name))
 
     def supports(self, op: str, dtype: str) -> bool:
         """Whether ``op`` runs natively here at ``dtype`` (otherwise it falls back to the CPU)."""
@@ -206,6 +233,12 @@ class Device(_Model):
     memory_bytes: Annotated[Bytes, Positive] = Field(alias="memory")
     idle_power_w: Annotated[Watts, NonNegative] = Field(alias="idle_power")
     thermal: str | None = None
+    #: the inference runtime the efficiencies describe (e.g. tflite_xnnpack, tensorrt); other
+    #: runtimes scale them by each processor's ``runtimes`` entry
+    runtime: str = "tflite"
+    #: CPU cores that inference and pre/post-processing threads share (pipeline contention);
+    #: None = the pipeline default (8)
+    cpu_cores: Annotated[int, Positive] | None = None
     processors: list[Processor] = Field(min_length=1)
     handoff: Handoff
     source: str
@@ -225,6 +258,22 @@ class Device(_Model):
     @property
     def processor_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.processors)
+
+    @property
+    def runtimes(self) -> tuple[str, ...]:
+        """The default runtime, then every runtime a processor has an efficiency profile for."""
+        names = [self.runtime]
+        for p in self.processors:
+            names += [r for r in p.runtime_profiles if r not in names]
+        return tuple(names)
+
+    def check_runtime(self, runtime: str | None) -> str | None:
+        """``runtime`` if this device knows it, None for its default; raises UnknownNameError."""
+        if runtime is None or runtime == self.runtime:
+            return None
+        if runtime not in self.runtimes:
+            raise UnknownNameError("runtime", runtime, self.runtimes, where=f"device {self.name!r}")
+        return runtime
 
     def processor(self, name: str) -> Processor:
         """The processor called ``name`` (UnknownNameError lists the valid ones)."""

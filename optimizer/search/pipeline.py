@@ -8,7 +8,8 @@ and a CPU post-processing stage (2 threads). A mapping is the 2K-gene chromosome
 
 Modeled stage time (everything from the CostTable's prefix sums, vectorised over a population):
 
-* compute ``cum_latency_s[b, p] - cum_latency_s[a, p]`` (CPU fallback already inside it);
+* compute ``cum_latency_s[b, p] - cum_latency_s[a, p]`` (CPU fallback already inside it) plus
+  the processor's per-call ``invoke_overhead_s`` once per stage;
 * plus the hand-off of the tensors crossing its input boundary from the previous stage's
   processor (the CPU pre-processing stage for the first one) and of its output boundary to the
   next one (the CPU post-processing stage for the last): a stage is busy while it receives and
@@ -284,6 +285,7 @@ class PipelineProblem:
 
         compute = ct.cum_latency_s[b, procs] - ct.cum_latency_s[a, procs]
         compute = np.where(cpu_stage, compute * slow[:, None], compute)
+        compute = np.where(used, compute + ct.invoke_overhead_s[procs], 0.0)  # one call per stage
         energy = (ct.cum_energy_j[b, procs] - ct.cum_energy_j[a, procs]).sum(axis=1)
 
         prev = np.empty_like(procs)

@@ -55,6 +55,7 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
         comp = ct.cum_latency_s[b, p] - ct.cum_latency_s[a, p]
         if p == cpu:
             comp = comp * slow
+        comp = comp + ct.invoke_overhead_s[p]  # one call per stage, as in PipelineProblem.evaluate
         t = _handoff_s(ct, a, chain[m], p) + comp + _handoff_s(ct, b, p, chain[m + 2])
         bott = np.maximum(bott, t)
         if finite_caps:

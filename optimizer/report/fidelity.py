@@ -1,0 +1,214 @@
+"""Fidelity report: the cost model against published absolute latencies and qualitative facts.
+
+Published points and their citations are data (``search_spaces/calibration/published.yaml``,
+METHODS.md sections 1-8). For every absolute point the report gives modeled / published in the
+op view and in the block view of the network, and op / block; the qualitative facts of Park & Ha
+(IEEE Access 2024) become pass/fail rows. Used by ``benchmarks/bench_fidelity.py`` and
+``dnnplan calibrate --report``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import SchemaError
+from ..hardware.units import parse_quantity
+
+DEFAULT_PUBLISHED = Path(__file__).resolve().parents[2] / "search_spaces" / "calibration" / "published.yaml"
+
+
+@dataclass(frozen=True)
+class PointRow:
+    """One published absolute latency against the model, in both granularities."""
+
+    device: str
+    processor: str
+    model: str
+    dtype: str
+    published_ms: float
+    op_ms: float
+    block_ms: float
+    band: tuple[float, float]
+    source: str
+    stand_in: str = ""
+
+    @property
+    def op_ratio(self) -> float:
+        return self.op_ms / self.published_ms
+
+    @property
+    def block_ratio(self) -> float:
+        return self.block_ms / self.published_ms
+
+    @property
+    def passed(self) -> bool:
+        lo, hi = self.band
+        views_ok = all(lo <= r <= hi for r in (self.op_ratio, self.block_ratio))
+        return views_ok and 1 / 1.3 <= self.op_ms / self.block_ms <= 1.3
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """One qualitative fact: its statement, the model's figure and whether it holds."""
+
+    fact: str
+    detail: str
+    passed: bool
+    source: str
+
+
+@dataclass
+class FidelityReport:
+    points: list[PointRow] = field(default_factory=list)
+    facts: list[FactRow] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(p.passed for p in self.points) and all(f.passed for f in self.facts)
+
+    def to_dict(self) -> dict[str, Any]:
+        pts = [{**asdict(p), "op_ratio": p.op_ratio, "block_ratio": p.block_ratio,
+                "op_over_block": p.op_ms / p.block_ms, "passed": p.passed} for p in self.points]
+        return {"passed": self.passed, "points": pts, "facts": [asdict(f) for f in self.facts]}
+
+
+def read_published(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The published calibration data (``points``, ``speedups``, ``pipeline``, ``band``)."""
+    from ..yamlio import read_yaml
+
+    src = Path(path) if path is not None else DEFAULT_PUBLISHED
+    data, _ = read_yaml(src)
+    for key in ("points", "speedups", "pipeline", "band"):
+        if not isinstance(data, dict) or key not in data:
+            raise SchemaError(f"{src}: missing top-level field {key!r}; expected points, speedups, "
+                              "pipeline and band (see search_spaces/calibration/published.yaml)")
+    return data
+
+
+@lru_cache(maxsize=None)
+def _graph(model: str, granularity: str) -> Any:
+    from ..graph import load_graph
+
+    return load_graph(model, granularity)
+
+
+@lru_cache(maxsize=None)
+def _table(model: str, granularity: str, device: str, dtype: str, clocks: tuple = (),
+           runtime: str | None = None) -> Any:
+    from ..cost import build_cost_table
+    from ..hardware import load_device
+
+    return build_cost_table(_graph(model, granularity), load_device(device), dtype,
+                            clock_hz=dict(clocks) or None, runtime=runtime)
+
+
+def _whole_ms(model: str, granularity: str, device: str, dtype: str, proc: str, clocks: tuple = (),
+              runtime: str | None = None) -> float:
+    ct = _table(model, granularity, device, dtype, clocks, runtime)
+    return float(ct.whole_network_latency()[ct.processor_index(proc)]) * 1e3
+
+
+def point_rows(data: dict[str, Any]) -> list[PointRow]:
+    """Modeled / published for every absolute point, op and block view."""
+    band = tuple(float(b) for b in data["band"])
+    rows = []
+    for pt in data["points"]:
+        clocks = tuple(sorted((k, parse_quantity(v, "frequency")) for k, v in (pt.get("clock") or {}).items()))
+        key = (pt["model"], pt["device"], pt["dtype"], pt["processor"], clocks, pt.get("runtime"))
+        op_ms = _whole_ms(key[0], "op", *key[1:])
+        block_ms = _whole_ms(key[0], "block", *key[1:])
+        rows.append(PointRow(pt["device"], pt["processor"], pt["model"], pt["dtype"], float(pt["ms"]),
+                             op_ms, block_ms, band, pt["source"], pt.get("stand_in", "")))
+    return rows
+
+
+def _single_ms(models: list[str], device: str, dtype: str) -> dict[str, np.ndarray]:
+    """Whole-network latency per processor (op view), per model."""
+    return {m: _table(m, "op", device, dtype).whole_network_latency() * 1e3 for m in models}
+
+
+def processor_facts(data: dict[str, Any]) -> list[FactRow]:
+    """Park & Ha's single-processor facts on Pixel 6 and Galaxy S22 (METHODS.md sections 1, 8)."""
+    from ..hardware import load_device
+
+    sp = data["speedups"]
+    models, src = sp["models"], sp["source"]
+    rows: list[FactRow] = []
+    fastest_fp32 = {"pixel6": "tpu", "galaxy_s22": "gpu"}
+    for dev_name, ranges in sp["ranges"].items():
+        names = load_device(dev_name).processor_names
+        fp32, fp16, int8 = (_single_ms(models, dev_name, d) for d in ("fp32", "fp16", "int8"))
+        want = fastest_fp32.get(dev_name)
+        if want:
+            best = [names[int(np.argmin(fp32[m]))] for m in models]
+            rows.append(FactRow(f"{dev_name}: {want} is the fastest FP32 single processor",
+                                f"fastest: {', '.join(best)}", all(b == want for b in best),
+                                "Park & Ha (METHODS.md section 8)"))
+        cpu = names.index("cpu")
+        # "comparable to GPU or AI accelerator": within x2 of at least one of them
+        ratio = [np.min(np.abs(np.log(int8[m][cpu] / np.delete(int8[m], cpu)))) for m in models]
+        ratio = [float(np.exp(r)) for r in ratio]
+        rows.append(FactRow(f"{dev_name}: INT8 CPU within x2 of the GPU or the accelerator",
+                            "closest CPU / other (either way) " + ", ".join(f"{r:.2f}" for r in ratio),
+                            all(r <= 2.0 for r in ratio), "Park & Ha (METHODS.md section 8)"))
+        for proc, (lo, hi) in ranges.items():
+            j = names.index(proc)
+            s = [fp32[m][j] / int8[m][j] for m in models]
+            ok = all(lo * 0.95 <= x <= hi * 1.05 for x in s)
+            rows.append(FactRow(f"{dev_name} {proc}: INT8/FP32 speed-up x{lo}-{hi} (+-5 %)",
+                                ", ".join(f"x{x:.2f}" for x in s), ok, src))
+        if "gpu" in names:
+            g = names.index("gpu")
+            r = [int8[m][g] / fp16[m][g] for m in models]
+            rows.append(FactRow(f"{dev_name}: GPU INT8 not faster than FP16 (delegate runs INT8 in FP16)",
+                                "INT8/FP16 time " + ", ".join(f"{x:.2f}" for x in r), all(x >= 0.999 for x in r),
+                                "TFLite GPU delegate docs (METHODS.md section 8)"))
+    return rows
+
+
+def pipeline_facts(data: dict[str, Any]) -> list[FactRow]:
+    """Exact 3-stage pipeline / best INT8 single processor on the SSD detectors (Park & Ha)."""
+    from ..search import solve
+    from ..search.pipeline import PipelineProblem
+
+    cfg = data["pipeline"]
+    rows = []
+    for dev in cfg["devices"]:
+        gains = []
+        for m in cfg["models"]:
+            pb = PipelineProblem(_table(m, "op", dev, "int8"), stages=3)
+            best = solve(pb, "exact").best.objectives["throughput_fps"]
+            single = solve(pb, "single").best.objectives["throughput_fps"]
+            gains.append(best / single)
+        rows.append(FactRow(f"{dev}: pipeline / best INT8 single processor >= x{cfg['floor']}",
+                            ", ".join(f"x{g:.2f}" for g in gains), min(gains) >= float(cfg["floor"]), cfg["source"]))
+    return rows
+
+
+def fidelity_report(path: str | os.PathLike[str] | None = None, *, pipeline: bool = True) -> FidelityReport:
+    """Build the full report from the published data at ``path`` (default: the shipped file)."""
+    data = read_published(path)
+    facts = processor_facts(data) + (pipeline_facts(data) if pipeline else [])
+    return FidelityReport(points=point_rows(data), facts=facts)
+
+
+def format_report(report: FidelityReport) -> list[str]:
+    """Plain-text lines of ``report`` (points table, then fact rows, then the verdict)."""
+    lines = [f"{'device':13s} {'proc':4s} {'model':22s} {'dtype':5s} {'pub ms':>8s} {'op ms':>8s} "
+             f"{'block ms':>8s} {'op/pub':>6s} {'blk/pub':>7s} {'op/blk':>6s}  ok"]
+    for p in report.points:
+        lines.append(f"{p.device:13s} {p.processor:4s} {p.model:22s} {p.dtype:5s} {p.published_ms:8.2f} "
+                     f"{p.op_ms:8.2f} {p.block_ms:8.2f} {p.op_ratio:6.2f} {p.block_ratio:7.2f} "
+                     f"{p.op_ms / p.block_ms:6.2f}  {'PASS' if p.passed else 'FAIL'}")
+    lines.append("")
+    for f in report.facts:
+        lines.append(f"{'PASS' if f.passed else 'FAIL'}  {f.fact}: {f.detail}")
+    n_ok = sum(p.passed for p in report.points) + sum(f.passed for f in report.facts)
+    lines.append(f"\n{n_ok}/{len(report.points) + len(report.facts)} rows pass")
+    return lines
