@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _byom import export_and_check, searched_plans, third_party_models
+from _digits import train_digits_cnn
 
 pytestmark = pytest.mark.slow
 
@@ -21,26 +22,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def digits_tflite(tmp_path_factory):
     """The digits CNN as FP32 and FP16 ``.tflite`` files, with its train/test data."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
     from optimizer import lazy
 
-    tf, keras = lazy.tensorflow(), lazy.keras()
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32).reshape(-1, 8, 8, 1)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, random_state=0, stratify=y)
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((8, 8, 1), name="digits"),
-        keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(10),
-    ])
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(xtr, ytr, epochs=10, batch_size=32, verbose=0)
+    tf = lazy.tensorflow()
+    model, data = train_digits_cnn()
+    xtr, xte, yte = data["xtr"], data["xte"], data["yte"]
     d = tmp_path_factory.mktemp("digits_tflite")
     files = {}
     for kind in ("fp32", "fp16"):
