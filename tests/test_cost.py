@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -134,16 +133,14 @@ def test_real_devices_and_server(zoo_graph):
     assert (p4.latency_s[~dropout, 2] > p4.latency_s[~dropout, 0]).all()
 
 
-def test_1000_layers_5_processors_is_fast(toy):
+def test_1000_layers_5_processors_table_shape(toy):
+    """Build speed (target 50 ms) is measured by benchmarks/bench_cost_table.py, not asserted here."""
     dev = toy.model_copy(update={"processors": [toy.processors[0], toy.processors[1]] + [
         toy.processors[1].model_copy(update={"name": f"gpu{i}"}) for i in range(3)]})
     g = chain_graph(1000, ops=["conv", "pool", "act", "add", "dense", "norm"][:3])
-    build_cost_table(g, dev, "int8")
-    t0 = time.perf_counter()
     ct = build_cost_table(g, dev, "int8")
-    elapsed = time.perf_counter() - t0
     assert ct.latency_s.shape == (1000, 5)
-    assert elapsed < 0.25  # benchmark target 50 ms; margin for a loaded CI host
+    assert np.isfinite(ct.latency_s[ct.supported]).all() and (ct.latency_s[ct.supported] > 0).any()
 
 
 # --------------------------------------------------------------------------- measured

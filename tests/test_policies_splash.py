@@ -68,7 +68,6 @@ def test_minheat_delays_throttling_vs_heft(pf, spec):
     # status severe means the skin sensor reached 49 °C
     assert heft.peak_temp_c["skin"] >= 49.0 - 1e-6
     assert mh.peak_temp_c["skin"] < heft.peak_temp_c["skin"]
-    assert heft.wall_s < 30
 
 
 def test_online_model_and_weak_signal(pf, spec):

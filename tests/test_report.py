@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 
 import numpy as np
 import pytest
@@ -380,14 +379,11 @@ def test_one_bad_input_among_good_ones_writes_nothing(run_cli, runs, tmp_path):
     assert not out.exists()
 
 
-def test_batch_report_under_ten_seconds(batch_run, tmp_path):
-    """The acceptance figure is for >= 100 tasks (benchmarks/bench_report.py); this run has 12 and
-    must take a small fraction of it."""
+def test_batch_report_files(batch_run, tmp_path):
+    """The time target (< 10 s for >= 100 tasks) is measured by benchmarks/bench_report.py."""
     from optimizer.report.document import write_report
 
-    t0 = time.perf_counter()
     files = write_report([batch_run], tmp_path / "rep")
-    assert time.perf_counter() - t0 < 10
     assert files.html.is_file() and len(files.figures) == 2
 
 

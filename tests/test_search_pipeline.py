@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -184,17 +183,13 @@ def test_exact_fast_path_equals_full_enumeration(tseed):
         assert f_fast["throughput_fps"][0] == pytest.approx(best, rel=1e-12)
 
 
-def test_exact_400_layers_4_processors_under_one_second():
+def test_exact_400_layers_4_processors_space():
+    """The < 1 s target is measured by benchmarks/bench_map_optimality.py, not asserted here."""
     pb = PipelineProblem(synthetic_table(400, ("cpu", "gpu", "npu", "dsp"), seed=1), stages=3,
                          pre_s=1e-3, post_s=1e-3)
-    pb.prepare()
-    times = []
-    for _ in range(2):
-        t0 = time.perf_counter()
-        res = solve(pb, "exact")
-        times.append(time.perf_counter() - t0)
+    res = solve(pb, "exact")
     assert res.space_size == math.comb(399, 2) * 24 + 399 * 12 + 4
-    assert min(times) < 1.0, times
+    assert res.evaluations == res.space_size and res.best.feasible
 
 
 def test_true_pareto_front_is_nondominated_and_complete():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -30,10 +29,7 @@ def split_plan(graph):
 
 
 def test_full_load_pipeline_throttles_within_minutes(map_plan, graph):
-    start = time.perf_counter()
-    res = simulate_plan(map_plan, graph=graph, duration_s=600, ambient_c=25)
-    took = time.perf_counter() - start
-    assert took < 1.0, f"10 simulated minutes took {took:.2f} s"
+    res = simulate_plan(map_plan, graph=graph, duration_s=600, ambient_c=25)  # speed: bench_thermal_sim.py
     # SPLASH (METHODS.md §5): a fully loaded Pixel 4 crosses the 43 °C skin row after ~1-2 min
     assert 30 <= res.time_to_first_throttle_s <= 300
     assert res.time_to_severe_s is not None and res.time_to_severe_s > res.time_to_first_throttle_s

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -149,10 +148,7 @@ def test_pixel4_full_load_throttles_within_minutes(pixel4):
     """SPLASH, Pixel 4 at 25 °C under a multi-DNN load: dies > 80 °C within ~40 s, skin 49 °C
     then 51 °C (NPU off) at ~170 s, then cycling as the NPU comes back."""
     wl = reference_workload(pixel4, fps_at_max={"cpu": 10, "gpu": 20, "dsp": 15, "npu": 30})
-    t0 = time.perf_counter()
-    r = simulate(pixel4, wl, duration_s=600, ambient_c=25.0)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 1.0
+    r = simulate(pixel4, wl, duration_s=600, ambient_c=25.0)  # speed: benchmarks/bench_thermal_sim.py
     cpu = r.temps_c[:, pixel4.node_index("cpu")]
     skin = r.temps_c[:, pixel4.node_index("skin")]
     assert 20 <= r.times_s[np.argmax(cpu >= 80)] <= 60

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -106,7 +105,8 @@ def test_sustained_fps_plan_beats_throughput_plan_on_pixel6(graph):
     assert cool.predicted.extra["sustained_fps_objective"] == pytest.approx(cool.predicted.sustained_fps, rel=0.1)
 
 
-def test_ga_stays_fast_with_thermal_objective(graph):
+def test_ga_front_with_thermal_objective(graph):
+    """GA wall time with/without the objective is measured by benchmarks/bench_thermal_objectives.py."""
     from optimizer.search import solve
 
     dev = load_device("pixel4")
@@ -114,13 +114,7 @@ def test_ga_stays_fast_with_thermal_objective(graph):
     thermal = pipeline_problem(graph, dev, cpu_cores=8, objectives=("throughput", "peak_temp_c"),
                                extra_objectives=pipeline_thermal_objectives(["peak-temp"], graph, dev),
                                table=plain.cost_table)
-    t = time.perf_counter()
-    solve(plain, "ga", seed=0)
-    t_plain = time.perf_counter() - t
-    t = time.perf_counter()
     res = solve(thermal, "ga", seed=0)
-    t_thermal = time.perf_counter() - t
-    assert t_thermal < 5 * t_plain + 1.0, (t_plain, t_thermal)
     temps = [c.objectives["peak_temp_c"] for c in res.front]
     fps = [c.objectives["throughput_fps"] for c in res.front]
     assert len(res.front) >= 2 and np.all(np.diff(fps) <= 0) and np.all(np.diff(temps) <= 1e-9)
