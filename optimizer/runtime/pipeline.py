@@ -244,17 +244,33 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
 def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,
              server: tuple[str, int] | None, bandwidth_bps: float | None, pin: bool,
              keep_outputs: bool, timeout_s: float, input_fps: float | None) -> RunReport:
-    parts = manifest.device_parts + manifest.server_parts[:1]
-    groups = core_groups(plan, parts) if pin else {p.name: None for p in parts}
-    qs: list[queue.Queue[Any]] = [queue.Queue(maxsize=QUEUE_SIZE) for _ in range(len(parts) + 1)]
-    busy = [0.0] * len(parts)
-    bodies: list[Any] = [None] * len(parts)
-    errors: list[BaseException] = []
-    ready = threading.Barrier(len(parts) + 1)
-    stop = threading.Event()
+    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s)
+    run.start()
+    lat, outputs, wall = run.stream(inputs, frames, input_fps, keep_outputs)
+    return run.report(lat, outputs, wall, frames)
 
-    def put(q: queue.Queue[Any], item: Any) -> bool:
-        while not stop.is_set():
+
+class _PipelineRun:
+    """One run of the parts: a worker thread per part, bounded queues between them (module docstring)."""
+
+    def __init__(self, plan: Plan, manifest: Manifest, d: Path, server: tuple[str, int] | None,
+                 bandwidth_bps: float | None, pin: bool, timeout_s: float) -> None:
+        self.plan, self.manifest, self.d, self.server = plan, manifest, d, server
+        self.bandwidth_bps, self.timeout_s = bandwidth_bps, timeout_s
+        self.parts = manifest.device_parts + manifest.server_parts[:1]
+        self.groups = core_groups(plan, self.parts) if pin else {p.name: None for p in self.parts}
+        n = len(self.parts)
+        self.qs: list[queue.Queue[Any]] = [queue.Queue(maxsize=QUEUE_SIZE) for _ in range(n + 1)]
+        self.busy = [0.0] * n
+        self.bodies: list[Any] = [None] * n
+        self.errors: list[BaseException] = []
+        self.ready = threading.Barrier(n + 1)
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def put(self, q: queue.Queue[Any], item: Any) -> bool:
+        """Put with back-pressure; False once the run is stopping."""
+        while not self.stop.is_set():
             try:
                 q.put(item, timeout=0.1)
                 return True
@@ -262,117 +278,135 @@ def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarr
                 continue
         return False
 
-    def worker(k: int) -> None:
-        part = parts[k]
+    def _body(self, part: Part) -> Any:
+        if part.location == "server":
+            assert self.server is not None
+            return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s)
+        return PartRunner(part, self.d)
+
+    def _worker(self, k: int) -> None:
+        part = self.parts[k]
         try:
-            if groups.get(part.name) and hasattr(os, "sched_setaffinity"):
-                os.sched_setaffinity(0, groups[part.name])
-            if part.location == "server":
-                assert server is not None
-                body = _Remote(manifest, server[0], server[1], bandwidth_bps, timeout_s)
-            else:
-                body = PartRunner(part, d)
+            if self.groups.get(part.name) and hasattr(os, "sched_setaffinity"):
+                os.sched_setaffinity(0, self.groups[part.name])
+            body = self._body(part)
             body.warm_up()
-            bodies[k] = body
-            ready.wait()
+            self.bodies[k] = body
+            self.ready.wait()
         except threading.BrokenBarrierError:
             return
         except BaseException as exc:  # reported by the caller
-            errors.append(exc)
-            ready.abort()
+            self.errors.append(exc)
+            self.ready.abort()
             return
         try:
-            while True:
-                item = qs[k].get()
-                if item is _STOP:
-                    put(qs[k + 1], _STOP)
-                    return
-                fid, env, t_start = item
-                t0 = time.perf_counter()
-                if k == 0:
-                    t_start = t0
-                env.update(body(env))
-                busy[k] += time.perf_counter() - t0
-                if not put(qs[k + 1], (fid, env, t_start)):
-                    return
+            self._serve(k, body)
         except BaseException as exc:
-            errors.append(exc)
-            stop.set()
+            self.errors.append(exc)
+            self.stop.set()
             try:
-                qs[-1].put_nowait(_STOP)
+                self.qs[-1].put_nowait(_STOP)
             except queue.Full:
                 pass
 
-    threads = [threading.Thread(target=worker, args=(k,), name=f"dnnplan-{p.name}", daemon=True)
-               for k, p in enumerate(parts)]
-    for t in threads:
-        t.start()
-    try:
-        ready.wait()
-    except threading.BrokenBarrierError:
-        for t in threads:
-            t.join(timeout=5)
-        raise errors[0] if errors else MeasurementError("a pipeline worker failed to start")
+    def _serve(self, k: int, body: Any) -> None:
+        while True:
+            item = self.qs[k].get()
+            if item is _STOP:
+                self.put(self.qs[k + 1], _STOP)
+                return
+            fid, env, t_start = item
+            t0 = time.perf_counter()
+            if k == 0:
+                t_start = t0
+            env.update(body(env))
+            self.busy[k] += time.perf_counter() - t0
+            if not self.put(self.qs[k + 1], (fid, env, t_start)):
+                return
 
-    def feed() -> None:
+    def start(self) -> None:
+        """Start the workers and wait until every part is loaded and warm."""
+        self.threads = [threading.Thread(target=self._worker, args=(k,), name=f"dnnplan-{p.name}", daemon=True)
+                        for k, p in enumerate(self.parts)]
+        for t in self.threads:
+            t.start()
+        try:
+            self.ready.wait()
+        except threading.BrokenBarrierError:
+            for t in self.threads:
+                t.join(timeout=5)
+            raise self.errors[0] if self.errors else MeasurementError("a pipeline worker failed to start") from None
+
+    def _feed(self, inputs: dict[str, np.ndarray], frames: int, input_fps: float | None, t_first: float) -> None:
         for i in range(frames):
             if input_fps:
                 wait = t_first + i / input_fps - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
             env = {name: Value(a[i:i + 1]) for name, a in inputs.items()}
-            if not put(qs[0], (i, env, 0.0)):
+            if not self.put(self.qs[0], (i, env, 0.0)):
                 return
-        put(qs[0], _STOP)
+        self.put(self.qs[0], _STOP)
 
-    feeder = threading.Thread(target=feed, name="dnnplan-feeder", daemon=True)
-    t_first = time.perf_counter()
-    feeder.start()
-    lat: list[float] = []
-    outputs: dict[str, list[np.ndarray]] = {t.name: [] for t in manifest.outputs}
-    t_last = t_first
-    while True:
-        try:
-            item = qs[-1].get(timeout=timeout_s * 4)
-        except queue.Empty:
-            stop.set()
-            raise MeasurementError(f"the pipeline produced no frame for {timeout_s * 4:.0f} s") from None
-        if item is _STOP:
-            break
-        fid, env, t_start = item
-        t_last = time.perf_counter()
-        lat.append(t_last - t_start)
-        if keep_outputs:
-            for t in manifest.outputs:
-                outputs[t.name].append(env[t.name].real())
-    stop.set()
-    feeder.join(timeout=5)
-    for t in threads:
-        t.join(timeout=5)
-    for b in bodies:
-        if isinstance(b, _Remote):
-            b.client.close()
-    if errors:
-        raise errors[0]
-    if len(lat) != frames:
-        raise MeasurementError(f"the pipeline finished {len(lat)} of {frames} frames")
-    wall = t_last - t_first
-    pred_stage = {f"stage{k}": s.predicted_time_s for k, s in enumerate(plan.stages or [])}
-    stages = [StageReport(p.name, p.processor, p.location, groups.get(p.name), p.threads, busy[k],
-                          busy[k] / wall if wall > 0 else 0.0, busy[k] / frames, pred_stage.get(p.name))
-              for k, p in enumerate(parts)]
-    wire_stats = None
-    remote = next((b for b in bodies if isinstance(b, _Remote)), None)
-    if remote is not None:
-        wire_stats = {"bytes_per_frame": float(np.mean(remote.bytes_sent)),
-                      "payload_bytes": float(manifest.wire.request_bytes if manifest.wire else 0),
-                      "upload_s_p50": float(np.median(remote.upload_s)),
-                      "round_trip_s_p50": float(np.median(remote.rtt_s)),
-                      "bandwidth_bps": float(bandwidth_bps or 0.0),
-                      "reconnects": float(remote.client.reconnects)}
-    return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
-                     throughput_fps=frames / wall if wall > 0 else float("inf"),
-                     latency_s=_percentiles(lat), stages=stages,
-                     predicted_fps=plan.predicted.throughput_fps, predicted_latency_s=plan.predicted.latency_s,
-                     wire=wire_stats,
-                     outputs={k: np.concatenate(v) for k, v in outputs.items() if v})
+    def stream(self, inputs: dict[str, np.ndarray], frames: int, input_fps: float | None,
+               keep_outputs: bool) -> tuple[list[float], dict[str, list[np.ndarray]], float]:
+        """Push the frames through; per-frame latencies, kept outputs and the wall time."""
+        t_first = time.perf_counter()
+        feeder = threading.Thread(target=self._feed, args=(inputs, frames, input_fps, t_first),
+                                  name="dnnplan-feeder", daemon=True)
+        feeder.start()
+        lat: list[float] = []
+        outputs: dict[str, list[np.ndarray]] = {t.name: [] for t in self.manifest.outputs}
+        t_last = t_first
+        while True:
+            try:
+                item = self.qs[-1].get(timeout=self.timeout_s * 4)
+            except queue.Empty:
+                self.stop.set()
+                raise MeasurementError(f"the pipeline produced no frame for {self.timeout_s * 4:.0f} s") from None
+            if item is _STOP:
+                break
+            _, env, t_start = item
+            t_last = time.perf_counter()
+            lat.append(t_last - t_start)
+            if keep_outputs:
+                for t in self.manifest.outputs:
+                    outputs[t.name].append(env[t.name].real())
+        self._shut_down(feeder)
+        if len(lat) != frames:
+            raise MeasurementError(f"the pipeline finished {len(lat)} of {frames} frames")
+        return lat, outputs, t_last - t_first
+
+    def _shut_down(self, feeder: threading.Thread) -> None:
+        self.stop.set()
+        feeder.join(timeout=5)
+        for t in self.threads:
+            t.join(timeout=5)
+        for b in self.bodies:
+            if isinstance(b, _Remote):
+                b.client.close()
+        if self.errors:
+            raise self.errors[0]
+
+    def report(self, lat: list[float], outputs: dict[str, list[np.ndarray]], wall: float, frames: int) -> RunReport:
+        """The run's :class:`RunReport` (stage busy times, wire statistics, latency percentiles)."""
+        plan = self.plan
+        pred_stage = {f"stage{k}": s.predicted_time_s for k, s in enumerate(plan.stages or [])}
+        stages = [StageReport(p.name, p.processor, p.location, self.groups.get(p.name), p.threads, self.busy[k],
+                              self.busy[k] / wall if wall > 0 else 0.0, self.busy[k] / frames, pred_stage.get(p.name))
+                  for k, p in enumerate(self.parts)]
+        wire_stats = None
+        remote = next((b for b in self.bodies if isinstance(b, _Remote)), None)
+        if remote is not None:
+            wire_stats = {"bytes_per_frame": float(np.mean(remote.bytes_sent)),
+                          "payload_bytes": float(self.manifest.wire.request_bytes if self.manifest.wire else 0),
+                          "upload_s_p50": float(np.median(remote.upload_s)),
+                          "round_trip_s_p50": float(np.median(remote.rtt_s)),
+                          "bandwidth_bps": float(self.bandwidth_bps or 0.0),
+                          "reconnects": float(remote.client.reconnects)}
+        return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
+                         throughput_fps=frames / wall if wall > 0 else float("inf"),
+                         latency_s=_percentiles(lat), stages=stages,
+                         predicted_fps=plan.predicted.throughput_fps, predicted_latency_s=plan.predicted.latency_s,
+                         wire=wire_stats,
+                         outputs={k: np.concatenate(v) for k, v in outputs.items() if v})
