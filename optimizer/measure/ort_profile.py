@@ -119,6 +119,33 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
             return json.load(fh), cpu
 
 
+def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
+                graph: LayerGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel seconds per (run, layer), unattributed seconds per run and node seconds per run."""
+    starts = np.array([r["ts"] for r in runs], dtype=np.float64)
+    by_name = _layer_matcher(graph)
+    per_run = np.zeros((len(runs), len(graph.layers)))
+    unattributed = np.zeros(len(runs))
+    total = np.zeros(len(runs))
+    cache: dict[tuple[str, str], int | None] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        run = int(np.searchsorted(starts, e["ts"], side="right")) - 1
+        if run < 0:
+            continue
+        key = (e["name"].removesuffix("_kernel_time"), e.get("args", {}).get("op_name", ""))
+        if key not in cache:
+            cache[key] = attribute_node(key[0], key[1], graph, by_name)
+        dur = float(e["dur"]) * 1e-6
+        total[run] += dur
+        if cache[key] is None:
+            unattributed[run] += dur
+        else:
+            per_run[run, cache[key]] += dur
+    return per_run, unattributed, total
+
+
 def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads: int = 1,
                 repeats: int = 20, warmup: int = 3, seed: int = 0, processor: str = "cpu") -> OrtMeasurement:
     """Per-layer latencies of ``graph`` (exported as ``onnx_path``) on this host's CPU.
@@ -148,30 +175,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
                   key=lambda e: e["ts"])
     if len(runs) != warmup + repeats:
         raise MeasurementError(f"{onnx_path}: the profile has {len(runs)} runs, expected {warmup + repeats}")
-    starts = np.array([r["ts"] for r in runs], dtype=np.float64)
-    by_name = _layer_matcher(graph)
-    n = len(graph.layers)
-    per_run = np.zeros((len(runs), n))
-    unattributed = np.zeros(len(runs))
-    total = np.zeros(len(runs))
-    cache: dict[tuple[str, str], int | None] = {}
-    for e in events:
-        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
-            continue
-        run = int(np.searchsorted(starts, e["ts"], side="right")) - 1
-        if run < 0:
-            continue
-        name = e["name"].removesuffix("_kernel_time")
-        op = e.get("args", {}).get("op_name", "")
-        key = (name, op)
-        if key not in cache:
-            cache[key] = attribute_node(name, op, graph, by_name)
-        dur = float(e["dur"]) * 1e-6
-        total[run] += dur
-        if cache[key] is None:
-            unattributed[run] += dur
-        else:
-            per_run[run, cache[key]] += dur
+    per_run, unattributed, total = _node_times(events, runs, graph)
     kept = slice(warmup, None)
     layer_med = np.median(per_run[kept], axis=0)
     layer_std = np.std(per_run[kept], axis=0)
@@ -184,7 +188,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
     layer_med, layer_std = layer_med * scale, layer_std * scale
     share = float(np.median(unattributed[kept] / np.maximum(total[kept], 1e-12)))
     rows = pd.DataFrame({
-        "processor": processor, "index": np.arange(n), "layer": [la.name for la in graph.layers],
+        "processor": processor, "index": np.arange(len(graph.layers)), "layer": [la.name for la in graph.layers],
         "op": [la.op for la in graph.layers], "latency_s": layer_med,
         "latency_std_s": layer_std, "energy_j": np.nan,
     })
