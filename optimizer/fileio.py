@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import InputFileError
+from .errors import InputFileError, SchemaError
 
 
 def check_output_path(path: str | os.PathLike[str], what: str = "output", *, folder: bool = False) -> Path:
@@ -100,3 +100,16 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
+    """Parse a JSON document; a missing file, bad JSON or non-UTF-8 bytes raise one-line errors."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such {what}")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{p}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise SchemaError(f"{p}: not a UTF-8 text file; expected a {what}") from None

@@ -2,7 +2,7 @@
 
 ``load_model_yaml(path, Model)`` parses a YAML file, validates it with a pydantic model and
 turns any failure into one :class:`~optimizer.errors.SchemaError` line such as
-``jobs/grid.yaml line 7: field grid.seeds[1]: Input should be a valid integer (got 'x')``.
+``jobs/grid.yaml line 7: field 'grid.seeds[1]': Input should be a valid integer (got 'x')``.
 """
 
 from __future__ import annotations
@@ -52,14 +52,19 @@ def format_loc(loc: tuple[Any, ...]) -> str:
 
 
 def describe_validation_error(exc: ValidationError) -> str:
-    """First pydantic error as ``field a.b[2]: message (got VALUE) (+N more)``."""
-    err = exc.errors()[0]
+    """First pydantic error as ``field 'a.b[2]': message (got VALUE) (+N more)``; missing and
+    unknown keys get their own wording."""
+    err = exc.errors(include_url=False)[0]
     loc = format_loc(tuple(err["loc"]))
-    got = err.get("input")
-    got_txt = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    if err["type"] == "missing":
+        return f"field {loc!r} is missing (required){more}"
+    if err["type"] == "extra_forbidden":
+        return f"field {loc!r} is not allowed here (unknown key; check the spelling){more}"
+    got = err.get("input")
+    got_txt = f" (got {got!r})" if isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{'field ' + loc + ': ' if loc else ''}{msg}{got_txt}{more}"
+    return f"{'field ' + repr(loc) + ': ' if loc else ''}{msg}{got_txt}{more}"
 
 
 def read_yaml(path: str | os.PathLike[str]) -> tuple[Any, yaml.Node | None]:
@@ -85,6 +90,8 @@ def load_model_yaml(path: str | os.PathLike[str], model: type[M], *, context: di
     data, node = read_yaml(path)
     if data is None:
         raise SchemaError(f"{path}: the file is empty; expected a YAML mapping for {model.__name__}")
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     try:
         return model.model_validate(data, context=context)
     except ValidationError as exc:

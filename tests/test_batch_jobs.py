@@ -47,10 +47,10 @@ def test_grid_expands_to_the_product_plus_explicit_tasks(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("name: x\ngrid: {models: [a], devices: [b]\n", "line 3 column 1: malformed YAML"),
     ("name: x\ngrid:\n  models: [a]\n  devices: [b]\n  colour: red\n  map: {}\n",
-     "line 5: field grid.colour: Extra inputs are not permitted"),
-    ("name: x\ngrid:\n  models: []\n  devices: [b]\n  map: {}\n", "line 3: field grid.models"),
+     "line 5: field 'grid.colour' is not allowed here"),
+    ("name: x\ngrid:\n  models: []\n  devices: [b]\n  map: {}\n", "line 3: field 'grid.models'"),
     ("name: x\ngrid:\n  models: [a]\n  devices: [b]\n  seeds: [0, x]\n  map: {}\n",
-     "line 5: field grid.seeds[1]: Input should be a valid integer"),
+     "line 5: field 'grid.seeds[1]': Input should be a valid integer"),
     ("name: x\n", "has no 'grid' and no 'tasks'"),
     ("", "the file is empty"),
     ("name: x\ntasks:\n  - {kind: split, model: a, device: b}\n", "line 3: tasks[0]: a split task needs a 'network'"),
@@ -140,7 +140,7 @@ def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path
 
 def test_split_job_name_unfit_for_a_store_is_one_line(tmp_path):
     doc = open(SMARTSPLIT).read().replace("name: smartsplit", "name: smart split")
-    with pytest.raises(SchemaError, match="as a batch job: field name"):
+    with pytest.raises(SchemaError, match="as a batch job: field 'name'"):
         load_job(_write(tmp_path, doc))
 
 

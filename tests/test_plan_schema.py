@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 
 import jsonschema
@@ -59,10 +60,10 @@ def test_split_plan_valid(tmp_path):
     (lambda d: d["stages"][1].update(first_layer=5), "first_layer is 5, expected 4"),
     (lambda d: d["stages"][1].update(processor="cpu"), "'cpu' is used by an earlier stage"),
     (lambda d: d["stages"][1].update(last_layer=8), "must end at layer 9"),
-    (lambda d: d["model"].pop("sha256"), "field model.sha256: Field required"),
-    (lambda d: d["predicted"].update(throughput_fps="fast"), "field predicted.throughput_fps"),
-    (lambda d: d.update(kind="mesh"), "field kind"),
-    (lambda d: d.update(colour="red"), "field colour: Extra inputs are not permitted"),
+    (lambda d: d["model"].pop("sha256"), "field 'model.sha256' is missing (required)"),
+    (lambda d: d["predicted"].update(throughput_fps="fast"), "field 'predicted.throughput_fps': Input should be a valid number"),
+    (lambda d: d.update(kind="mesh"), "field 'kind': Input should be 'pipeline', 'split' or 'joint'"),
+    (lambda d: d.update(colour="red"), "field 'colour' is not allowed here"),
     (lambda d: d.update(schema_version=7), "schema_version: 7 is not supported"),
 ])
 def test_invalid_plans_name_the_field(tmp_path, run_cli, mutate, field):
@@ -70,7 +71,7 @@ def test_invalid_plans_name_the_field(tmp_path, run_cli, mutate, field):
     mutate(data)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(SchemaError, match=field.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(SchemaError, match=re.escape(field)):
         read_plan(path)
     res = run_cli("validate", path)
     assert res.exit_code == 2

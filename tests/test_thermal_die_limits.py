@@ -89,7 +89,7 @@ def test_share_caps_parse_and_reach_the_governor(tmp_path):
 
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump(doc))
-    with pytest.raises(SchemaError, match=r"bad.yaml: governor\.trips\.0\.caps.*0-100 %"):
+    with pytest.raises(SchemaError, match=r"bad.yaml line \d+: field 'governor\.trips\[0\]\.caps.cpu'.*0-100 %"):
         load_thermal_spec(p)
 
 

@@ -12,11 +12,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..errors import InputFileError, SchemaError, UnknownNameError
 from .schema import Device, Link
+from ..yamlio import load_model_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,40 +60,8 @@ def _resolve(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
     return cand
 
 
-def format_validation_error(path: Path | str, exc: ValidationError) -> str:
-    """One line: ``FILE: field 'a.b[0]': problem (got VALUE)`` for the first error."""
-    err = exc.errors(include_url=False)[0]
-    loc = ""
-    for part in err["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "missing":
-        return f"{path}: field {loc!r} is missing (required)"
-    if err["type"] == "extra_forbidden":
-        return f"{path}: field {loc!r} is not allowed here (unknown key; check the spelling)"
-    got = err.get("input")
-    shown = f" (got {got!r})" if isinstance(got, (str, int, float)) and not isinstance(got, bool) else ""
-    where = f"field {loc!r}" if loc else "document"
-    more = f" [+{len(exc.errors()) - 1} more]" if len(exc.errors()) > 1 else ""
-    return f"{path}: {where}: {msg}{shown}{more}"
-
-
 def _load(path: Path, model: type[M]) -> M:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SchemaError(f"{path}: not valid YAML{at} ({problem})") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read ({exc.strerror})") from exc
-    if not isinstance(data, dict):
-        raise SchemaError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise SchemaError(format_validation_error(path, exc)) from None
+    return load_model_yaml(path, model)
 
 
 @lru_cache(maxsize=64)

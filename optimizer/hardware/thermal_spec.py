@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ..errors import InputFileError, SchemaError, UnknownNameError
+from ..errors import InputFileError, UnknownNameError
 from .units import parse_quantity
+from ..yamlio import load_model_yaml
 
 #: where named thermal specs live: search_spaces/thermal/<name>.yaml
 THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
@@ -321,19 +321,4 @@ def load_thermal_spec(name_or_path: str | Path) -> ThermalSpec:
             raise UnknownNameError("thermal spec", text, available_thermal_specs())
     if not path.is_file():
         raise InputFileError(f"{path}: thermal spec file not found")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    if not isinstance(doc, dict):
-        raise SchemaError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
-    try:
-        return ThermalSpec.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        shown = "" if err["type"] == "missing" else f" (got {err.get('input')!r})"
-        if isinstance(err.get("input"), dict):
-            shown = ""
-        raise SchemaError(f"{path}: {loc}: {msg}{shown}") from exc
+    return load_model_yaml(path, ThermalSpec)

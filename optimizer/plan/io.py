@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InputFileError, SchemaError
-from ..fileio import atomic_write_text
+from ..errors import SchemaError
+from ..fileio import atomic_write_text, read_json
 from ..yamlio import describe_validation_error
 from .schema import Plan, plan_json_schema
 
@@ -44,16 +44,7 @@ def plan_from_dict(data: Any, where: str = "plan") -> Plan:
 
 def read_plan(path: str | os.PathLike[str]) -> Plan:
     """Load and validate ``path``."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputFileError(f"{p}: no such plan file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{p}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except UnicodeDecodeError:
-        raise SchemaError(f"{p}: not a UTF-8 text file; expected a plan JSON") from None
-    return plan_from_dict(data, str(p))
+    return plan_from_dict(read_json(path, "plan file"), str(path))
 
 
 def plan_to_json(plan: Plan) -> str:

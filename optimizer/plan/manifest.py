@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InputFileError, SchemaError
-from ..fileio import sha256_file
+from ..fileio import read_json, sha256_file
 
 MANIFEST_VERSION = 1
 MANIFEST_FILE = "manifest.json"
@@ -207,10 +207,7 @@ def read_manifest(artifacts_dir: str | os.PathLike[str], *, verify: bool = True)
     path = d / MANIFEST_FILE
     if not path.is_file():
         raise InputFileError(f"{path}: no manifest; is {d} a directory written by 'dnnplan export'?")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"{path}: not valid JSON ({exc})") from None
+    data = read_json(path, "manifest")
     if isinstance(data, dict) and data.get("manifest_version", MANIFEST_VERSION) != MANIFEST_VERSION:
         raise SchemaError(f"{path}: field manifest_version: {data.get('manifest_version')!r} is not "
                           f"supported; this dnnplan reads version {MANIFEST_VERSION}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputFileError, SchemaError
+from ..fileio import read_json
 
 #: objective key -> (axis name, display unit, factor from SI to the display unit, sense)
 OBJECTIVE_UNITS: dict[str, tuple[str, str, float, str]] = {
@@ -155,12 +156,7 @@ def _frame(rows: list[dict[str, Any]], kind: str, source: Path) -> Any:
 
 
 def _load_json(p: Path) -> ReportInput:
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"{p}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except UnicodeDecodeError:
-        raise InputFileError(f"{p}: not a UTF-8 text file; expected a plan JSON") from None
+    data = read_json(p, "plan JSON")
     if isinstance(data, dict) and "times_s" in data and "temps_c" in data:
         return _load_thermal(p, data)
     if not isinstance(data, dict) or "kind" not in data:

@@ -36,7 +36,6 @@ the persistence baseline ("temperature stays the same").
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -50,8 +49,8 @@ from scipy.optimize import least_squares, lsq_linear, nnls
 from scipy.signal import lfilter
 from threadpoolctl import threadpool_limits
 
-from ..errors import ConfigError, InputFileError, SchemaError
-from ..fileio import atomic_write_json
+from ..errors import ConfigError, SchemaError
+from ..fileio import atomic_write_json, read_json
 from .rc import zoh
 from .trace import STEP_TOLERANCE, Segment, Trace
 
@@ -188,14 +187,7 @@ def save_model(model: ThermalModel, path: str | Path) -> Path:
 
 def load_model(path: str | Path) -> ThermalModel:
     """Read a model written by :func:`save_model`."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputFileError(f"{p}: model file not found")
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputFileError(f"{p}: not valid JSON ({exc})") from exc
-    return ThermalModel.from_dict(d, where=str(p))
+    return ThermalModel.from_dict(read_json(path, "thermal model file"), where=str(path))
 
 
 def fixed_model(Ad: np.ndarray, Bd: np.ndarray, dt_s: float, temp_names: tuple[str, ...],
