@@ -7,14 +7,7 @@
 from __future__ import annotations
 
 from .layergraph import (
-    DTYPE_BYTES,
-    OP_FAMILIES,
-    Layer,
-    LayerGraph,
-    LayerSpec,
-    Tensor,
-    build_graph,
-    dtype_bytes,
+    DTYPE_BYTES, OP_FAMILIES, Layer, LayerGraph, LayerSpec, Tensor, build_graph, dtype_bytes
 )
 from .loader import load_graph
 

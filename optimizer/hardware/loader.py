@@ -15,8 +15,8 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import InputFileError, SchemaError, UnknownNameError
-from .schema import Device, Link
 from ..yamlio import load_model_yaml
+from .schema import Device, Link
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -27,6 +27,7 @@ from .units import (
     Upsilon,
     Watts,
     WattsPerBitrate,
+    reject_duplicates,
 )
 
 ProcessorKind = Literal["cpu", "gpu", "npu", "dsp", "tpu", "cloud"]
@@ -246,9 +247,7 @@ class Device(_Model):
     @model_validator(mode="after")
     def _names(self) -> Device:
         names = [p.name for p in self.processors]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"processor name {dup[0]!r} appears twice")
+        reject_duplicates(names, "processor name")
         for i, pair in enumerate(self.handoff.pairs):
             for n in pair.between:
                 if n not in names:

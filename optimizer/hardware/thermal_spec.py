@@ -24,8 +24,8 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..errors import InputFileError, UnknownNameError
-from .units import parse_quantity
 from ..yamlio import load_model_yaml
+from .units import parse_quantity, reject_duplicates
 
 #: where named thermal specs live: search_spaces/thermal/<name>.yaml
 THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
@@ -219,9 +219,7 @@ class ThermalSpec(_Model):
     @model_validator(mode="after")
     def _check(self) -> ThermalSpec:
         names = [n.name for n in self.nodes]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"node name {dup[0]!r} appears twice")
+        reject_duplicates(names, "node name")
         if AMBIENT in names:
             raise ValueError(f"{AMBIENT!r} is reserved for the ambient; rename that node")
         valid = ", ".join(names)

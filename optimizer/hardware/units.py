@@ -110,15 +110,34 @@ def _quantity(dimension: str) -> BeforeValidator:
     return BeforeValidator(lambda v: parse_quantity(v, dimension))
 
 
-Frequency = Annotated[float, _quantity("frequency")]
-Bitrate = Annotated[float, _quantity("bitrate")]
-Bytes = Annotated[float, _quantity("bytes")]
-ByteRate = Annotated[float, _quantity("byterate")]
+def reject_duplicates(names: list[str], what: str) -> None:
+    """Raise ``ValueError`` naming the first name that appears twice (for schema validators)."""
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{what} {dup[0]!r} appears twice")
+
+
 Seconds = Annotated[float, _quantity("time")]
-Watts = Annotated[float, _quantity("power")]
-Joules = Annotated[float, _quantity("energy")]
-JoulesPerByte = Annotated[float, _quantity("energy_per_byte")]
+"""A duration in s ("12 ms", "1.5 min")."""
+Frequency = Annotated[float, _quantity("frequency")]
+"""A clock in Hz ("2.84 GHz")."""
 MacRate = Annotated[float, _quantity("macrate")]
+"""Compute throughput in MAC/s ("26 TOPS" = 13e12 MAC/s: two operations per MAC)."""
+Bytes = Annotated[float, _quantity("bytes")]
+"""A size in B, decimal or binary prefixes ("4 GB", "512 MiB")."""
+ByteRate = Annotated[float, _quantity("byterate")]
+"""Memory or copy bandwidth in B/s ("51.2 GB/s")."""
+Bitrate = Annotated[float, _quantity("bitrate")]
+"""A link rate in bit/s ("10 Mbps")."""
+Watts = Annotated[float, _quantity("power")]
+"""Power in W ("850 mW")."""
+Joules = Annotated[float, _quantity("energy")]
+"""Energy in J ("3 mJ")."""
+JoulesPerByte = Annotated[float, _quantity("energy_per_byte")]
+"""Transfer energy in J/B ("120 pJ/B")."""
 WattsPerBitrate = Annotated[float, _quantity("power_per_bitrate")]
+"""Radio power per throughput in W per bit/s ("283.17 mW/Mbps"; Huang et al., MobiSys'12)."""
 Upsilon = Annotated[float, _quantity("upsilon")]
+"""Dynamic-power coefficient of P = Upsilon * f^3 in W/Hz^3 ("0.05 W/GHz^3")."""
 Fraction = Annotated[float, _quantity("dimensionless")]
+"""A plain number or a percentage ("80 %" = 0.8)."""

@@ -2,18 +2,8 @@
 
 from .io import plan_from_dict, plan_to_json, read_plan, shipped_schema, write_plan
 from .schema import (
-    SCHEMA_VERSION,
-    CrossingTensor,
-    HostStage,
-    ModelRef,
-    Plan,
-    Predicted,
-    Provenance,
-    SearchInfo,
-    Split,
-    Stage,
-    new_provenance,
-    plan_json_schema,
+    SCHEMA_VERSION, CrossingTensor, HostStage, ModelRef, Plan, Predicted, Provenance, SearchInfo, Split,
+    Stage, new_provenance, plan_json_schema
 )
 
 __all__ = [
