@@ -73,7 +73,7 @@ def small_costs(link=None, **kwargs):
     clocks = {0: 1.0e9, 1: 2.0e9}
     heads = {}
     for proc in ("cpu", "gpu"):
-        for lvl, f in clocks.items():
+        for f in clocks.values():
             # faster at the higher clock, and more power (f^3)
             heads[(proc, f)] = table(g, scale=2e-9 * 2.0e9 / f, power_w=1.0 * (f / 2e9) ** 3 + 0.2)
     server = table(g, scale=1e-10, power_w=0.0, name="server", processors=("cloud",), kinds=("cloud",))

@@ -131,7 +131,7 @@ def test_workload_power_tracks_utilisation(map_plan, graph):
     wl = plan_workload(map_plan, graph=graph)
     pt = wl({})
     period = 1.0 / pt.fps
-    for k, st in enumerate(map_plan.stages):
+    for st in map_plan.stages:
         if st.processor == "cpu":
             continue
         proc = dev.processor(st.processor)

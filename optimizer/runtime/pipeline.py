@@ -123,7 +123,7 @@ def input_frames(manifest: Manifest, input: Any, frames: int, seed: int = 0) -> 
         raise ConfigError(f"--frames {frames}: expected at least 1")
     out = {}
     rng = np.random.default_rng(seed)
-    for k, spec in enumerate(manifest.inputs):
+    for spec in manifest.inputs:
         if input is None:
             a = rng.uniform(-1, 1, (frames, *spec.shape[1:])).astype(np.float32)
         elif isinstance(input, (str, os.PathLike)):
