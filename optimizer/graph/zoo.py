@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import UnknownNameError
+from ..errors import InputFileError, UnknownNameError
 
 MODEL_FILE_SUFFIXES = (".onnx", ".tflite", ".keras")
 
@@ -68,6 +68,8 @@ def _ensure_models_package() -> None:
         return
     spec = importlib.util.spec_from_file_location(
         "models", models_dir() / "__init__.py", submodule_search_locations=[str(models_dir())])
+    if spec is None or spec.loader is None:
+        raise InputFileError(f"{models_dir()}: not an importable 'models' package (no __init__.py)")
     module = importlib.util.module_from_spec(spec)
     sys.modules["models"] = module
     spec.loader.exec_module(module)
