@@ -17,6 +17,9 @@ import pytest
 
 FIXTURE_MODELS = ("selfie_segmentation", "face_detection_short_range", "face_landmark", "hand_recrop",
                   "iris_landmark")
+#: through profile → quantize → map → split → export → run --check at INT8 (all INT8 but the custom op)
+INT8_CHAIN_MODELS = ("face_detection_short_range", "face_landmark", "hand_recrop", "iris_landmark",
+                     "palm_detection_lite", "selfie_segmentation")
 CUSTOM_OP_MODEL = "selfie_segmentation"  # Convolution2DTransposeBias (XNNPACK kernel in LiteRT)
 NO_KERNEL_MODEL = "face_landmark_with_attention"  # Landmarks2TransformMatrix & co.: no kernel here
 
