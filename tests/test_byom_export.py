@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _byom import (CUSTOM_OP_MODEL, FIXTURE_MODELS, NO_KERNEL_MODEL, even_cuts, export_and_check,
-                   searched_plans, third_party_models)
+                   searched_plans, third_party_models, zoo_onnx)
 
 
 
@@ -137,13 +137,7 @@ def test_onnx_if_branch_reading_an_outer_tensor_is_cut_with_it(tmp_path):
 
 @pytest.mark.slow
 def test_tf2onnx_zoo_network_split_and_pipeline(tmp_path):
-    from optimizer.graph.convert import keras_to_onnx
-    from optimizer.plan.export import load_plan_model, plan_for_cuts
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
-    path = keras_to_onnx(km, tmp_path / "mobilenet_v1.onnx")
+    path = zoo_onnx(tmp_path / "mobilenet_v1.onnx")
     for kind in ("pipeline", "split"):
         report = export_and_check(path, tmp_path, kind=kind, frames=3)
         assert report.check.passed and report.check.agreement == 1.0

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _byom import export_and_check, searched_plans
+from _byom import export_and_check, searched_plans, zoo_onnx
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +63,7 @@ def test_helper_onnx_quantizes_and_goes_through_the_int8_chain(tiny_onnx, run_cl
 def test_tf2onnx_zoo_network_quantizes_and_goes_through_the_int8_chain(run_cli, tmp_path):
     """tf2onnx keeps the Keras NHWC input and batch norm as Mul/Add: ONNX Runtime's basic
     optimizations fold it, onnx2tf keeps the layout."""
-    from optimizer.graph.convert import keras_to_onnx
-    from optimizer.plan.export import load_plan_model, plan_for_cuts
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
-    model = keras_to_onnx(km, tmp_path / "mobilenet_v1.onnx")
+    model = zoo_onnx(tmp_path / "mobilenet_v1.onnx")
     report = _int8_chain(run_cli, model, tmp_path)
     assert report["ops"]["float_ops"] == [] and report["ops"]["counts"]["DEPTHWISE_CONV_2D"] == 13
     assert _conversion_gap(report) < 1e-3
