@@ -114,3 +114,19 @@ def searched_plans(run_cli: Any, model: Path | str, tmp: Path, dtype: str, *, de
         assert res.exit_code == 0, f"dnnplan {' '.join(args)}: {res.stderr}"
     return plans
 
+
+
+def searched_int8_plans_exact(run_cli: Any, quantized: Path, tmp: Path) -> None:
+    """``map`` and ``split`` an INT8 file at int8 (:func:`searched_plans`), export each plan and
+    assert ``run --check``: agreement 100 % and max |diff| 0 against the single INT8 file (the
+    parts run the same integer kernels with the same parameters)."""
+    from optimizer.plan.io import read_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plans = searched_plans(run_cli, quantized, tmp, "int8")
+    for kind, path in plans.items():
+        run = export_and_check(quantized, tmp / kind, plan=read_plan(path), frames=3)
+        assert run.check.passed and run.check.agreement == 1.0, kind
+        for out in run.check.outputs:
+            assert out.max_abs_diff == 0.0, (kind, out)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 
 import numpy as np
 import pytest
-from _byom import export_and_check, searched_plans, zoo_onnx
+from _byom import searched_int8_plans_exact, zoo_onnx
 
 pytestmark = pytest.mark.slow
 
@@ -19,21 +18,13 @@ pytestmark = pytest.mark.slow
 def _int8_chain(run_cli, model, tmp_path, samples: int = 32) -> dict:
     """profile → quantize (CLI) → map and split at int8 → export → run --check; returns the
     quantize report after asserting that every part equals the single INT8 file."""
-    from optimizer.plan.io import read_plan
-
     res = run_cli("--quiet", "profile", model, "--out", tmp_path / "profile.json")
     assert res.exit_code == 0, res.stderr
     q, rep = tmp_path / f"{model.stem}.int8.tflite", tmp_path / "quantize.json"
     res = run_cli("--quiet", "quantize", model, "--calib", "sample-images", "--samples", samples,
                   "--heldout", 8, "--out", q, "--report", rep, "--no-latency")
     assert res.exit_code == 0, res.stderr
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plans = searched_plans(run_cli, q, tmp_path, "int8")
-    for kind, path in plans.items():
-        run = export_and_check(q, tmp_path / kind, plan=read_plan(path), frames=3)
-        assert run.check.passed and run.check.agreement == 1.0, kind
-        assert all(o.max_abs_diff == 0.0 for o in run.check.outputs), kind  # same int8 kernels
+    searched_int8_plans_exact(run_cli, q, tmp_path)
     return json.loads(rep.read_text()) | {"_file": str(q)}
 
 

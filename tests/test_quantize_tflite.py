@@ -8,12 +8,11 @@ quantized by ai-edge-quantizer and must keep its accuracy; six third-party pretr
 from __future__ import annotations
 
 import json
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
-from _byom import CUSTOM_OP_MODEL, INT8_CHAIN_MODELS, export_and_check, searched_plans, third_party_models
+from _byom import (CUSTOM_OP_MODEL, INT8_CHAIN_MODELS, export_and_check, searched_int8_plans_exact,
+                   third_party_models)
 from _digits import train_digits_cnn
 
 pytestmark = pytest.mark.slow
@@ -125,16 +124,7 @@ def test_third_party_tflite_whole_chain_int8(name, run_cli, tmp_path):
     float_ops = {o["op"] for o in report["ops"]["float_ops"]}
     assert float_ops == ({"CUSTOM:Convolution2DTransposeBias"} if extra else set()), float_ops
     assert report["ops"]["conversion_ops"] == [] or extra                # PReLU included: all INT8
-    from optimizer.plan.io import read_plan
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plans = searched_plans(run_cli, q, tmp_path, "int8")
-    for kind, path in plans.items():
-        run = export_and_check(q, tmp_path / kind, plan=read_plan(path), frames=3)
-        assert run.check.passed and run.check.agreement == 1.0, kind
-        for out in run.check.outputs:
-            assert out.max_abs_diff == 0.0, (kind, out)
+    searched_int8_plans_exact(run_cli, q, tmp_path)
     fp32 = export_and_check(model, tmp_path / "fp32", kind="split", frames=2)
     assert fp32.check.passed and all(o.max_abs_diff <= 1e-5 for o in fp32.check.outputs)
 
