@@ -93,3 +93,16 @@ def test_onnx_quantize_bad_inputs(run_cli, tmp_path):
         res = run_cli("quantize", model, "--out", out, "--samples", 8, "--no-latency")
         assert res.exit_code == 2 and re.search(pattern, res.stderr), (model.name, res.stderr)
         assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1 and not out.exists()
+
+
+def test_onnx_quantize_without_the_converter_says_how_to_install(tiny_onnx, run_cli, tmp_path, monkeypatch):
+    import importlib.util
+
+    from optimizer.quantize import onnx_input
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(onnx_input.importlib.util, "find_spec",
+                        lambda name, *a: None if name == onnx_input.CONVERTER else real(name, *a))
+    res = run_cli("quantize", tiny_onnx, "--out", tmp_path / "q.tflite", "--no-latency")
+    assert res.exit_code == 2 and "needs onnx2tf, which is not installed; run 'make install'" in res.stderr
+    assert not (tmp_path / "q.tflite").exists()
