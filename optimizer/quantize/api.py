@@ -40,7 +40,8 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     ----------
     model
         Zoo name, ``.keras`` file, float ``.tflite`` (FP32/FP16, quantized by ai-edge-quantizer:
-        :mod:`.tflite_input`), SavedModel directory, or an in-memory Keras model.
+        :mod:`.tflite_input`), ``.onnx`` file (converted by onnx2tf: :mod:`.onnx_input`),
+        SavedModel directory, or an in-memory Keras model.
     out
         Where the quantized ``.tflite`` is written (atomically, only on success).
     calib
