@@ -129,6 +129,7 @@ def test_third_party_tflite_whole_chain_int8(name, run_cli, tmp_path):
     assert fp32.check.passed and all(o.max_abs_diff <= 1e-5 for o in fp32.check.outputs)
 
 
+@pytest.mark.filterwarnings("ignore:Warning. Enabling `experimental_preserve_all_tensors`")
 def test_prelu_chains_become_int8_prelu(tmp_path):
     """A float PReLU between DEQUANTIZE and QUANTIZE becomes TFLite's INT8 PRELU; the slope is
     quantized asymmetric per tensor and the outputs stay close to the float-PReLU model."""
