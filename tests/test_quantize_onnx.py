@@ -106,3 +106,19 @@ def test_onnx_quantize_without_the_converter_says_how_to_install(tiny_onnx, run_
     res = run_cli("quantize", tiny_onnx, "--out", tmp_path / "q.tflite", "--no-latency")
     assert res.exit_code == 2 and "needs onnx2tf, which is not installed; run 'make install'" in res.stderr
     assert not (tmp_path / "q.tflite").exists()
+
+
+def test_converter_failure_is_one_line_naming_the_node():
+    """onnx2tf's failure output (coloured ERROR lines around a traceback, as it prints them)
+    becomes the exception line and the node it names."""
+    from optimizer.quantize.onnx_input import _child_error
+
+    text = ("\x1b[31mERROR:\x1b[0m The trace log is below.\nTraceback (most recent call last):\n"
+            '  File "Conv.py", line 308, in conv_bias\nValueError: Exception encountered when calling '
+            'layer "tf.nn.convolution" (type TFOpLambda).\n\nDepth of output (8) is not a multiple\n'
+            "\x1b[31mERROR:\x1b[0m input_onnx_file_path: m.onnx\n\x1b[31mERROR:\x1b[0m onnx_op_name: Conv__211\n"
+            "Traceback (most recent call last):\nValueError: Exception encountered when calling layer\n")
+    msg = _child_error(text)
+    assert msg == ('ValueError: Exception encountered when calling layer "tf.nn.convolution" (type '
+                   "TFOpLambda).; at node 'Conv__211'")
+    assert "\n" not in msg and _child_error("") == "no output"
