@@ -3,6 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+ONNX2TF_VERSION := 1.29.24
 export TF_CPP_MIN_LOG_LEVEL := 3
 export PYTHONHASHSEED := 0
 
@@ -20,6 +21,9 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# ONNX -> TensorFlow converter for 'dnnplan quantize MODEL.onnx': it pins TensorFlow 2.19, so it
+	# is installed without its pins; its runtime dependencies are in setup.cfg (tf-keras, onnx-graphsurgeon, sng4onnx, sne4onnx)
+	$(PY) -m pip install --quiet --no-deps 'onnx2tf==$(ONNX2TF_VERSION)'
 	touch $(STAMP)
 
 DNNPLAN := $(VENV)/bin/dnnplan

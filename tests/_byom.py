@@ -17,8 +17,51 @@ import pytest
 
 FIXTURE_MODELS = ("selfie_segmentation", "face_detection_short_range", "face_landmark", "hand_recrop",
                   "iris_landmark")
+#: through profile → quantize → map → split → export → run --check at INT8 (all INT8 but the custom op)
+INT8_CHAIN_MODELS = ("face_detection_short_range", "face_landmark", "hand_recrop", "iris_landmark",
+                     "palm_detection_lite", "selfie_segmentation")
 CUSTOM_OP_MODEL = "selfie_segmentation"  # Convolution2DTransposeBias (XNNPACK kernel in LiteRT)
 NO_KERNEL_MODEL = "face_landmark_with_attention"  # Landmarks2TransformMatrix & co.: no kernel here
+
+
+def write_tiny_onnx(path: Path) -> Path:
+    """Conv-ReLU-Conv-ReLU-pool-flatten-Gemm (7 ops, NCHW input ``x`` [1, 3, 64, 64], seeded
+    weights) written with onnx.helper: an ONNX model with no TensorFlow in its making."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    rng = np.random.default_rng(0)
+
+    def init(name: str, shape: tuple[int, ...]) -> Any:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w3"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        initializer=[init("w1", (16, 3, 3, 3)), init("w2", (32, 16, 3, 3)), init("w3", (10, 32))])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def zoo_onnx(path: Path) -> Path:
+    """A tf2onnx export of the zoo's MobileNetV1 (96x96, alpha 0.25; NHWC input, batch norm as
+    Mul/Add after depthwise convolutions)."""
+    from optimizer.graph.convert import keras_to_onnx
+    from optimizer.plan.export import load_plan_model, plan_for_cuts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
+    return keras_to_onnx(km, path)
 
 
 def third_party_models() -> dict[str, Path]:
@@ -71,3 +114,19 @@ def searched_plans(run_cli: Any, model: Path | str, tmp: Path, dtype: str, *, de
         assert res.exit_code == 0, f"dnnplan {' '.join(args)}: {res.stderr}"
     return plans
 
+
+
+def searched_int8_plans_exact(run_cli: Any, quantized: Path, tmp: Path) -> None:
+    """``map`` and ``split`` an INT8 file at int8 (:func:`searched_plans`), export each plan and
+    assert ``run --check``: agreement 100 % and max |diff| 0 against the single INT8 file (the
+    parts run the same integer kernels with the same parameters)."""
+    from optimizer.plan.io import read_plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plans = searched_plans(run_cli, quantized, tmp, "int8")
+    for kind, path in plans.items():
+        run = export_and_check(quantized, tmp / kind, plan=read_plan(path), frames=3)
+        assert run.check.passed and run.check.agreement == 1.0, kind
+        for out in run.check.outputs:
+            assert out.max_abs_diff == 0.0, (kind, out)

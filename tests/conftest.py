@@ -61,26 +61,6 @@ def zoo_graph():
 @pytest.fixture(scope="session")
 def tiny_onnx(tmp_path_factory):
     """Conv-ReLU-Conv-ReLU-pool-flatten-Gemm (7 ops) written with onnx.helper (no TensorFlow)."""
-    from onnx import TensorProto, helper, numpy_helper, save
+    from _byom import write_tiny_onnx
 
-    rng = np.random.default_rng(0)
-
-    def init(name, shape):
-        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
-
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-        helper.make_node("GlobalAveragePool", ["r2"], ["p"], name="pool"),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "w3"], ["y"], name="fc", transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        initializer=[init("w1", (16, 3, 3, 3)), init("w2", (32, 16, 3, 3)), init("w3", (10, 32))])
-    path = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return write_tiny_onnx(tmp_path_factory.mktemp("onnx") / "tiny.onnx")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _byom import (CUSTOM_OP_MODEL, FIXTURE_MODELS, NO_KERNEL_MODEL, even_cuts, export_and_check,
-                   searched_plans, third_party_models)
+                   searched_plans, third_party_models, zoo_onnx)
 
 
 
@@ -104,15 +104,40 @@ def test_onnx_helper_graph_split_and_pipeline(tiny_onnx, tmp_path):
     assert sorted(p.name for p in (tmp_path / "split-art").iterdir()) == ["head.onnx", "manifest.json", "tail.onnx"]
 
 
+def test_onnx_if_branch_reading_an_outer_tensor_is_cut_with_it(tmp_path):
+    """An ONNX ``If`` whose branches read ``r`` from the outer graph: every boundary before the
+    ``If`` carries ``r`` to the part holding it (implicit inputs), and the parts equal the file."""
+    from onnx import TensorProto, helper, save
+
+    from optimizer.graph import load_graph
+    from optimizer.plan.export import part_io
+
+    vec = [1, 8]
+    then_g = helper.make_graph([helper.make_node("Add", ["r", "r"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, vec)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, vec)])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("ReduceSum", ["r"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "limit"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
+             helper.make_node("Relu", ["y"], ["out"], name="relu2")]
+    graph = helper.make_graph(nodes, "cf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, vec)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, vec)],
+                              initializer=[helper.make_tensor("limit", TensorProto.FLOAT, [], [4.0])])
+    path = tmp_path / "if.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = load_graph(str(path))
+    assert part_io(g, 3, len(g))[0] == ["r", "c"]
+    x = np.random.default_rng(3).uniform(-1, 2, (6, 8)).astype(np.float32)   # both branches taken
+    assert len({bool(np.maximum(v, 0).sum() > 4) for v in x}) == 2
+    for cut in (1, 2, 3, 4):
+        _assert_exact(export_and_check(path, tmp_path / str(cut), kind="split", cuts=[cut], frames=6, inputs=x))
+
+
 @pytest.mark.slow
 def test_tf2onnx_zoo_network_split_and_pipeline(tmp_path):
-    from optimizer.graph.convert import keras_to_onnx
-    from optimizer.plan.export import load_plan_model, plan_for_cuts
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
-    path = keras_to_onnx(km, tmp_path / "mobilenet_v1.onnx")
+    path = zoo_onnx(tmp_path / "mobilenet_v1.onnx")
     for kind in ("pipeline", "split"):
         report = export_and_check(path, tmp_path, kind=kind, frames=3)
         assert report.check.passed and report.check.agreement == 1.0

@@ -1,19 +1,18 @@
 """Bring your own model: ``dnnplan quantize`` of already-converted float ``.tflite`` files.
 
 A digits CNN (trained here on scikit-learn's digits) converted to FP32 and FP16 ``.tflite`` is
-quantized by ai-edge-quantizer and must keep its accuracy; a third-party pretrained file
-(mediapipe) goes the whole chain quantize → map → split → export → run --check.
+quantized by ai-edge-quantizer and must keep its accuracy; six third-party pretrained files
+(mediapipe, PReLU made INT8) go the whole chain profile → quantize → map → split → export → run --check.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
-from _byom import export_and_check, searched_plans, third_party_models
+from _byom import (CUSTOM_OP_MODEL, INT8_CHAIN_MODELS, export_and_check, searched_int8_plans_exact,
+                   third_party_models)
 from _digits import train_digits_cnn
 
 pytestmark = pytest.mark.slow
@@ -107,24 +106,58 @@ def test_tflite_bad_inputs(digits_tflite, run_cli, tmp_path):
         assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1 and not out.exists()
 
 
-def test_third_party_tflite_whole_chain_int8(run_cli, tmp_path):
-    """mediapipe's face detector (FP16 weights, pre-3a operator codes): quantize on real photographs
-    → map and split at int8 → export → run --check: parts agree 100 % with the single INT8 file."""
-    model = third_party_models()["face_detection_short_range"]
-    q = tmp_path / "face_detection_int8.tflite"
-    res = run_cli("--quiet", "quantize", model, "--calib", "sample-images", "--samples", 64,
-                  "--out", q, "--report", tmp_path / "q.json", "--no-latency")
+@pytest.mark.parametrize("name", INT8_CHAIN_MODELS)
+def test_third_party_tflite_whole_chain_int8(name, run_cli, tmp_path):
+    """mediapipe models (FP16/FP32 weights, pre-3a operator codes, PReLU, a custom op): profile →
+    quantize on real photographs → map and split at int8 → export → run --check: INT8 parts agree
+    100 % with the single INT8 file; the float model's parts equal it within 1e-5."""
+    model = third_party_models()[name]
+    q, rep = tmp_path / f"{name}_int8.tflite", tmp_path / "q.json"
+    assert run_cli("--quiet", "profile", model, "--out", tmp_path / "profile.json").exit_code == 0
+    extra = ["--allow-float-ops"] if name == CUSTOM_OP_MODEL else []
+    res = run_cli("--quiet", "quantize", model, "--calib", "sample-images", "--samples", 32, "--heldout", 8,
+                  "--out", q, "--report", rep, "--no-latency", *extra)
     assert res.exit_code == 0, res.stderr
-    report = json.loads((tmp_path / "q.json").read_text())
-    assert report["sizes"]["quantized_bytes"] < 0.6 * report["sizes"]["fp32_bytes"]
+    report = json.loads(rep.read_text())
+    assert report["sizes"]["quantized_bytes"] < 0.5 * report["sizes"]["fp32_bytes"]
     assert min(o["sqnr_db"] for o in report["fidelity"]["outputs"]) > 5.0
-    from optimizer.plan.io import read_plan
+    float_ops = {o["op"] for o in report["ops"]["float_ops"]}
+    assert float_ops == ({"CUSTOM:Convolution2DTransposeBias"} if extra else set()), float_ops
+    assert report["ops"]["conversion_ops"] == [] or extra                # PReLU included: all INT8
+    searched_int8_plans_exact(run_cli, q, tmp_path)
+    fp32 = export_and_check(model, tmp_path / "fp32", kind="split", frames=2)
+    assert fp32.check.passed and all(o.max_abs_diff <= 1e-5 for o in fp32.check.outputs)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plans = searched_plans(run_cli, q, tmp_path, "int8")
-    for kind, path in plans.items():
-        run = export_and_check(q, tmp_path / kind, plan=read_plan(path), frames=3)
-        for out in run.check.outputs:
-            assert out.max_abs_diff == 0.0, (kind, out)
-        assert run.check.passed
+
+@pytest.mark.filterwarnings("ignore:Warning. Enabling `experimental_preserve_all_tensors`")
+def test_prelu_chains_become_int8_prelu(tmp_path):
+    """A float PReLU between DEQUANTIZE and QUANTIZE becomes TFLite's INT8 PRELU; the slope is
+    quantized asymmetric per tensor and the outputs stay close to the float-PReLU model."""
+    from optimizer.quantize.evaluate import TfliteRunner, sqnr_db
+    from optimizer.quantize.inspect import analyse_tflite
+    from optimizer.quantize.prelu import integer_prelu, quantize_slope
+    from optimizer.quantize.tflite_input import quantize_float_tflite, read_float_tflite
+
+    alpha = np.array([-0.5, 0.0, 0.25, 1.0], np.float32)
+    q, scale, zero = quantize_slope(alpha)
+    assert np.allclose((q.astype(np.float32) - zero) * scale, alpha, atol=scale / 2 + 1e-7)
+    assert scale == pytest.approx(1.5 / 255) and q.dtype == np.int8
+    model = third_party_models()["hand_recrop"]
+    data, specs, _ = read_float_tflite(model)
+    calib = [{specs[0].name: np.random.default_rng(k).uniform(0, 1, (1, *specs[0].shape)).astype(np.float32)}
+             for k in range(8)]
+    from ai_edge_quantizer import quantizer, recipe
+
+    from optimizer.quantize.tflite_input import _recipe
+
+    qt = quantizer.Quantizer(data, _recipe(recipe, "per-channel"))
+    hybrid = bytes(qt.quantize(qt.calibrate({"serving_default": calib}, num_threads=1)).quantized_model)
+    assert [o.op for o in analyse_tflite(hybrid, "h").float_ops].count("PRELU") == 13
+    rewritten, n = integer_prelu(hybrid, "h")
+    assert n == 13 and analyse_tflite(rewritten, "r").float_ops == []
+    assert rewritten == quantize_float_tflite(data, "per-channel", calib, "hand_recrop")
+    x = {specs[0].name: np.concatenate([c[specs[0].name] for c in calib])}
+    a, b = TfliteRunner(hybrid, 1).predict(x), TfliteRunner(rewritten, 1).predict(x)
+    assert all(sqnr_db(a[k], b[k]) > 25 for k in a)
+    dynamic = quantize_float_tflite(data, "dynamic", calib, "hand_recrop")       # hybrid ops untouched
+    assert integer_prelu(dynamic, "d")[1] == 0

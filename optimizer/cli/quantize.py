@@ -12,7 +12,7 @@ from .common import STATE, console, console_err, output_file, print_json
 
 @app.command()
 def quantize(
-    model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras file or a SavedModel directory."),
+    model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras, float .tflite or .onnx file, or a SavedModel directory."),
     out: str = typer.Option(..., "--out", "-o", callback=output_file, help="Quantized .tflite to write (only on success)."),
     calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input), 'sample-images' (random crops of the photographs scikit-learn ships) or 'synthetic'."),
     samples: int = typer.Option(1000, "--samples", help="Calibration samples drawn at random (Park & Ha use 1000)."),

@@ -24,6 +24,7 @@ from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, 
                      OutputFidelity, QuantizeReport, SizeInfo)
 
 IO_TYPES = ("int8", "float")
+ONNX_GAP_WARN = 1e-3  # relative ONNX vs converted-FP32 gap above which quantize warns
 BN_BATCH = 32  # calibration samples used to estimate BN statistics of random-weight networks
 
 
@@ -39,7 +40,8 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     ----------
     model
         Zoo name, ``.keras`` file, float ``.tflite`` (FP32/FP16, quantized by ai-edge-quantizer:
-        :mod:`.tflite_input`), SavedModel directory, or an in-memory Keras model.
+        :mod:`.tflite_input`), ``.onnx`` file (converted by onnx2tf: :mod:`.onnx_input`),
+        SavedModel directory, or an in-memory Keras model.
     out
         Where the quantized ``.tflite`` is written (atomically, only on success).
     calib
@@ -160,7 +162,23 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
                         "quantization noise, not task accuracy")
     say("converting to FP32 TFLite")
     fp32 = convert_float(src)
+    if src.source_path is not None and src.source_path.suffix.lower() == ".onnx" and cal.n_heldout:
+        weights = _onnx_conversion_note(src.source_path, fp32, cal.heldout, warnings)
     return Prepared(src, cal, fp32, weights, samples, seed, warnings)
+
+
+def _onnx_conversion_note(path: Path, fp32: bytes, heldout: dict[str, np.ndarray], warnings: list[str]) -> str:
+    """How closely the FP32 TFLite made by onnx2tf computes the ONNX model (onnxruntime), on the
+    held-out samples; a relative gap above :data:`ONNX_GAP_WARN` is also a warning."""
+    from .onnx_input import conversion_gap
+
+    gap, scale = conversion_gap(path, fp32, heldout)
+    n = int(next(iter(heldout.values())).shape[0])
+    if gap > ONNX_GAP_WARN * max(scale, 1e-12):
+        warnings.append(f"{path.name}: the converted FP32 model differs from onnxruntime by up to {gap:.3g} "
+                        f"(outputs up to {scale:.3g}) on {n} held-out samples")
+    return (f"from the model file (ONNX converted by onnx2tf; FP32 TFLite vs onnxruntime: max |diff| "
+            f"{gap:.2g} on {n} held-out samples)")
 
 
 def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: str = "per-channel",

@@ -100,10 +100,16 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0) 
 
         data, specs, weights = read_float_tflite(path)
         return ModelSource(path.stem, specs, None, None, path, workdir, tflite=data, tflite_weights=weights)
+    if path.exists() and path.suffix.lower() == ".onnx":
+        from .onnx_input import onnx_to_savedmodel
+
+        saved = onnx_to_savedmodel(path, workdir)
+        return ModelSource(path.stem, _savedmodel_inputs(saved), None, None, path, workdir,
+                           saved_model_dir=saved)
     if path.exists():
         if path.suffix.lower() != ".keras":
-            raise ModelFormatError(f"{path}: cannot quantize a {path.suffix or 'suffix-less'} file; "
-                                   "give a .keras or float .tflite file, a SavedModel directory or a zoo name")
+            raise ModelFormatError(f"{path}: cannot quantize a {path.suffix or 'suffix-less'} file; give a "
+                                   ".keras, .onnx or float .tflite file, a SavedModel directory or a zoo name")
         from .. import lazy
 
         keras = lazy.keras()

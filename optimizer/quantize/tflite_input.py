@@ -12,7 +12,8 @@ AI Edge Quantizer (``ai-edge-quantizer``), with recipes matching the converter's
 * ``dynamic``: ``dynamic_wi8_afp32`` — INT8 weights, float activations.
 
 ``fp16`` is not offered (the quantizer has no FP16 recipe). Inputs and outputs stay float
-(QUANTIZE/DEQUANTIZE at the model's edges). Files without a signature get ``serving_default``
+(QUANTIZE/DEQUANTIZE at the model's edges). PReLU, which the quantizer leaves in float, is made
+INT8 afterwards (:mod:`.prelu`). Files without a signature get ``serving_default``
 (``in0..``/``output_0..``) first, which calibration needs.
 """
 
@@ -159,7 +160,11 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: list[dict[str, np.nda
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UnsupportedOperatorError(f"{what}: ai-edge-quantizer cannot quantize this model with "
                                            f"{scheme} ({msg}); try --scheme dynamic") from None
-    return bytes(result.quantized_model)
+    if scheme == "dynamic":
+        return bytes(result.quantized_model)
+    from .prelu import integer_prelu
+
+    return integer_prelu(bytes(result.quantized_model), what)[0]
 
 
 def _recipe(recipe: Any, scheme: str) -> list[dict[str, Any]]:

@@ -31,6 +31,8 @@ MODELS: dict[str, tuple[str, str]] = {
         "67d996ce96f9d36fe17d2693022c6da93168026ab2f028f9e2365398d8ac7d5d"),
     "iris_landmark": ("mediapipe/modules/iris_landmark/iris_landmark.tflite",
         "d1744d2a09c25f501d39eba4faff47e53ecca8852c5ce19bce8eeac39357521f"),
+    "palm_detection_lite": ("mediapipe/modules/palm_detection/palm_detection_lite.tflite",
+        "e9a4aaddf90dda56a87235303cf00e4c2d3fb28725f68fd88772997dac905c18"),
     "face_landmark_with_attention": (
         "mediapipe/modules/face_landmark/face_landmark_with_attention.tflite",
         "e06a804e0144f9929eda782122916b35d60c697c3c9344013ca2bbe76a6ce2b4"),

@@ -1,0 +1,187 @@
+"""Quantization of an ``.onnx`` model: ONNX → TensorFlow SavedModel with onnx2tf, then the same
+TFLite post-training quantization as every other model (:mod:`.convert`, METHODS.md §1).
+
+onnx2tf (Hyodo, https://github.com/PINTO0309/onnx2tf, MIT) rewrites the ONNX graph operator by
+operator into TensorFlow, moving NCHW tensors to TFLite's NHWC layout: a 4-D image input
+``[1, 3, H, W]`` becomes ``[1, H, W, 3]``, so calibration images need no transposition. The
+SavedModel it writes (signature ``serving_default``, input names from the ONNX file) is converted
+and calibrated like a Keras export, so every scheme and ``--io int8`` are available and the
+report is the same.
+
+onnx2tf sets ``TF_USE_LEGACY_KERAS=1`` when imported, which would switch this process's
+``tf.keras`` to Keras 2; it therefore runs in a child interpreter. onnx2tf checks its conversion
+on a few images it downloads; here it is handed seeded images instead (no network access).
+Operators onnx2tf has no converter for are refused before conversion with their node names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, ModelFormatError, UnsupportedOperatorError
+
+#: onnx2tf is installed without its pinned dependencies (it pins an older TensorFlow); see Makefile
+CONVERTER = "onnx2tf"
+ONNX_DOMAINS = ("", "ai.onnx")
+TIMEOUT_S = 900
+
+# Runs in the child interpreter: argv[1] is a JSON object {onnx, out, batch, nhwc}.
+_CHILD = r"""
+import json, sys
+import numpy as np
+args = json.loads(sys.argv[1])
+import onnx
+import onnx2tf
+import onnx2tf.onnx2tf as o2t
+
+def seeded_images():
+    shapes = [[d.dim_value for d in i.type.tensor_type.shape.dim]
+              for i in onnx.load(args["onnx"], load_external_data=False).graph.input]
+    n, c, h, w = next((s for s in shapes if len(s) == 4), [1, 3, 1, 1])
+    if args["nhwc"]:
+        h, w = c, h
+    return np.random.default_rng(0).random((20, h or 1, w or 1, 3), dtype=np.float32)
+
+o2t.download_test_image_data = seeded_images
+onnx2tf.convert(input_onnx_file_path=args["onnx"], output_folder_path=args["out"],
+                output_signaturedefs=True, not_use_onnxsim=True, batch_size=args["batch"],
+                keep_nwc_or_nhwc_or_ndhwc_input_names=args["nhwc"] or None,
+                non_verbose=True, verbosity="error")
+"""
+
+
+def converter_ops() -> set[str]:
+    """ONNX operator types onnx2tf converts (one module per operator in ``onnx2tf/ops``)."""
+    spec = importlib.util.find_spec(CONVERTER)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"quantizing an .onnx model needs {CONVERTER}, which is not installed; run "
+                          f"'make install' (it installs {CONVERTER} without its pinned TensorFlow)")
+    ops_dir = Path(next(iter(spec.submodule_search_locations))) / "ops"
+    return {p.stem for p in ops_dir.glob("*.py") if p.stem[:1].isupper()}
+
+
+IMAGE_CHANNELS = (1, 3, 4)
+
+
+def check_onnx(path: Path) -> tuple[int | None, list[str]]:
+    """Refuse files onnx2tf cannot convert; returns the batch size to fix (``None``: static) and
+    the 4-D inputs already in NHWC layout (``[N, H, W, C]`` with C of 1, 3 or 4 and H not; e.g.
+    tf2onnx exports of Keras models), which onnx2tf must keep as they are.
+
+    Raises :class:`ModelFormatError` (unreadable file, non-batch dynamic dimensions) or
+    :class:`UnsupportedOperatorError` naming the first unsupported operator and its node.
+    """
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError, OSError
+        raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from None
+    graph = model.graph
+    known = converter_ops()
+    bad = [n for n in graph.node if n.domain not in ONNX_DOMAINS or n.op_type not in known]
+    if bad:
+        names = sorted({(f"{n.domain}." if n.domain not in ONNX_DOMAINS else "") + n.op_type for n in bad})
+        first = bad[0]
+        raise UnsupportedOperatorError(
+            f"{path}: {CONVERTER} cannot convert ONNX operator {', '.join(names)} (node "
+            f"{first.name or first.output[0]!r}); replace it before quantizing, or use the float model")
+    initializers = {t.name for t in graph.initializer}
+    batch, nhwc = None, []
+    for inp in graph.input:
+        if inp.name in initializers:
+            continue
+        dims = list(inp.type.tensor_type.shape.dim)
+        dynamic = [k for k, d in enumerate(dims) if not d.HasField("dim_value")]
+        if any(k > 0 for k in dynamic):
+            raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic}; "
+                                   "quantization needs a fixed input shape (only the batch may be dynamic)")
+        if dynamic:
+            batch = 1
+        shape = [d.dim_value for d in dims]
+        if len(shape) == 4 and shape[3] in IMAGE_CHANNELS and shape[1] not in IMAGE_CHANNELS:
+            nhwc.append(inp.name)
+    return batch, nhwc
+
+
+def ort_basic_optimized(path: Path, out: Path) -> Path:
+    """``path`` after ONNX Runtime's basic graph optimizations (constant folding, Conv+Mul/Add/BN
+    fusion: standard ONNX operators only), written to ``out``. Exports that keep batch norm as
+    ``Mul``/``Add`` after a depthwise ``Conv`` (tf2onnx's) otherwise mislead onnx2tf's layout
+    tracking; onnx2tf's own pre-pass (onnxsim) is not installed."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(out)
+    try:
+        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/InvalidArgument types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ModelFormatError(f"{path}: onnxruntime cannot load the model ({first})") from None
+    return out
+
+
+def onnx_to_savedmodel(path: Path, workdir: Path) -> Path:
+    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory."""
+    check_onnx(path)
+    optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
+    batch, nhwc = check_onnx(optimized)
+    out = workdir / f"{path.stem}_onnx2tf"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
+    args = json.dumps({"onnx": str(optimized), "out": str(out), "batch": batch, "nhwc": nhwc})
+    try:
+        res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
+                             timeout=TIMEOUT_S, env=env, cwd=workdir)
+    except subprocess.TimeoutExpired:
+        raise ModelFormatError(f"{path}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
+    if res.returncode != 0 or not (out / "saved_model.pb").is_file():
+        raise UnsupportedOperatorError(f"{path}: {CONVERTER} cannot convert the model "
+                                       f"({_child_error(res.stdout + res.stderr)})")
+    return out
+
+
+def _child_error(text: str) -> str:
+    """The converter's error in one line: the Python exception and the ONNX node onnx2tf names."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    raised = [ln for ln in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", ln)]
+    node = [ln.split("onnx_op_name:", 1)[1].strip() for ln in lines if "onnx_op_name:" in ln]
+    msg = raised[0] if raised else (lines[-1] if lines else "no output")
+    return (msg[:240] + (f"; at node {node[0]!r}" if node else "")).replace("\n", " ")
+
+
+def conversion_gap(path: Path, fp32: bytes, samples: dict[str, np.ndarray]) -> tuple[float, float]:
+    """Largest ``|onnxruntime − FP32 TFLite|`` over the outputs on ``samples`` (by TFLite input
+    name, NHWC) and the largest ``|onnxruntime|`` it is relative to; outputs are paired in order
+    and 4-D ones compared after moving ONNX's NCHW to NHWC."""
+    import onnxruntime as ort
+
+    from .evaluate import TfliteRunner
+
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    n = len(next(iter(samples.values())))
+    feeds = []
+    for inp in sess.get_inputs():
+        x = samples[inp.name]
+        if x.ndim == 4 and inp.shape[1] in (x.shape[3],) and inp.shape[1] != x.shape[1]:
+            x = x.transpose(0, 3, 1, 2)
+        feeds.append((inp.name, x))
+    ref = [np.concatenate(o) for o in zip(*(sess.run(None, {k: v[i:i + 1] for k, v in feeds})
+                                           for i in range(n)), strict=True)]
+    got = TfliteRunner(fp32, 1).predict(samples)
+    gap, scale = 0.0, 0.0
+    for r, g in zip(ref, (got[k] for k in sorted(got)), strict=False):
+        if r.shape != g.shape and r.ndim == 4:
+            r = r.transpose(0, 2, 3, 1)
+        if r.shape == g.shape:
+            gap, scale = max(gap, float(np.max(np.abs(r - g)))), max(scale, float(np.max(np.abs(r))))
+    return gap, scale

@@ -1,0 +1,124 @@
+"""Bring your own model: ``dnnplan quantize MODEL.onnx`` (onnx2tf → TFLite PTQ) and the whole INT8
+chain profile → quantize → map → split → export → run --check for two ONNX models: the
+``onnx.helper`` graph of conftest (no TensorFlow in its making) and a tf2onnx export of a zoo network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from _byom import searched_int8_plans_exact, zoo_onnx
+
+pytestmark = pytest.mark.slow
+
+
+def _int8_chain(run_cli, model, tmp_path, samples: int = 32) -> dict:
+    """profile → quantize (CLI) → map and split at int8 → export → run --check; returns the
+    quantize report after asserting that every part equals the single INT8 file."""
+    res = run_cli("--quiet", "profile", model, "--out", tmp_path / "profile.json")
+    assert res.exit_code == 0, res.stderr
+    q, rep = tmp_path / f"{model.stem}.int8.tflite", tmp_path / "quantize.json"
+    res = run_cli("--quiet", "quantize", model, "--calib", "sample-images", "--samples", samples,
+                  "--heldout", 8, "--out", q, "--report", rep, "--no-latency")
+    assert res.exit_code == 0, res.stderr
+    searched_int8_plans_exact(run_cli, q, tmp_path)
+    return json.loads(rep.read_text()) | {"_file": str(q)}
+
+
+def _conversion_gap(report: dict) -> float:
+    match = re.search(r"max \|diff\| ([0-9.e+-]+) on", report["weights"])
+    assert match, report["weights"]
+    return float(match.group(1))
+
+
+def test_helper_onnx_quantizes_and_goes_through_the_int8_chain(tiny_onnx, run_cli, tmp_path):
+    report = _int8_chain(run_cli, tiny_onnx, tmp_path)
+    assert report["io"] == "int8" and report["ops"]["float_ops"] == []
+    assert report["sizes"]["quantized_bytes"] < 0.5 * report["sizes"]["fp32_bytes"]
+    assert _conversion_gap(report) < 1e-3                      # onnx2tf computes the ONNX model
+    assert report["fidelity"]["outputs"][0]["top1_agreement"] >= 0.75
+    from optimizer.quantize.evaluate import TfliteRunner
+
+    runner = TfliteRunner(open(report["_file"], "rb").read(), 1)
+    y = runner.predict({"x": np.zeros((1, 64, 64, 3), np.float32)})  # ONNX name; NCHW became NHWC
+    assert next(iter(y.values())).shape == (1, 10)
+    again = tmp_path / "again.tflite"
+    assert run_cli("--quiet", "quantize", tiny_onnx, "--calib", "sample-images", "--samples", 32,
+                   "--heldout", 8, "--out", again, "--no-latency").exit_code == 0
+    assert again.read_bytes() == open(report["_file"], "rb").read()    # deterministic
+
+
+def test_tf2onnx_zoo_network_quantizes_and_goes_through_the_int8_chain(run_cli, tmp_path):
+    """tf2onnx keeps the Keras NHWC input and batch norm as Mul/Add: ONNX Runtime's basic
+    optimizations fold it, onnx2tf keeps the layout."""
+    model = zoo_onnx(tmp_path / "mobilenet_v1.onnx")
+    report = _int8_chain(run_cli, model, tmp_path)
+    assert report["ops"]["float_ops"] == [] and report["ops"]["counts"]["DEPTHWISE_CONV_2D"] == 13
+    assert _conversion_gap(report) < 1e-3
+    assert report["sizes"]["quantized_bytes"] < 0.4 * report["sizes"]["fp32_bytes"]
+
+
+def _onnx_file(path, nodes, inputs, outputs, inits=(), opset=17):
+    from onnx import helper, save
+
+    graph = helper.make_graph(nodes, "bad", inputs, outputs, initializer=list(inits))
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                 helper.make_opsetid("com.example", 1)]), str(path))
+    return path
+
+
+def test_onnx_quantize_bad_inputs(run_cli, tmp_path):
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    cast_like = _onnx_file(tmp_path / "castlike.onnx", [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("CastLike", ["r", "x"], ["y"], name="cast_like_node")], [x], [y])
+    custom = _onnx_file(tmp_path / "custom.onnx", [
+        helper.make_node("Swizzle", ["x"], ["y"], name="swizzle", domain="com.example")], [x], [y])
+    dyn = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])
+    dynamic = _onnx_file(tmp_path / "dynamic.onnx", [helper.make_node("Relu", ["x"], ["y"])], [dyn], [y])
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07garbage" * 10)
+    cases = [(cast_like, r"onnx2tf cannot convert ONNX operator CastLike \(node 'cast_like_node'\)"),
+             (custom, r"ONNX operator com\.example\.Swizzle \(node 'swizzle'\)"),
+             (dynamic, r"input 'x' has dynamic dimensions \[2, 3\]"),
+             (corrupt, r"corrupt\.onnx: not a readable ONNX model")]
+    for model, pattern in cases:
+        out = tmp_path / "never.tflite"
+        res = run_cli("quantize", model, "--out", out, "--samples", 8, "--no-latency")
+        assert res.exit_code == 2 and re.search(pattern, res.stderr), (model.name, res.stderr)
+        assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1 and not out.exists()
+
+
+def test_onnx_quantize_without_the_converter_says_how_to_install(tiny_onnx, run_cli, tmp_path, monkeypatch):
+    import importlib.util
+
+    from optimizer.quantize import onnx_input
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(onnx_input.importlib.util, "find_spec",
+                        lambda name, *a: None if name == onnx_input.CONVERTER else real(name, *a))
+    res = run_cli("quantize", tiny_onnx, "--out", tmp_path / "q.tflite", "--no-latency")
+    assert res.exit_code == 2 and "needs onnx2tf, which is not installed; run 'make install'" in res.stderr
+    assert not (tmp_path / "q.tflite").exists()
+
+
+def test_converter_failure_is_one_line_naming_the_node():
+    """onnx2tf's failure output (coloured ERROR lines around a traceback, as it prints them)
+    becomes the exception line and the node it names."""
+    from optimizer.quantize.onnx_input import _child_error
+
+    text = ("\x1b[31mERROR:\x1b[0m The trace log is below.\nTraceback (most recent call last):\n"
+            '  File "Conv.py", line 308, in conv_bias\nValueError: Exception encountered when calling '
+            'layer "tf.nn.convolution" (type TFOpLambda).\n\nDepth of output (8) is not a multiple\n'
+            "\x1b[31mERROR:\x1b[0m input_onnx_file_path: m.onnx\n\x1b[31mERROR:\x1b[0m onnx_op_name: Conv__211\n"
+            "Traceback (most recent call last):\nValueError: Exception encountered when calling layer\n")
+    msg = _child_error(text)
+    assert msg == ('ValueError: Exception encountered when calling layer "tf.nn.convolution" (type '
+                   "TFOpLambda).; at node 'Conv__211'")
+    assert "\n" not in msg and _child_error("") == "no output"
