@@ -52,7 +52,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError, InputFileError, SchemaError
 from ..fileio import atomic_write_json
-from .rc import zoh
+from .rc import propagate, zoh
 from .trace import STEP_TOLERANCE, Segment, Trace
 
 _log = logging.getLogger(__name__)
@@ -132,14 +132,7 @@ class ThermalModel:
         (row 0 is the start; input k acts over step k)."""
         Ad, Bd, c = self.discrete(self.dt_s if dt is None else dt)
         x = self.initial_states(temps0, inputs[:1])[0]
-        out = np.empty((len(inputs), self.n_states))
-        out[0] = x
-        drive = inputs @ Bd.T + c
-        AdT = Ad.T
-        for k in range(len(inputs) - 1):
-            x = x @ AdT + drive[k]
-            out[k + 1] = x
-        return out[:, : len(self.temp_names)]
+        return propagate(Ad, x, (inputs @ Bd.T + c)[:-1])[:, : len(self.temp_names)]
 
     # -- persistence -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
