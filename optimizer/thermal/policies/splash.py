@@ -209,15 +209,10 @@ class MinHeat(Policy):
     name = "minheat"
 
     def choose(self, workers: list[int], total_s: list[float], heat_c: list[float]) -> int:
-        feas_w, feas_d, best_w, best = -1, math.inf, -1, math.inf
         slo, eta, fps = self.slo, self.eta, self.fps
-        for w, tot, dT in zip(workers, total_s, heat_c):
-            if tot <= slo and dT < feas_d:
-                feas_d, feas_w = dT, w
-            sc = dT + eta * max(0.0, fps - 1.0 / tot)
-            if sc < best:
-                best, best_w = sc, w
-        return feas_w if feas_w >= 0 else best_w
+        feasible = [(w, dT) for w, tot, dT in zip(workers, total_s, heat_c) if tot <= slo]
+        w = _first_min([w for w, _ in feasible], [dT for _, dT in feasible])
+        return w if w >= 0 else _first_min(workers, [dT + eta * max(0.0, fps - 1.0 / tot) for tot, dT in zip(total_s, heat_c)])
 
 
 class MaxWeightedPPT(Policy):
@@ -228,12 +223,8 @@ class MaxWeightedPPT(Policy):
     def choose(self, workers: list[int], total_s: list[float], heat_c: list[float]) -> int:
         lmax = max(total_s) or 1.0
         dmax = max(abs(d) for d in heat_c) or 1.0
-        best_w, best = -1, math.inf
-        for w, tot, dT in zip(workers, total_s, heat_c):
-            sc = self.eta * tot / lmax + (1 - self.eta) * dT / dmax
-            if sc < best:
-                best, best_w = sc, w
-        return best_w
+        eta = self.eta
+        return _first_min(workers, [eta * tot / lmax + (1 - eta) * dT / dmax for tot, dT in zip(total_s, heat_c)])
 
 
 class Heft(Policy):
@@ -243,11 +234,7 @@ class Heft(Policy):
     cloud = False
 
     def choose(self, workers: list[int], total_s: list[float], heat_c: list[float]) -> int:
-        best_w, best = -1, math.inf
-        for w, tot in zip(workers, total_s):
-            if tot < best:
-                best, best_w = tot, w
-        return best_w
+        return _first_min(workers, total_s)
 
 
 class HeftCloud(Heft):
@@ -255,6 +242,15 @@ class HeftCloud(Heft):
 
     name = "heft-cloud"
     cloud = True
+
+
+def _first_min(workers: list[int], scores: list[float]) -> int:
+    """The worker with the least score; the first one on ties."""
+    best_w, best = -1, math.inf
+    for w, sc in zip(workers, scores):
+        if sc < best:
+            best, best_w = sc, w
+    return best_w
 
 
 POLICY_CLASSES: dict[str, type[Policy]] = {p.name: p for p in (MinHeat, MaxWeightedPPT, Heft, HeftCloud)}
