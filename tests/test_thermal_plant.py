@@ -22,9 +22,10 @@ def _log(caps, status, severe=2, events=()) -> PlantLog:
     caps = np.asarray(caps, float)
     n = len(caps)
     temps = np.column_stack([np.linspace(30.0, 60.0, n), np.linspace(25.0, 41.0, n), np.full(n, 20.0)])
-    return PlantLog(sample_times_s=2.0 * np.arange(n), caps=caps, status=np.asarray(status), times_s=2.0 * np.arange(1, n + 1),
-                    temps_c=temps, energy_j=np.ones((n, 2)), events=list(events), status_names=("none", "light", "severe"),
-                    severe_level=severe, die_index=np.array([0, 2]), skin_index=1)
+    return PlantLog(sample_times_s=2.0 * np.arange(n), caps=caps, status=np.asarray(status),
+                    times_s=2.0 * np.arange(1, n + 1), temps_c=temps, energy_j=np.ones((n, 2)), events=list(events),
+                    status_names=("none", "light", "severe"), severe_level=severe, die_index=np.array([0, 2]),
+                    skin_index=1)
 
 
 def test_metrics_have_one_definition_each():

@@ -212,7 +212,9 @@ class MinHeat(Policy):
         slo, eta, fps = self.slo, self.eta, self.fps
         feasible = [(w, dT) for w, tot, dT in zip(workers, total_s, heat_c) if tot <= slo]
         w = _first_min([w for w, _ in feasible], [dT for _, dT in feasible])
-        return w if w >= 0 else _first_min(workers, [dT + eta * max(0.0, fps - 1.0 / tot) for tot, dT in zip(total_s, heat_c)])
+        if w >= 0:
+            return w
+        return _first_min(workers, [dT + eta * max(0.0, fps - 1.0 / tot) for tot, dT in zip(total_s, heat_c)])
 
 
 class MaxWeightedPPT(Policy):
