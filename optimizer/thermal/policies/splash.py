@@ -210,11 +210,15 @@ class MinHeat(Policy):
 
     def choose(self, workers: list[int], total_s: list[float], heat_c: list[float]) -> int:
         slo, eta, fps = self.slo, self.eta, self.fps
-        feasible = [(w, dT) for w, tot, dT in zip(workers, total_s, heat_c) if tot <= slo]
-        w = _first_min([w for w, _ in feasible], [dT for _, dT in feasible])
-        if w >= 0:
-            return w
-        return _first_min(workers, [dT + eta * max(0.0, fps - 1.0 / tot) for tot, dT in zip(total_s, heat_c)])
+        feas_w, feas_d, best_w, best = -1, math.inf, -1, math.inf
+        for w, tot, dT in zip(workers, total_s, heat_c):
+            if tot <= slo and dT < feas_d:
+                feas_d, feas_w = dT, w
+            short = fps - 1.0 / tot                   # FPS short of the camera rate, if any
+            sc = dT + eta * (short if short > 0.0 else 0.0)
+            if sc < best:
+                best, best_w = sc, w
+        return feas_w if feas_w >= 0 else best_w
 
 
 class MaxWeightedPPT(Policy):
@@ -370,6 +374,7 @@ class _Dispatcher:
         self.comm_X: list[list[float]] = []
         self.comm_y: list[float] = []
         self.pad = s.n_periods * s.sub + 2
+        self.dt, self.inv_dt = s.dt, 1.0 / s.dt
         self.e_rows = [[0.0] * s.M for _ in range(self.pad)]
         self.b_rows = [[0.0] * W for _ in range(self.pad)]
         self.io = np.zeros((s.n_periods + 2, 2))
@@ -393,25 +398,49 @@ class _Dispatcher:
             self.frame += 1
 
     def _frame(self, now: float, per: _Period) -> float:
-        """Dispatch one frame's requests arriving at ``now``; returns the frame's completion delay."""
-        free, cloud_w, choose = self.free, self.cloud_w, self.policy.choose
+        """Dispatch one frame's requests arriving at ``now``; returns the frame's completion delay.
+
+        A request on a processor runs its native part there and its CPU-fallback part on the CPU
+        (both slowed by their clock caps), and updates the latency table of the worker's
+        temperature bin by EMA; a request for the cloud goes to :meth:`_offload`."""
+        free, cloud_w, choose, spread = self.free, self.cloud_w, self.policy.choose, self._spread
+        est_tab, last_est, comp_ema, comm_est = self.est_tab, self.last_est, self.comp_ema, self.comm_est
+        avail, wtemp, trend, gain, cloud_dT = per.avail, per.wtemp, per.trend, per.gain, per.cloud_dT
+        caps_w, cpu_cap, inp, e_rows, b_rows = per.caps_w, per.cpu_cap, self.s.inp, self.e_rows, self.b_rows
+        native, fb, jd, st_l, dy_l, ema = self.native, self.fb, self.jd, self.st_l, self.dy_l, self.ema
+        fb_w = st_l[self.cpu_w] + dy_l[self.cpu_w] * cpu_cap ** 3          # W of the CPU fallback
         done = now
         for r in self.seq:
             tots, dts = [], []
-            for w in per.avail:
+            for w in avail:
                 wait = free[w] - now if free[w] > now else 0.0
                 if w == cloud_w:
-                    tots.append(wait + self.comp_ema[r] + self.comm_est[r])
-                    dts.append(per.cloud_dT[r])
+                    tots.append(wait + comp_ema[r] + comm_est[r])
+                    dts.append(cloud_dT[r])
                 else:
-                    est = self.est_tab[r][w].get(per.wtemp[w])
+                    est = est_tab[r][w].get(wtemp[w])
                     if est is None:
-                        est = self.last_est[r][w]
+                        est = last_est[r][w]
                     tots.append(wait + est)
-                    dts.append(per.trend[w] + per.gain[w] * est)
-            w = choose(per.avail, tots, dts)
+                    dts.append(trend[w] + gain[w] * est)
+            w = choose(avail, tots, dts)
             start = free[w] if free[w] > now else now
-            lat = self._offload(r, w, start, per) if w == cloud_w else self._on_device(r, w, start, per)
+            if w == cloud_w:
+                lat = self._offload(r, w, start, per)
+            else:
+                c, j = caps_w[w], jd[self.req]
+                t_nat = native[r][w] / c * j
+                t_fb = fb[r][w] / cpu_cap * j if fb[r][w] > 0 else 0.0
+                lat = t_nat + t_fb
+                free[w] = start + lat
+                spread(e_rows, inp[w], start, start + t_nat, (st_l[w] + dy_l[w] * c ** 3) * t_nat)
+                if t_fb > 0:
+                    spread(e_rows, self.s.cpu_in, start + t_nat, start + lat, fb_w * t_fb)
+                spread(b_rows, w, start, start + lat, lat)
+                tab, b = est_tab[r][w], wtemp[w]
+                v = (1 - ema) * tab.get(b, last_est[r][w]) + ema * lat
+                tab[b] = v
+                last_est[r][w] = v
             fin = start + lat
             self.latency[self.req] = fin - now
             self.worker_of[self.req] = w
@@ -440,33 +469,13 @@ class _Dispatcher:
         self.comm_y.append(comm)
         return comm + comp
 
-    def _on_device(self, r: int, w: int, start: float, per: _Period) -> float:
-        """Run request ``r`` on processor ``w`` from ``start`` (its CPU-fallback part on the CPU);
-        updates the latency table of ``w``'s temperature bin; returns the latency."""
-        s, c, cpu_cap, j = self.s, per.caps_w[w], per.cpu_cap, self.jd[self.req]
-        t_nat = self.native[r][w] / c * j
-        t_fb = self.fb[r][w] / cpu_cap * j if self.fb[r][w] > 0 else 0.0
-        lat = t_nat + t_fb
-        self.free[w] = start + lat
-        self._spread(self.e_rows, s.inp[w], start, start + t_nat, (self.st_l[w] + self.dy_l[w] * c ** 3) * t_nat)
-        if t_fb > 0:
-            cw = self.cpu_w
-            self._spread(self.e_rows, s.cpu_in, start + t_nat, start + lat,
-                         (self.st_l[cw] + self.dy_l[cw] * cpu_cap ** 3) * t_fb)
-        self._spread(self.b_rows, w, start, start + lat, lat)
-        tab, b = self.est_tab[r][w], per.wtemp[w]
-        v = (1 - self.ema) * tab.get(b, self.last_est[r][w]) + self.ema * lat
-        tab[b] = v
-        self.last_est[r][w] = v
-        return lat
-
     def _spread(self, rows: list, col: int, s: float, e: float, total: float) -> None:
         """Add ``total`` to column ``col`` of the substep rows, spread evenly over ``[s, e)``."""
-        dt, pad = self.s.dt, self.pad
-        k0 = int(s * (1.0 / dt))
+        dt, inv_dt, pad = self.dt, self.inv_dt, self.pad
+        k0 = int(s * inv_dt)
         if k0 >= pad:
             return
-        k1 = int(e * (1.0 / dt))
+        k1 = int(e * inv_dt)
         if k1 == k0 or e <= s:
             rows[k0][col] += total
             return
