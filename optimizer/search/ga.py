@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -177,12 +178,277 @@ def _fingerprint(problem: PipelineProblem, settings: dict[str, Any], seed: int |
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class Termination:
+    """When the GA stops (Park & Ha: the best ``elite`` mappings unchanged for ``patience``
+    generations, or a generation cap of 200-300 by network size), optionally also after a
+    wall-clock budget. :meth:`reason` names the first rule that holds, in that order."""
+
+    max_generations: int = 300
+    patience: int = 10
+    time_budget_s: float | None = None
+
+    def reason(self, generation: int, stall: int, elapsed_s: float) -> str | None:
+        """``"patience"``, ``"max_generations"``, ``"time_budget"`` or ``None`` (go on)."""
+        if stall >= self.patience:
+            return "patience"
+        if generation >= self.max_generations:
+            return "max_generations"
+        if self.time_budget_s is not None and elapsed_s >= self.time_budget_s:
+            return "time_budget"
+        return None
+
+
+def _check_settings(population: Any, elite: Any, termination: Termination, tournament: Any,
+                    cx_prob: Any, mut_prob: Any) -> None:
+    """One-line :class:`ConfigError` for the first GA setting out of range."""
+    for name, val, lo in (("population", population, 4), ("max_generations", termination.max_generations, 1),
+                          ("elite", elite, 1), ("patience", termination.patience, 1),
+                          ("tournament", tournament, 1)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < lo:
+            raise ConfigError(f"ga setting {name}: expected an integer >= {lo}, got {val!r}")
+    for name, val in (("cx_prob", cx_prob), ("mut_prob", mut_prob)):
+        if not isinstance(val, (int, float)) or not 0.0 <= val <= 1.0:
+            raise ConfigError(f"ga setting {name}: expected a probability in [0, 1], got {val!r}")
+    budget = termination.time_budget_s
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
+        raise ConfigError(f"ga setting time_budget_s: expected a number of seconds > 0, got {budget!r}")
+    if elite > population:
+        raise ConfigError(f"ga setting elite: {elite} exceeds the population {population}")
+
+
+class PipelineGA:
+    """Park & Ha's GA on a :class:`PipelineProblem` (module docstring): DEAP operators, a fitness
+    cache keyed by the canonical mapping, niche-preserving survivors (1 objective) or NSGA-II
+    (2 objectives), a :class:`Termination` rule and a resumable checkpoint per generation.
+
+    Build it with the settings, then :meth:`run`. Random choices come from the module-level
+    :mod:`random` functions, which :func:`_private_random` binds to a generator seeded per run.
+    """
+
+    def __init__(self, problem: PipelineProblem, *, seed: int | None, population: int, cx_prob: float,
+                 mut_prob: float, elite: int, tournament: int, termination: Termination,
+                 evaluator: Any = None) -> None:
+        self.problem, self.seed, self.population = problem, seed, population
+        self.cx_prob, self.mut_prob, self.elite, self.tournament = cx_prob, mut_prob, elite, tournament
+        self.termination = termination
+        self.prep = problem.prepare()
+        self.n_obj = len(self.prep.objectives)
+        self.evaluator = evaluator if evaluator is not None else ModeledEvaluator()
+        self.settings: dict[str, Any] = {
+            "population": population, "max_generations": termination.max_generations, "cx_prob": cx_prob,
+            "mut_prob": mut_prob, "elite": elite, "patience": termination.patience, "tournament": tournament,
+            "evaluator": getattr(self.evaluator, "name", type(self.evaluator).__name__)}
+        if termination.time_budget_s is not None:
+            self.settings["time_budget_s"] = termination.time_budget_s
+        self.Individual = _individual_class(self.n_obj)
+        self.ops = _Operators(self.prep.L, self.prep.K, self.prep.allowed.tolist())
+        self.niches = population // 2
+        self.niche_cap = max(2, population // 4)
+        self.cache: dict[tuple[int, ...], tuple[tuple[float, ...], float]] = {}
+        self.pop: list[Any] = []
+        self.gen = self.stall = 0
+        self.top: list[tuple[int, ...]] = []
+        self.history: list[dict[str, Any]] = []
+
+    # -- fitness ---------------------------------------------------------------------------------
+    def evaluate(self, inds: list[Any]) -> None:
+        """Set the fitness of ``inds``; only mappings not seen before reach the evaluator (one batch)."""
+        problem, cache = self.problem, self.cache
+        keys = [problem.key(ind) for ind in inds]
+        todo: dict[tuple[int, ...], list[int]] = {}
+        for key, ind in zip(keys, inds):
+            if key not in cache and key not in todo:
+                todo[key] = list(ind)
+        if todo:
+            out = self.evaluator.evaluate(problem, np.asarray(list(todo.values()), dtype=np.int64))
+            for key, F, G in zip(todo, out["F"], out["G"]):
+                cache[key] = (tuple(float(v) for v in F), float(G))
+        for key, ind in zip(keys, inds):
+            F, G = cache[key]
+            ind.fitness.values = F if G <= 0 else tuple(_PENALTY + G / 1e6 for _ in F)
+
+    def unique(self, inds: list[Any]) -> list[Any]:
+        """``inds`` without repeated mappings (first kept)."""
+        seen: set[tuple[int, ...]] = set()
+        out = []
+        for ind in inds:
+            key = self.problem.key(ind)
+            if key not in seen:
+                seen.add(key)
+                out.append(ind)
+        return out
+
+    # -- selection -------------------------------------------------------------------------------
+    def survivors(self, pool: list[Any]) -> list[Any]:
+        """NSGA-II survivors (2 objectives), else the best of each processor order (niche) first,
+        then by rank with at most ``niche_cap`` mappings per order; ranked best first."""
+        population, K = self.population, self.prep.K
+        if self.n_obj == 2:
+            return tools.selNSGA2(pool, population)
+        ranked = tools.selBest(pool, len(pool))
+        leaders: dict[tuple[int, ...], Any] = {}
+        for ind in ranked:  # best mapping of each processor order (niche), best niches first
+            leaders.setdefault(tuple(ind[K:]), ind)
+        kept = list(leaders.values())[:self.niches]
+        chosen = {id(i) for i in kept}
+        per_niche = {k: 1 for k in leaders}
+        rest = []
+        for ind in ranked:  # fill by rank, at most `niche_cap` mappings per processor order
+            k = tuple(ind[K:])
+            if id(ind) not in chosen and per_niche[k] < self.niche_cap:
+                per_niche[k] += 1
+                rest.append(ind)
+        kept += rest[:population - len(kept)]
+        if len(kept) < population:  # too few niches to fill the population under the cap
+            chosen = {id(i) for i in kept}
+            kept += [i for i in ranked if id(i) not in chosen][:population - len(kept)]
+        return tools.selBest(kept, len(kept))
+
+    def mating_pairs(self, pop: list[Any]) -> list[Any]:
+        """Pairs of parents: each niche leader with a tournament-chosen member of its own
+        processor order (refines every order), the rest by tournament over the population."""
+        niche_members: dict[tuple[int, ...], list[Any]] = {}
+        for ind in pop:  # pop is ranked best first
+            niche_members.setdefault(tuple(ind[self.prep.K:]), []).append(ind)
+        pairs = []
+        for members in list(niche_members.values())[:len(pop) // 4]:
+            mates = members[1:] or members
+            pairs.append([members[0], tools.selTournament(mates, 1, self.tournament)[0]])
+        rest = tools.selTournament(pop, len(pop) - 2 * len(pairs), self.tournament)
+        pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
+        random.shuffle(pairs)
+        return [ind for pair in pairs for ind in pair]
+
+    def parents(self, pop: list[Any]) -> list[Any]:
+        """Parents in mating order: ``selTournamentDCD`` (2 objectives, population a multiple of 4,
+        else tournaments), :meth:`mating_pairs` for 1 objective."""
+        if self.n_obj == 2:
+            return tools.selTournamentDCD(pop, len(pop) - len(pop) % 4) if len(pop) % 4 == 0 \
+                else tools.selTournament(pop, len(pop), self.tournament)
+        return self.mating_pairs(pop)
+
+    def top_keys(self, pop: list[Any]) -> list[tuple[int, ...]]:
+        """The mappings the stall rule watches: the best ``elite`` (sorted keys for 2 objectives)."""
+        ranked = pop[:self.elite] if self.n_obj == 2 else tools.selBest(pop, self.elite)
+        keys = [self.problem.key(i) for i in ranked]
+        return sorted(keys) if self.n_obj == 2 else keys
+
+    def natural_best(self, pop: list[Any]) -> float:
+        """Best value of the first objective in its natural sense (e.g. fps)."""
+        f0 = min(ind.fitness.values[0] for ind in pop)
+        return -f0 if self.problem.objective_senses[0] == "max" else f0
+
+    # -- generations -----------------------------------------------------------------------------
+    def initialise(self) -> None:
+        """Generation 0: FLOPs-balanced splits of up to half of the processor orders, random fill."""
+        problem, ops, population, Individual = self.problem, self.ops, self.population, self.Individual
+        orders = list(itertools.permutations(ops.allowed, self.prep.K))
+        random.shuffle(orders)
+        candidates = [list(flops_split(problem, o)) for o in orders[:population // 2]]
+        space = problem.space_size()
+        attempts = 0
+        while len(self.unique([Individual(c) for c in candidates])) < min(population, space) \
+                and attempts < 100 * population:
+            candidates.append(ops.random_individual())
+            attempts += 1
+        pop = self.unique([Individual(c) for c in candidates])[:population]
+        self.evaluate(pop)
+        self.pop = self.survivors(pop)
+        self.gen, self.stall = 0, 0
+        self.top = self.top_keys(self.pop)
+        self.history = [{"generation": 0, "evaluations": len(self.cache), "best": self.natural_best(self.pop)}]
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint's state (population, cache, random state, counters)."""
+        self.cache.update(state["cache"])
+        random.setstate(state["random_state"])
+        self.pop = [self.Individual(g) for g in state["population"]]
+        self.evaluate(self.pop)
+        for ind, dist in zip(self.pop, state["crowding"]):
+            if dist is not None:
+                ind.fitness.crowding_dist = dist
+        self.gen, self.stall, self.top, self.history = (state["generation"], state["stall"], state["top"],
+                                                        state["history"])
+
+    def step(self) -> None:
+        """One generation: parents, crossover, mutation, evaluation, survivors, stall count."""
+        self.gen += 1
+        offspring = [self.Individual(list(p)) for p in self.parents(self.pop)]
+        for a, b in zip(offspring[::2], offspring[1::2]):
+            if random.random() < self.cx_prob:
+                self.ops.crossover(a, b)
+        for ind in offspring:
+            if random.random() < self.mut_prob:
+                self.ops.mutate(ind)
+        self.evaluate(offspring)
+        self.pop = self.survivors(self.unique(self.pop + offspring))
+        new_top = self.top_keys(self.pop)
+        self.stall = self.stall + 1 if new_top == self.top else 0
+        self.top = new_top
+        self.history.append({"generation": self.gen, "evaluations": len(self.cache),
+                             "best": self.natural_best(self.pop)})
+
+    def run(self, checkpoint: str | os.PathLike[str] | None = None, resume: bool = False,
+            progress: Callable[[int, float, int], None] | None = None) -> SearchResult:
+        """Initialise (or resume from ``checkpoint``), step until :attr:`termination` says stop,
+        checkpoint after every generation; the result holds the best mapping (and the front)."""
+        t0 = time.perf_counter()
+        fingerprint = _fingerprint(self.problem, self.settings, self.seed)
+        with _private_random(self.seed):
+            if resume:
+                self.restore(_load_checkpoint(checkpoint, fingerprint))
+            else:
+                self.initialise()
+                self._save(checkpoint, fingerprint)
+            if progress is not None:
+                progress(self.gen, self.natural_best(self.pop), len(self.cache))
+            while (stop := self.termination.reason(self.gen, self.stall, time.perf_counter() - t0)) is None:
+                self.step()
+                self._save(checkpoint, fingerprint)
+                if progress is not None:
+                    progress(self.gen, self.natural_best(self.pop), len(self.cache))
+        return self.result(stop, time.perf_counter() - t0)
+
+    def _save(self, checkpoint: str | os.PathLike[str] | None, fingerprint: str) -> None:
+        _save_checkpoint(checkpoint, fingerprint, self.pop, self.cache, self.gen, self.stall, self.top, self.history)
+
+    def result(self, stopped_by: str, wall_s: float) -> SearchResult:
+        """The :class:`SearchResult`: the best mapping (1 objective) or the feasible first front
+        with its best-throughput member (2 objectives), objectives as the search saw them."""
+        problem, cache, senses = self.problem, self.cache, self.problem.objective_senses
+        X = np.asarray([list(ind) for ind in self.pop], dtype=np.int64)
+        if self.n_obj == 2:
+            fronts = tools.sortNondominated(self.pop, len(self.pop), first_front_only=True)
+            front_X = np.asarray([list(ind) for ind in fronts[0]], dtype=np.int64)
+            front = _with_cached(problem, front_X, cache)
+            feasible = [c for c in front if c.feasible]
+            front = tuple(sorted(feasible or front, key=lambda c: -c.objectives["throughput_fps"]))
+            names = problem.objective_names
+            first = names.index("throughput") if "throughput" in names else 0
+            key, sense = problem.objective_keys[first], senses[first]
+            best = (max if sense == "max" else min)(front, key=lambda c: c.objectives[key])
+            rule = {"rule": f"best {names[first]} on the front"}
+        else:
+            best = _with_cached(problem, X[:1], cache)[0]
+            front, rule = (), None
+        size = problem.space_size()
+        settings = dict(self.settings, generations=self.gen, stopped_by=stopped_by)
+        if hasattr(self.evaluator, "calls"):
+            settings["measurements"] = self.evaluator.calls
+        return SearchResult(problem="pipeline", solver="ga", best=best, front=front, evaluations=len(cache),
+                            space_size=float(size), space_counting=problem.space_counting,
+                            explored_fraction=len(cache) / size, wall_time_s=wall_s, seed=self.seed,
+                            settings=settings, objectives=tuple(problem.objective_names),
+                            history=tuple(self.history), decision_rule=rule)
+
+
 def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, population: int = 32,
                       max_generations: int = 300, cx_prob: float = 0.9, mut_prob: float = 0.8,
                       elite: int | None = None, patience: int = 10, tournament: int = 3,
                       evaluator: Any = None, checkpoint: str | os.PathLike[str] | None = None,
-                      resume: bool = False,
-                      progress: Callable[[int, float, int], None] | None = None) -> SearchResult:
+                      resume: bool = False, progress: Callable[[int, float, int], None] | None = None,
+                      time_budget_s: float | None = None) -> SearchResult:
     """Park & Ha's GA (DEAP) on a :class:`PipelineProblem`; NSGA-II selection for 2 objectives.
 
     Parameters
@@ -190,7 +456,7 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
     problem
         The pipeline problem (1 or 2 objectives).
     seed
-        Seed of every random choice (same seed -> same result).
+        Seed of every random choice (same seed -> same result, unless a time budget cuts the run).
     population, max_generations, cx_prob, mut_prob, elite, patience, tournament
         Population size (32), generation cap (300; the paper used 200-300 by network size),
         crossover (0.9) and mutation (0.8) probabilities, stop when the best ``elite``
@@ -204,187 +470,24 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
     progress
         ``progress(generation, best, evaluations)`` after every generation; ``best`` is the
         best value of the first objective in its natural sense (e.g. fps).
+    time_budget_s
+        Also stop after the generation during which this much wall-clock time has passed (off by default).
     """
     t0 = time.perf_counter()
-    prep = problem.prepare()
+    problem.prepare()
     if elite is None:
         elite = min(20, population) if isinstance(population, int) else 20
-    for name, val, lo in (("population", population, 4), ("max_generations", max_generations, 1),
-                          ("elite", elite, 1), ("patience", patience, 1), ("tournament", tournament, 1)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < lo:
-            raise ConfigError(f"ga setting {name}: expected an integer >= {lo}, got {val!r}")
-    for name, val in (("cx_prob", cx_prob), ("mut_prob", mut_prob)):
-        if not isinstance(val, (int, float)) or not 0.0 <= val <= 1.0:
-            raise ConfigError(f"ga setting {name}: expected a probability in [0, 1], got {val!r}")
-    if elite > population:
-        raise ConfigError(f"ga setting elite: {elite} exceeds the population {population}")
-    n_obj = len(prep.objectives)
-    if n_obj > 2:
+    termination = Termination(max_generations, patience, time_budget_s)
+    _check_settings(population, elite, termination, tournament, cx_prob, mut_prob)
+    ga = PipelineGA(problem, seed=seed, population=population, cx_prob=cx_prob, mut_prob=mut_prob, elite=elite,
+                    tournament=tournament, termination=termination, evaluator=evaluator)
+    if ga.n_obj > 2:
         raise ConfigError(f"solver 'ga': supports 1 or 2 objectives, got {list(problem.objective_names)}")
     if resume and checkpoint is None:
         raise ConfigError("ga: resume=True needs a checkpoint file")
     problem.check_memory_feasible()
-    evaluator = evaluator if evaluator is not None else ModeledEvaluator()
-    settings = {"population": population, "max_generations": max_generations, "cx_prob": cx_prob,
-                "mut_prob": mut_prob, "elite": elite, "patience": patience, "tournament": tournament,
-                "evaluator": getattr(evaluator, "name", type(evaluator).__name__)}
-    fingerprint = _fingerprint(problem, settings, seed)
-    Individual = _individual_class(n_obj)
-    ops = _Operators(prep.L, prep.K, prep.allowed.tolist())
-    senses = problem.objective_senses
-    niches = population // 2
-    niche_cap = max(2, population // 4)
-    cache: dict[tuple[int, ...], tuple[tuple[float, ...], float]] = {}
-
-    def evaluate(inds: list[Any]) -> None:
-        keys = [problem.key(ind) for ind in inds]
-        todo: dict[tuple[int, ...], list[int]] = {}
-        for key, ind in zip(keys, inds):
-            if key not in cache and key not in todo:
-                todo[key] = list(ind)
-        if todo:
-            out = evaluator.evaluate(problem, np.asarray(list(todo.values()), dtype=np.int64))
-            for key, F, G in zip(todo, out["F"], out["G"]):
-                cache[key] = (tuple(float(v) for v in F), float(G))
-        for key, ind in zip(keys, inds):
-            F, G = cache[key]
-            ind.fitness.values = F if G <= 0 else tuple(_PENALTY + G / 1e6 for _ in F)
-
-    def unique(inds: list[Any]) -> list[Any]:
-        seen: set[tuple[int, ...]] = set()
-        out = []
-        for ind in inds:
-            key = problem.key(ind)
-            if key not in seen:
-                seen.add(key)
-                out.append(ind)
-        return out
-
-    def survivors(pool: list[Any]) -> list[Any]:
-        if n_obj == 2:
-            return tools.selNSGA2(pool, population)
-        ranked = tools.selBest(pool, len(pool))
-        leaders: dict[tuple[int, ...], Any] = {}
-        for ind in ranked:  # best mapping of each processor order (niche), best niches first
-            leaders.setdefault(tuple(ind[prep.K:]), ind)
-        kept = list(leaders.values())[:niches]
-        chosen = {id(i) for i in kept}
-        per_niche = {k: 1 for k in leaders}
-        rest = []
-        for ind in ranked:  # fill by rank, at most `niche_cap` mappings per processor order
-            k = tuple(ind[prep.K:])
-            if id(ind) not in chosen and per_niche[k] < niche_cap:
-                per_niche[k] += 1
-                rest.append(ind)
-        kept += rest[:population - len(kept)]
-        if len(kept) < population:  # too few niches to fill the population under the cap
-            chosen = {id(i) for i in kept}
-            kept += [i for i in ranked if id(i) not in chosen][:population - len(kept)]
-        return tools.selBest(kept, len(kept))
-
-    def mating_pairs(pop: list[Any]) -> list[Any]:
-        """Pairs of parents: each niche leader with a tournament-chosen member of its own
-        processor order (refines every order), the rest by tournament over the population."""
-        niche_members: dict[tuple[int, ...], list[Any]] = {}
-        for ind in pop:  # pop is ranked best first
-            niche_members.setdefault(tuple(ind[prep.K:]), []).append(ind)
-        pairs = []
-        for members in list(niche_members.values())[:len(pop) // 4]:
-            mates = members[1:] or members
-            pairs.append([members[0], tools.selTournament(mates, 1, tournament)[0]])
-        rest = tools.selTournament(pop, len(pop) - 2 * len(pairs), tournament)
-        pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
-        random.shuffle(pairs)
-        return [ind for pair in pairs for ind in pair]
-
-    def top_keys(pop: list[Any]) -> list[tuple[int, ...]]:
-        ranked = pop[:elite] if n_obj == 2 else tools.selBest(pop, elite)
-        keys = [problem.key(i) for i in ranked]
-        return sorted(keys) if n_obj == 2 else keys
-
-    def natural_best(pop: list[Any]) -> float:
-        f0 = min(ind.fitness.values[0] for ind in pop)
-        return -f0 if senses[0] == "max" else f0
-
-    with _private_random(seed):
-        state = _load_checkpoint(checkpoint, fingerprint) if resume else None
-        if state is not None:
-            cache.update(state["cache"])
-            random.setstate(state["random_state"])
-            pop = [Individual(g) for g in state["population"]]
-            evaluate(pop)
-            for ind, dist in zip(pop, state["crowding"]):
-                if dist is not None:
-                    ind.fitness.crowding_dist = dist
-            gen, stall, top, history = state["generation"], state["stall"], state["top"], state["history"]
-        else:
-            pop = []
-            orders = list(itertools.permutations(ops.allowed, prep.K))
-            random.shuffle(orders)
-            candidates = [list(flops_split(problem, o)) for o in orders[:population // 2]]
-            space = problem.space_size()
-            attempts = 0
-            while len(unique([Individual(c) for c in candidates])) < min(population, space) and attempts < 100 * population:
-                candidates.append(ops.random_individual())
-                attempts += 1
-            pop = unique([Individual(c) for c in candidates])[:population]
-            evaluate(pop)
-            pop = survivors(pop)
-            gen, stall = 0, 0
-            top = top_keys(pop)
-            history = [{"generation": 0, "evaluations": len(cache), "best": natural_best(pop)}]
-            _save_checkpoint(checkpoint, fingerprint, pop, cache, gen, stall, top, history)
-        if progress is not None:
-            progress(gen, natural_best(pop), len(cache))
-        while gen < max_generations and stall < patience:
-            gen += 1
-            if n_obj == 2:
-                parents = tools.selTournamentDCD(pop, len(pop) - len(pop) % 4) if len(pop) % 4 == 0 \
-                    else tools.selTournament(pop, len(pop), tournament)
-            else:
-                parents = mating_pairs(pop)
-            offspring = [Individual(list(p)) for p in parents]
-            for a, b in zip(offspring[::2], offspring[1::2]):
-                if random.random() < cx_prob:
-                    ops.crossover(a, b)
-            for ind in offspring:
-                if random.random() < mut_prob:
-                    ops.mutate(ind)
-            evaluate(offspring)
-            pop = survivors(unique(pop + offspring))
-            new_top = top_keys(pop)
-            stall = stall + 1 if new_top == top else 0
-            top = new_top
-            history.append({"generation": gen, "evaluations": len(cache), "best": natural_best(pop)})
-            _save_checkpoint(checkpoint, fingerprint, pop, cache, gen, stall, top, history)
-            if progress is not None:
-                progress(gen, natural_best(pop), len(cache))
-
-    X = np.asarray([list(ind) for ind in pop], dtype=np.int64)
-    if n_obj == 2:
-        fronts = tools.sortNondominated(pop, len(pop), first_front_only=True)
-        front_X = np.asarray([list(ind) for ind in fronts[0]], dtype=np.int64)
-        front = _with_cached(problem, front_X, cache)
-        feasible = [c for c in front if c.feasible]
-        front = tuple(sorted(feasible or front, key=lambda c: -c.objectives["throughput_fps"]))
-        names = problem.objective_names
-        first = names.index("throughput") if "throughput" in names else 0
-        key, sense = problem.objective_keys[first], senses[first]
-        best = (max if sense == "max" else min)(front, key=lambda c: c.objectives[key])
-        rule = {"rule": f"best {names[first]} on the front"}
-    else:
-        best = _with_cached(problem, X[:1], cache)[0]
-        front, rule = (), None
-    size = problem.space_size()
-    settings["generations"] = gen
-    settings["stopped_by"] = "patience" if stall >= patience else "max_generations"
-    if hasattr(evaluator, "calls"):
-        settings["measurements"] = evaluator.calls
-    return SearchResult(problem="pipeline", solver="ga", best=best, front=front, evaluations=len(cache),
-                        space_size=float(size), space_counting=problem.space_counting,
-                        explored_fraction=len(cache) / size, wall_time_s=time.perf_counter() - t0, seed=seed,
-                        settings=settings, objectives=tuple(problem.objective_names),
-                        history=tuple(history), decision_rule=rule)
+    result = ga.run(checkpoint, resume, progress)
+    return replace(result, wall_time_s=time.perf_counter() - t0)
 
 
 def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict) -> list:

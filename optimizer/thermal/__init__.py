@@ -2,6 +2,8 @@
 
 * :mod:`.rc` — N-node RC network, exact zero-order-hold discretisation, closed forms.
 * :mod:`.governor` — hysteresis throttling governor replaying a device's trip table.
+* :mod:`.plant` — the simulated device: RC network + governor stepping object and the shared
+  metrics (first throttle, throttled fraction, severe, peaks, energy) every simulation uses.
 * :mod:`.simulate` — sustained-run engine (RC + governor + workload) and vectorised
   steady-state objectives for searches.
 * :mod:`.trace`, :mod:`.fit` — CSV traces, SPLASH linear and constrained RC model fitting,
@@ -10,6 +12,7 @@
 
 from .fit import ThermalModel, evaluate, fit_model, fixed_model, load_model, save_model
 from .governor import Governor, GovernorEvent, GovernorTrace, replay
+from .plant import PlantLog, ThermalPlant
 from .rc import DiscreteThermalModel, RCNetwork, zoh
 from .simulate import (
     ScaledWorkload,
@@ -22,8 +25,9 @@ from .simulate import (
 from .trace import Segment, Trace, read_trace
 
 __all__ = [
-    "DiscreteThermalModel", "Governor", "GovernorEvent", "GovernorTrace", "RCNetwork", "ScaledWorkload",
-    "Segment", "SimulationResult", "SteadyStateObjective", "ThermalModel", "Trace", "WorkloadPoint",
+    "DiscreteThermalModel", "Governor", "GovernorEvent", "GovernorTrace", "PlantLog", "RCNetwork",
+    "ScaledWorkload", "Segment", "SimulationResult", "SteadyStateObjective", "ThermalModel", "ThermalPlant",
+    "Trace", "WorkloadPoint",
     "evaluate", "fit_model", "fixed_model", "load_model", "read_trace", "reference_workload", "replay",
     "save_model", "simulate", "zoh",
 ]

@@ -51,7 +51,7 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError, SchemaError
 from ..fileio import atomic_write_json, read_json
-from .rc import zoh
+from .rc import propagate, zoh
 from .trace import STEP_TOLERANCE, Segment, Trace
 
 _log = logging.getLogger(__name__)
@@ -131,14 +131,7 @@ class ThermalModel:
         (row 0 is the start; input k acts over step k)."""
         Ad, Bd, c = self.discrete(self.dt_s if dt is None else dt)
         x = self.initial_states(temps0, inputs[:1])[0]
-        out = np.empty((len(inputs), self.n_states))
-        out[0] = x
-        drive = inputs @ Bd.T + c
-        AdT = Ad.T
-        for k in range(len(inputs) - 1):
-            x = x @ AdT + drive[k]
-            out[k + 1] = x
-        return out[:, : len(self.temp_names)]
+        return propagate(Ad, x, (inputs @ Bd.T + c)[:-1])[:, : len(self.temp_names)]
 
     # -- persistence -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -775,18 +768,7 @@ def fit_rc_open_loop(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: i
     dt = trace.dt_s * q
     segs = [s for s in (_decimate(s, q) for s in trace.segments) if len(s) >= 2]
     span = sum(len(s) - 1 for s in segs) * dt
-    # open loop over every segment, plus (multiple shooting) windows of `shooting_s` restarted
-    # from the measured state: the first fits the slow modes and gains, the second the fast ones
-    n_open = sum(len(s) - 1 for s in segs)
-    parts, weights = list(segs), [1.0 / math.sqrt(n_open)] * len(segs)
-    if shooting_s:
-        w_len = max(2, int(round(shooting_s / dt)) + 1)
-        chunks = [Segment(s.times_s[i:i + w_len], s.temps_c[i:i + w_len], s.inputs[i:i + w_len])
-                  for s in segs for i in range(0, len(s) - w_len + 1, w_len - 1)]
-        if chunks:
-            n_chunk = sum(len(c) - 1 for c in chunks)
-            parts += chunks
-            weights += [1.0 / math.sqrt(n_chunk)] * len(chunks)
+    parts, weights = _shooting_parts(segs, shooting_s, dt)
     vp = _VarProRC(parts, S, hidden, dt, weights)
     rng = np.random.default_rng(seed)
     best = None
@@ -821,6 +803,23 @@ def fit_rc_open_loop(trace: Trace, hidden: int = 0, max_nfev: int = 100, seed: i
               "ambient_conductance_rel": ga_.tolist(), "input_map_rel": s_.tolist(),
               "evaluations": int(best.nfev), "parameters": n_par, "fit_step_s": dt,
               "train_open_loop_rmse_c": math.sqrt(sq / n_fit)})
+
+
+def _shooting_parts(segs: list, shooting_s: float | None, dt: float) -> tuple[list, list[float]]:
+    """Open loop over every segment, plus (multiple shooting) windows of ``shooting_s`` restarted
+    from the measured state: the first fits the slow modes and gains, the second the fast ones.
+    Returns the parts and their weights (each family weighs as much as the other)."""
+    n_open = sum(len(s) - 1 for s in segs)
+    parts, weights = list(segs), [1.0 / math.sqrt(n_open)] * len(segs)
+    if shooting_s:
+        w_len = max(2, int(round(shooting_s / dt)) + 1)
+        chunks = [Segment(s.times_s[i:i + w_len], s.temps_c[i:i + w_len], s.inputs[i:i + w_len])
+                  for s in segs for i in range(0, len(s) - w_len + 1, w_len - 1)]
+        if chunks:
+            n_chunk = sum(len(c) - 1 for c in chunks)
+            parts += chunks
+            weights += [1.0 / math.sqrt(n_chunk)] * len(chunks)
+    return parts, weights
 
 
 def _decimate(seg, q: int):

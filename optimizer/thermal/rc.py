@@ -45,15 +45,7 @@ class DiscreteThermalModel:
     def simulate(self, x0: np.ndarray, inputs: np.ndarray, ambient_c: float) -> np.ndarray:
         """States [K+1, N] from ``x0`` under inputs [K, M] held over each step."""
         inputs = np.atleast_2d(np.asarray(inputs, dtype=float))
-        drive = inputs @ self.Bd.T + self.ed * ambient_c
-        out = np.empty((len(inputs) + 1, len(x0)))
-        out[0] = x0
-        x = np.asarray(x0, dtype=float)
-        AdT = self.Ad.T
-        for k in range(len(inputs)):
-            x = x @ AdT + drive[k]
-            out[k + 1] = x
-        return out
+        return propagate(self.Ad, x0, inputs @ self.Bd.T + self.ed * ambient_c)
 
 
 @dataclass(frozen=True)
@@ -228,6 +220,19 @@ def zoh(A: np.ndarray, B: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray
     aug[:n, n:] = B
     e = expm(aug * dt)
     return e[:n, :n], e[:n, n:]
+
+
+def propagate(Ad: np.ndarray, x0: np.ndarray, drive: np.ndarray) -> np.ndarray:
+    """States [K+1, N] of ``x[k+1] = Ad x[k] + drive[k]`` from ``x0`` [N] under ``drive`` [K, N]
+    (the discrete model with inputs and ambient already mapped to node heating per step)."""
+    out = np.empty((len(drive) + 1, len(x0)))
+    out[0] = x0
+    x = np.asarray(x0, dtype=float)
+    AdT = Ad.T
+    for k in range(len(drive)):
+        x = x @ AdT + drive[k]
+        out[k + 1] = x
+    return out
 
 
 def _time_constants(A: np.ndarray) -> np.ndarray:

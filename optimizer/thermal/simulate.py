@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.thermal_spec import ThermalSpec
-from .governor import Governor, GovernorEvent
+from .governor import GovernorEvent
+from .plant import ThermalPlant
 from .rc import RCNetwork
 
 
@@ -173,53 +174,46 @@ def simulate(spec: ThermalSpec, workload: Workload, *, duration_s: float = 600.0
     if not duration_s > 0 or not dt > 0:
         raise ConfigError(f"duration and step must be > 0 s, got duration {duration_s!r}, step {dt!r}")
     n_steps = max(1, int(round(duration_s / dt)))
-    net = RCNetwork.from_spec(spec)
-    disc = net.discretise(dt)
-    gov = Governor(spec)
+    plant = ThermalPlant(spec, dt, ambient_c=amb, initial_c=initial_c)
     procs = spec.processor_names
-    N, P = len(spec.node_names), len(procs)
-    x = np.full(N, amb) if initial_c is None else np.broadcast_to(np.asarray(initial_c, float), (N,)).copy()
-    temps = np.empty((n_steps, N))
-    caps = np.empty((n_steps, P))
-    power = np.empty((n_steps, P))
+    power = np.empty((n_steps, len(procs)))
     fps = np.empty(n_steps)
-    status = np.empty(n_steps, dtype=int)
-    events: list[GovernorEvent] = []
-    cache: dict[tuple, tuple[np.ndarray, float]] = {}
-    AdT, BdT, ea = disc.Ad.T, disc.Bd.T, disc.ed * amb
-    limit = spec.power_limit_w()                 # e.g. the phone's radio front end (max_power)
+    point = _CachedWorkload(spec, workload)
     for k in range(n_steps):
-        events += gov.update(x, k * dt)
-        c = gov.caps
-        key = tuple(np.round(c, 9))
-        if key not in cache:
-            pt = workload(dict(zip(procs, c.tolist(), strict=True)))
+        power[k], fps[k] = point(plant.sample())
+        plant.step(power[k])
+        plant.record()
+    log = plant.log()
+    times = log.times_s
+    win = times > times[-1] - sustained_window_s
+    return SimulationResult(
+        device=spec.device, ambient_c=amb, step_s=dt, times_s=times, node_names=spec.node_names,
+        temps_c=log.temps_c, processor_names=procs, caps=log.caps, power_w=power, fps=fps, status=log.status,
+        status_names=log.status_names, events=log.events, skin_node=spec.skin, die_nodes=spec.die_nodes,
+        time_to_first_throttle_s=log.time_to_first_throttle_s(), time_to_severe_s=log.time_to_severe_s(),
+        sustained_fps=float(fps[win].mean()), peak_skin_c=log.peak_skin_c(), peak_die_c=log.peak_die_c())
+
+
+class _CachedWorkload:
+    """``caps [P] -> (power [P] W within the spec's max_power, fps)``, one workload call per distinct caps."""
+
+    def __init__(self, spec: ThermalSpec, workload: Workload) -> None:
+        self.spec, self.workload = spec, workload
+        self.limit = spec.power_limit_w()          # e.g. the phone's radio front end (max_power)
+        self.cache: dict[tuple, tuple[np.ndarray, float]] = {}
+
+    def __call__(self, caps: np.ndarray) -> tuple[np.ndarray, float]:
+        key = tuple(np.round(caps, 9))
+        if key not in self.cache:
+            procs = self.spec.processor_names
+            pt = self.workload(dict(zip(procs, caps.tolist(), strict=True)))
             unknown = sorted(set(pt.power_w) - set(procs))
             if unknown:
                 raise ConfigError(f"workload reports power for {unknown[0]!r}, which the thermal spec of "
-                                  f"{spec.device!r} does not know; valid: {', '.join(procs)}")
+                                  f"{self.spec.device!r} does not know; valid: {', '.join(procs)}")
             drawn = np.array([float(pt.power_w.get(p, 0.0)) for p in procs])
-            cache[key] = (np.minimum(drawn, limit), float(pt.fps))
-        pw, f = cache[key]
-        x = x @ AdT + pw @ BdT + ea
-        temps[k], caps[k], power[k], fps[k], status[k] = x, c, pw, f, gov.level
-    times = dt * np.arange(1, n_steps + 1)
-    throttled = np.flatnonzero((caps < 1.0 - 1e-9).any(axis=1))
-    first = float(times[throttled[0]] - dt) if len(throttled) else None
-    severe = None
-    if gov.severe_level is not None:
-        hit = np.flatnonzero(status >= gov.severe_level)
-        severe = float(times[hit[0]] - dt) if len(hit) else None
-    win = times > times[-1] - sustained_window_s
-    skin = spec.node_index(spec.skin)
-    dies = [spec.node_index(n) for n in spec.die_nodes] or list(range(N))
-    return SimulationResult(
-        device=spec.device, ambient_c=amb, step_s=dt, times_s=times, node_names=spec.node_names,
-        temps_c=temps, processor_names=procs, caps=caps, power_w=power, fps=fps, status=status,
-        status_names=gov.status_names, events=events, skin_node=spec.skin, die_nodes=spec.die_nodes,
-        time_to_first_throttle_s=first, time_to_severe_s=severe,
-        sustained_fps=float(fps[win].mean()), peak_skin_c=float(temps[:, skin].max()),
-        peak_die_c=float(temps[:, dies].max()))
+            self.cache[key] = (np.minimum(drawn, self.limit), float(pt.fps))
+        return self.cache[key]
 
 
 class SteadyStateObjective:

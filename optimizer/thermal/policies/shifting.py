@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
-from ..governor import Governor
-from ..rc import RCNetwork
+from ..plant import PlantLog, ThermalPlant
 
 #: Play It Cool's published controller parameters (METHODS.md §6)
 ALPHA, BETA = 0.995, 0.99
@@ -127,9 +126,40 @@ def shift_setup(device: str, model: str = "slimmable_resnet50", *, processor: st
                       fps=f, reload_s=reload_s, variants=(spec["large"], spec["small"]))
 
 
+class _Controller:
+    """Play It Cool's controller state (module docstring): EMA of the CPU temperature, EMA of its
+    gradient, the armed flag of the small→large test, and the variant in use."""
+
+    def __init__(self, setup: ShiftSetup, mode: str, ambient_c: float, dt: float) -> None:
+        self.setup, self.mode, self.dt = setup, mode, dt
+        self.large = mode != "small"
+        self.avg_t, self.grad, self.armed = ambient_c, 0.0, False
+        self.switches = 0
+
+    def observe(self, t_cpu: float) -> bool:
+        """Feed one CPU sample; True when the variant switches (a reload starts)."""
+        if self.mode != "shift":
+            return False
+        prev = self.avg_t
+        self.avg_t = ALPHA * self.avg_t + (1 - ALPHA) * t_cpu
+        self.grad = BETA * self.grad + (1 - BETA) * (self.avg_t - prev) / self.dt
+        if self.large and t_cpu > self.setup.t_lim_c:
+            self.large, self.avg_t, self.grad, self.armed = False, t_cpu, 0.0, False
+        elif not self.large and self.grad < self.setup.g_lim:
+            self.armed = True
+            return False
+        elif not self.large and self.armed and self.grad > self.setup.g_lim:
+            self.large = True
+        else:
+            return False
+        self.switches += 1
+        return True
+
+
 def run_shifting(setup: ShiftSetup, mode: str = "shift", *, duration_s: float = 3600.0,
                  ambient_c: float | None = None, sample_s: float = 0.1) -> ShiftResult:
-    """Simulate ``mode`` (``shift``: the controller; ``large``/``small``: always that variant)."""
+    """Simulate ``mode`` (``shift``: the controller; ``large``/``small``: always that variant)
+    on the device's :class:`~optimizer.thermal.plant.ThermalPlant` (RC + governor)."""
     from ...hardware import load_device
 
     if mode not in MODES:
@@ -139,47 +169,32 @@ def run_shifting(setup: ShiftSetup, mode: str = "shift", *, duration_s: float = 
     spec = load_device(setup.device).thermal_spec()
     if setup.processor not in spec.processor_names:
         raise ConfigError(f"thermal spec of {setup.device!r} has no processor {setup.processor!r}")
-    amb = spec.ambient_c if ambient_c is None else float(ambient_c)
-    period = spec.governor.period_s
-    sub = max(1, int(round(period / sample_s)))
-    dt = period / sub
+    sub = max(1, int(round(spec.governor.period_s / sample_s)))
+    plant = ThermalPlant(spec, substeps=sub, ambient_c=ambient_c)
+    dt = plant.dt
     n = max(1, int(round(duration_s / dt)))
-    disc = RCNetwork.from_spec(spec).discretise(dt)
-    AdT, b_cpu, ea = disc.Ad.T, disc.Bd[:, spec.processor_names.index(setup.processor)], disc.ed * amb
     heats = spec.processors[setup.processor].heats
     ic = spec.node_index(max(heats, key=heats.get))
-    gov = Governor(spec)
     sensor = spec.node_index(spec.governor.trips[0].sensor) if spec.governor.trips else ic
     pi = spec.processor_names.index(setup.processor)
-    x = np.full(len(spec.node_names), amb)
-    large = mode != "small"
-    avg_t, grad, armed = amb, 0.0, False
+    ctl = _Controller(setup, mode, plant.ambient_c, dt)
     reload_left = 0.0
     t_in = {"large": 0.0, "small": 0.0, "reload": 0.0}
-    served = 0.0
-    arrived = 0.0
-    lat_sum = 0.0
-    acc_sum = 0.0
-    switches = 0
-    throttled_steps = 0
-    peak_cpu = peak_sensor = amb
-    events = []
+    served = lat_sum = acc_sum = arrived = 0.0
+    power = np.zeros(len(spec.processor_names))
     cap = 1.0
     for k in range(n):
         if k % sub == 0:
-            events += gov.update(x, k * dt)
-            cap = float(gov.caps[pi])
-            throttled_steps += gov.active.any()
+            cap = float(plant.sample()[pi])
         arrived += setup.fps * dt
+        variant = "large" if ctl.large else "small"
         if reload_left > 0:
-            busy = 1.0
-            t_in["reload"] += dt
+            busy, variant = 1.0, "reload"
             reload_left -= dt
         elif cap <= 0:
             busy = 0.0
-            t_in["large" if large else "small"] += dt
         else:
-            v = 0 if large else 1
+            v = 0 if ctl.large else 1
             lat = setup.latency_s[v] / cap
             busy = min(1.0, setup.fps * lat)
             done = busy / lat * dt                       # requests finished in this step
@@ -187,38 +202,33 @@ def run_shifting(setup: ShiftSetup, mode: str = "shift", *, duration_s: float = 
             lat_sum += done * lat
             if setup.accuracy[v] is not None:
                 acc_sum += done * setup.accuracy[v]
-            t_in["large" if large else "small"] += dt
-        p = busy * (setup.static_w + setup.dynamic_w * cap ** 3)
-        x = x @ AdT + b_cpu * p + ea
-        t_cpu = float(x[ic])
-        peak_cpu = max(peak_cpu, t_cpu)
-        peak_sensor = max(peak_sensor, float(x[sensor]))
-        if mode == "shift":
-            prev = avg_t
-            avg_t = ALPHA * avg_t + (1 - ALPHA) * t_cpu
-            grad = BETA * grad + (1 - BETA) * (avg_t - prev) / dt
-            if large and t_cpu > setup.t_lim_c:
-                large, avg_t, grad, armed = False, t_cpu, 0.0, False
-                switches += 1
-                reload_left = setup.reload_s
-            elif not large:
-                if grad < setup.g_lim:
-                    armed = True
-                elif armed and grad > setup.g_lim:
-                    large = True
-                    switches += 1
-                    reload_left = setup.reload_s
-    total = n * dt
-    trips = [e for e in events if e.kind == "trip"]
+        t_in[variant] += dt
+        power[pi] = busy * (setup.static_w + setup.dynamic_w * cap ** 3)
+        x = plant.step(power)
+        plant.record()
+        if ctl.observe(float(x[ic])):
+            reload_left = setup.reload_s
+    log = plant.log()
+    sums = {"served": served, "arrived": arrived, "latency": lat_sum, "accuracy": acc_sum}
+    return _shift_result(setup, mode, log, n * dt, t_in, sums, ctl.switches, ic, sensor)
+
+
+def _shift_result(setup: ShiftSetup, mode: str, log: PlantLog, total: float, t_in: dict[str, float],
+                  sums: dict[str, float], switches: int, ic: int, sensor: int) -> ShiftResult:
+    """The :class:`ShiftResult` of a run from its plant log and the request sums (served, arrived,
+    latency and accuracy weighted by served requests)."""
+    served, arrived, lat_sum, acc_sum = sums["served"], sums["arrived"], sums["latency"], sums["accuracy"]
     used = {"shift": (0, 1), "large": (0,), "small": (1,)}[mode]
     has_acc = all(setup.accuracy[v] is not None for v in used)
+    peak = log.peak_c()
     return ShiftResult(
         mode=mode, duration_s=total, mean_latency_s=lat_sum / served if served else float("nan"),
         time_share={k: v / total for k, v in t_in.items()}, served=int(round(served)),
         dropped_fraction=float(max(0.0, 1 - served / arrived)) if arrived else 0.0,
         accuracy_score=acc_sum / served if (served and has_acc) else None, switches=switches,
-        throttle_events=len(trips), time_to_first_throttle_s=trips[0].time_s if trips else None,
-        throttled_fraction=float(throttled_steps / max(1, n // sub)), peak_cpu_c=peak_cpu, peak_sensor_c=peak_sensor)
+        throttle_events=sum(e.kind == "trip" for e in log.events),
+        time_to_first_throttle_s=log.time_to_first_throttle_s(), throttled_fraction=log.throttled_fraction(),
+        peak_cpu_c=float(peak[ic]), peak_sensor_c=float(peak[sensor]))
 
 
 def compare_shifting(setup: ShiftSetup, *, duration_s: float = 3600.0,

@@ -26,6 +26,7 @@ HSWD
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,65 @@ def _levels(dev, name: str) -> np.ndarray:
     return np.asarray(dev.processor(name).clock_levels_hz, float)
 
 
+def _fit_clocks(slack: Callable[[float, float], float], lc: np.ndarray, lg: np.ndarray,
+                order: tuple[str, str], theta_c: float) -> tuple[float, float, int]:
+    """TADF's clock choice below the maximum (module docstring): lower the processors in ``order``
+    (``"c"``/``"g"``), bisecting the first one whose floor fits, snap down to the clock levels
+    ``lc``/``lg`` (fractions of max), then step any clock back up while it still fits.
+    Returns ``(x_cpu, x_gpu, bisection iterations)``."""
+    x = {"c": 1.0, "g": 1.0}
+    lo_lvl = {"c": lc[0], "g": lg[0]}
+    iterations = 0
+    for who in order:
+        x[who] = lo_lvl[who]
+        if slack(x["c"], x["g"]) > 0:
+            continue                          # this one at its floor is not enough: next
+        lo, hi = lo_lvl[who], 1.0
+        while True:
+            iterations += 1
+            mid = 0.5 * (lo + hi)
+            x[who] = mid
+            s = slack(x["c"], x["g"])
+            if -theta_c <= s <= 0 or hi - lo < 1e-6:
+                if s > 0:
+                    x[who] = lo
+                break
+            if s > 0:
+                hi = mid
+            else:
+                lo = mid
+        break
+    xc = float(lc[lc <= x["c"] + 1e-12].max())
+    xg = float(lg[lg <= x["g"] + 1e-12].max())
+    for who in reversed(order):
+        levels = lc if who == "c" else lg
+        for lv in levels[::-1]:
+            cand = (float(lv), xg) if who == "c" else (xc, float(lv))
+            if lv > (xc if who == "c" else xg) and slack(*cand) <= 0:
+                xc, xg = cand
+                break
+    return xc, xg, iterations
+
+
+def _tadf_device(device: str, ambient_c: float, tmax_c: float, theta_c: float, cpu: str, gpu: str):
+    """The device and its thermal spec, after checking TADF's settings (one-line errors)."""
+    from ...hardware import load_device
+
+    if ambient_c >= tmax_c:
+        raise ConstraintError(f"ambient {ambient_c:g} °C is not below T_max {tmax_c:g} °C: no clock "
+                              "setting can keep the device under T_max (the steady state is never "
+                              "below ambient)")
+    if not theta_c > 0:
+        raise ConfigError(f"theta must be > 0 °C, got {theta_c!r}")
+    dev = load_device(device)
+    spec = dev.thermal_spec()
+    for name in (cpu, gpu):
+        if name not in spec.processor_names:
+            raise ConfigError(f"device {device!r}: thermal spec has no processor {name!r} "
+                              f"(has {', '.join(spec.processor_names)}); TADF needs a CPU and a GPU")
+    return dev, spec
+
+
 def tadf(device: str, ambient_c: float, tmax_c: float = 85.0, theta_c: float = 0.5,
          cpu: str = "cpu", gpu: str = "gpu", settle_s: float = 3600.0) -> TadfResult:
     """Pick CPU/GPU clocks keeping the steady temperature of every die node within ``tmax_c``.
@@ -82,24 +142,12 @@ def tadf(device: str, ambient_c: float, tmax_c: float = 85.0, theta_c: float = 0
     ConstraintError
         ``ambient_c >= tmax_c``, or even the lowest clocks exceed T_max (says what is reachable).
     """
-    from ...hardware import load_device
     from ..simulate import ScaledWorkload, simulate
 
-    if ambient_c >= tmax_c:
-        raise ConstraintError(f"ambient {ambient_c:g} °C is not below T_max {tmax_c:g} °C: no clock "
-                              "setting can keep the device under T_max (the steady state is never "
-                              "below ambient)")
-    if not theta_c > 0:
-        raise ConfigError(f"theta must be > 0 °C, got {theta_c!r}")
-    dev = load_device(device)
-    spec = dev.thermal_spec()
+    dev, spec = _tadf_device(device, ambient_c, tmax_c, theta_c, cpu, gpu)
     net = RCNetwork.from_spec(spec)
     K = net.steady_gain()                                           # [N, M]
     inputs = spec.processor_names
-    for name in (cpu, gpu):
-        if name not in inputs:
-            raise ConfigError(f"device {device!r}: thermal spec has no processor {name!r} "
-                              f"(has {', '.join(inputs)}); TADF needs a CPU and a GPU")
     pc, pg = dev.processor(cpu), dev.processor(gpu)
     fcm, fgm = pc.max_clock_hz, pg.max_clock_hz
     ups_c = pc.power.power_w(fcm, fcm) - pc.power.static_w
@@ -117,11 +165,9 @@ def tadf(device: str, ambient_c: float, tmax_c: float = 85.0, theta_c: float = 0
         return float(np.max(a2 * xc ** 3 + a3 * xg ** 3 - F))
 
     lc, lg = _levels(dev, cpu) / fcm, _levels(dev, gpu) / fgm
-    iterations = 0
+    xc, xg, iterations = 1.0, 1.0, 0
     at_max = slack(1.0, 1.0) <= 0
-    if at_max:
-        xc, xg = 1.0, 1.0
-    else:
+    if not at_max:
         if slack(lc[0], lg[0]) > 0:
             p_min = np.zeros(len(inputs))
             p_min[ic], p_min[ig] = pc.power_w(lc[0] * fcm), pg.power_w(lg[0] * fgm)
@@ -133,37 +179,7 @@ def tadf(device: str, ambient_c: float, tmax_c: float = 85.0, theta_c: float = 0
         heat_c = float(np.max(a2)) / pc.peak_at("fp32")
         heat_g = float(np.max(a3)) / pg.peak_at("fp32")
         order = ("c", "g") if heat_c >= heat_g else ("g", "c")
-        x = {"c": 1.0, "g": 1.0}
-        lo_lvl = {"c": lc[0], "g": lg[0]}
-        for who in order:
-            x[who] = lo_lvl[who]
-            if slack(x["c"], x["g"]) > 0:
-                continue                          # this one at its floor is not enough: next
-            lo, hi = lo_lvl[who], 1.0
-            while True:
-                iterations += 1
-                mid = 0.5 * (lo + hi)
-                x[who] = mid
-                s = slack(x["c"], x["g"])
-                if -theta_c <= s <= 0 or hi - lo < 1e-6:
-                    if s > 0:
-                        x[who] = lo
-                    break
-                if s > 0:
-                    hi = mid
-                else:
-                    lo = mid
-            break
-        # snap down to clock levels, then step any clock back up while it still fits
-        xc = float(lc[lc <= x["c"] + 1e-12].max())
-        xg = float(lg[lg <= x["g"] + 1e-12].max())
-        for who in reversed(order):
-            levels = lc if who == "c" else lg
-            for lv in levels[::-1]:
-                cand = (float(lv), xg) if who == "c" else (xc, float(lv))
-                if lv > (xc if who == "c" else xg) and slack(*cand) <= 0:
-                    xc, xg = cand
-                    break
+        xc, xg, iterations = _fit_clocks(slack, lc, lg, order, theta_c)
     fc, fg = xc * fcm, xg * fgm
     power = np.zeros(len(inputs))
     power[ic], power[ig] = pc.power_w(fc), pg.power_w(fg)
