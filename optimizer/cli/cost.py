@@ -38,24 +38,6 @@ def _clocks(specs: list[str]) -> dict[str, float]:
     return out
 
 
-def _learned_model(tables: list[str], dtype: str):
-    from ..cost.learned import fit_learned_model
-    from ..cost.measured import read_measured_table
-    from ..errors import ConfigError
-    from ..graph import load_graph
-
-    if not tables:
-        raise ConfigError("--backend learned needs --table FILE (one or more measured tables to train on)")
-    pairs = []
-    for path in tables:
-        mt = read_measured_table(path)
-        name = mt.meta.get("model")
-        if not name:
-            raise ConfigError(f"{path}: the table has no '# model: ...' header; cannot find its network")
-        pairs.append((load_graph(str(name), str(mt.meta.get("granularity", "op")), **dict(mt.meta.get("variant") or {})), mt))
-    return fit_learned_model(pairs, dtype=str(pairs[0][1].meta.get("dtype", "fp32")))
-
-
 def cost_to_dict(ct) -> dict:
     """JSON form of a CostTable."""
     procs = list(ct.processors)
@@ -108,7 +90,12 @@ def cost(
     if backend == "measured" and len(table) != 1:
         raise ConfigError("--backend measured needs exactly one --table FILE (from `dnnplan measure`)")
     graph = load_graph(model, granularity)
-    learned = _learned_model(table, dtype) if backend == "learned" else None
+    if backend == "learned":
+        from ..workflow import learned_model_from_tables
+
+        learned = learned_model_from_tables(table)
+    else:
+        learned = None
     ct = build_cost_table(graph, dev, dtype, backend, clock_hz=clocks or None,
                           table=table[0] if backend == "measured" else None, model=learned)
     if as_json:
