@@ -60,7 +60,8 @@ def test_unknown_names_and_canonical_objectives():
     p = parse_request(PipelineRequest, {"model": "m", "device": "d", "objectives": "fps,time-to-throttle",
                                         "measure": "host"})
     assert p.objectives == ("fps", "time_to_throttle_s") and p.thermal_objectives == ("time_to_throttle_s",)
-    assert p.compute_dtype == "fp32" and parse_request(PipelineRequest, {"model": "m", "device": "d"}).compute_dtype == "int8"
+    assert p.compute_dtype == "fp32"
+    assert parse_request(PipelineRequest, {"model": "m", "device": "d"}).compute_dtype == "int8"
 
 
 @pytest.mark.parametrize("args,message", [

@@ -63,7 +63,8 @@ def cost_to_dict(ct) -> dict:
 def cost(
     model: str = typer.Argument(..., help="Zoo name or a .keras/.onnx/.tflite file."),
     device: str = typer.Option(..., "--device", "-d", help="Device or server name (search_spaces/) or a YAML path."),
-    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned."),
+    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned (registered "
+                                                                    "cost backends)."),
     dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
     table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
@@ -77,11 +78,11 @@ def cost(
 
     if granularity not in ("op", "block"):
         raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
-    from ..cost.build import BACKENDS
+    from ..cost import backend_names
     from ..errors import UnknownNameError
 
-    if backend not in BACKENDS:
-        raise UnknownNameError("cost backend", backend, BACKENDS)
+    if backend not in backend_names():
+        raise UnknownNameError("cost backend", backend, backend_names())
     dev = _device(device)
     clocks = _clocks(clock)
     unknown = [c for c in clocks if c not in dev.processor_names]
