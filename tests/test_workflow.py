@@ -155,3 +155,31 @@ def _imported_packages(package: str) -> dict[str, set[str]]:
 def test_no_import_from_a_higher_layer(package, above):
     bad = {mod: sorted(pkgs & above) for mod, pkgs in _imported_packages(package).items() if pkgs & above}
     assert not bad, bad
+
+
+def test_batch_map_task_with_measured_fitness(tiny_onnx, tmp_path):
+    """A map task can ask for what ``dnnplan map --measure-cmd`` does: GA fitness measured by the
+    reference runner (PROTOCOL.md); task ids of tasks without it are unchanged."""
+    import sys
+
+    from optimizer.batch import ResultStore, TaskSpec, load_job, run_job
+
+    plain = TaskSpec(kind="map", model="m", device="pixel6")
+    assert "measure" not in plain.canonical() and "measure_cmd" not in plain.canonical()
+    split = TaskSpec(kind="split", model="m", device="pixel6", network="wifi_10", measure="host")
+    assert split.measure is None and "measure" not in split.canonical()
+    cmd = f"{sys.executable} -m optimizer.measure.reference_runner"
+    job = tmp_path / "job.yaml"
+    job.write_text(f"""\
+name: measured_map
+tasks:
+  - {{kind: map, model: {tiny_onnx}, device: pixel6, stages: 2, measure_cmd: "{cmd}",
+     settings: {{max_generations: 1, population: 4}}}}
+""")
+    store = ResultStore(tmp_path / "run")
+    summary = run_job(load_job(job), store, workers=1)
+    (task, result), = store.records()
+    assert (summary.done, summary.failed) == (1, 0), result["error"]
+    plan = json.loads((store.task_dir(task.task_id) / "plan.json").read_text())
+    assert plan["search"]["settings"]["evaluator"] == "measured"
+    assert plan["search"]["settings"]["measurements"] == plan["search"]["evaluations"] > 0

@@ -59,7 +59,8 @@ def map_request(task: TaskSpec) -> Any:
     return parse_request(PipelineRequest, {
         "model": task.model, "device": task.device, "dtype": task.dtype, "granularity": task.granularity,
         "solver": task.solver or "ga", "objectives": list(task.objectives or ()), "stages": task.stages,
-        "seed": task.seed, "memory_limit": task.memory_limit, "settings": dict(task.settings)})
+        "seed": task.seed, "memory_limit": task.memory_limit, "settings": dict(task.settings),
+        "measure": task.measure, "measure_cmd": task.measure_cmd})
 
 
 def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
@@ -112,7 +113,11 @@ def _run_search(task: TaskSpec, inputs: SharedInputs) -> tuple[dict[str, Any], A
 
     command = f"dnnplan batch task {task.task_id}"
     if task.kind == "map":
-        outcome = plan_pipeline(map_request(task), graph=inputs.graph, table=inputs.table, command=command)
+        host = None
+        if task.measure == "host":
+            from ..runtime.host_evaluator import HostPipelineMeasurer as host
+        outcome = plan_pipeline(map_request(task), graph=inputs.graph, table=inputs.table, host_measurer=host,
+                                command=command)
     else:
         outcome = plan_split(split_request(task), graph=inputs.graph, costs=inputs.split_costs[task.split_key],
                              command=command)
