@@ -47,8 +47,8 @@ def test_registry_lists_every_backend_and_each_builds_a_table(toy, options):
 
 
 def test_measured_and_learned_do_not_run_the_analytic_model(toy, options, monkeypatch):
-    g, ref, opts = options
-    import optimizer.cost.analytic as analytic
+    g, _, opts = options
+    from optimizer.cost import analytic
 
     def refuse(*args, **kwargs):
         raise AssertionError("the analytic latency model ran")
@@ -77,7 +77,7 @@ def test_options_are_checked_and_unknown_backends_named(toy, options):
 
 
 def test_a_registered_backend_is_used_by_name(toy, monkeypatch):
-    import optimizer.cost.backends as backends
+    from optimizer.cost import backends
 
     monkeypatch.setattr(backends, "_REGISTRY", dict(backends._REGISTRY))
     analytic = get_backend("analytic")

@@ -65,10 +65,18 @@ def make_split_plan(
 
 def split_costs(request: SplitRequest, graph: LayerGraph) -> Any:
     """The SplitCosts of ``request`` for ``graph`` (:func:`optimizer.search.split.build_split_costs`);
-    ``request.runtime`` is passed on when set."""
+    ``request.runtime`` is passed on when set (a ConfigError where the cost builder has no such option)."""
+    import inspect
+
+    from ..errors import ConfigError
     from ..search.split import build_split_costs
 
-    options: dict[str, Any] = {} if request.runtime is None else {"runtime": request.runtime}
+    options: dict[str, Any] = {}
+    if request.runtime is not None:
+        if "runtime" not in inspect.signature(build_split_costs).parameters:
+            raise ConfigError(f"runtime {request.runtime!r}: split costs cannot select a runtime profile "
+                              "in this version; leave runtime unset")
+        options["runtime"] = request.runtime
     return build_split_costs(graph, request.device, request.network, request.server, dtype=request.dtype,
                              cost_model=request.cost_model, wire_dtypes=list(request.wire_dtypes),
                              bandwidth_bps=request.bandwidth_bps,
