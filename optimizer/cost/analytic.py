@@ -113,14 +113,14 @@ def _block_starts(graph: LayerGraph) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
 
-def layer_support(graph: LayerGraph, device: Device, dtype: str) -> np.ndarray:
+def layer_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
     """[L, P] bool: layer ``l`` runs natively on processor ``p`` at ``dtype`` (a block when all
-    its members do). Device capability only: no latency model is evaluated, so measured and
-    learned backends use it without the analytic pass."""
+    its members do); ``arrays`` are ``graph``'s :func:`layer_arrays`. Device capability only: no
+    latency model is evaluated, so measured and learned backends use it without the analytic pass."""
     if graph.granularity == "block" and graph.op_view is not None:
         fine = _op_support(graph.op_view, device, dtype, layer_arrays(graph.op_view, dtype))
         return np.logical_and.reduceat(fine, _block_starts(graph), axis=0)
-    return _op_support(graph, device, dtype, layer_arrays(graph, dtype))
+    return _op_support(graph, device, dtype, arrays)
 
 
 def analytic_costs(

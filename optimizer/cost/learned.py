@@ -204,6 +204,7 @@ def learned_backend(inputs: BackendInputs, *, model: Any = None) -> BackendCosts
     energy is active power x latency. Support comes from the device's op lists
     (:func:`optimizer.cost.analytic.layer_support`); no analytic latency is computed."""
     from .analytic import layer_support
+    from .features import layer_arrays
 
     if model is None:
         raise ConfigError("the learned backend needs a fitted model (fit_learned_model or --table "
@@ -211,8 +212,9 @@ def learned_backend(inputs: BackendInputs, *, model: Any = None) -> BackendCosts
     pipe = load_learned_model(model)
     latency = np.column_stack([predict_latency(pipe, inputs.graph, inputs.dtype, p.name)
                                for p in inputs.device.processors]) / inputs.clock_ratio[None, :]
+    arrays = layer_arrays(inputs.graph, inputs.dtype)
     return BackendCosts(latency_s=latency, energy_j=latency * inputs.power_w[None, :],
-                        supported=layer_support(inputs.graph, inputs.device, inputs.dtype),
+                        supported=layer_support(inputs.graph, inputs.device, inputs.dtype, arrays), arrays=arrays,
                         meta={"trained_on": list(getattr(pipe, "processors_", []))})
 
 

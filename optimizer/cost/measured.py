@@ -204,6 +204,7 @@ def measured_backend(inputs: BackendInputs, *,
     lists (:func:`optimizer.cost.analytic.layer_support`); no analytic latency is computed.
     """
     from .analytic import layer_support
+    from .features import layer_arrays
 
     if table is None:
         raise ConfigError("the measured backend needs a table (--table FILE from `dnnplan measure`)")
@@ -224,5 +225,6 @@ def measured_backend(inputs: BackendInputs, *,
         e = measured_energy(mt, p)
         if e is not None:
             energy[:, j] = e
-    return BackendCosts(latency_s=lat, energy_j=energy, supported=layer_support(graph, device, inputs.dtype),
-                        meta={"table": mt.path, "table_meta": dict(mt.meta)})
+    arrays = layer_arrays(graph, inputs.dtype)
+    return BackendCosts(latency_s=lat, energy_j=energy, supported=layer_support(graph, device, inputs.dtype, arrays),
+                        arrays=arrays, meta={"table": mt.path, "table_meta": dict(mt.meta)})
