@@ -149,7 +149,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
 
 
 def _run_job(path: Path) -> None:
-    from ..search.split_job import SplitJob, run_split_job
+    from ..search.split_job import SplitJob
+    from ..workflow import run_split_job
     from ..yamlio import load_model_yaml
 
     job = load_model_yaml(path, SplitJob)

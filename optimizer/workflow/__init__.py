@@ -21,10 +21,10 @@ from .pipeline import (
     prepare_pipeline,
 )
 from .requests import PipelineRequest, SplitRequest, parse_request
-from .split import make_split_plan, plan_split, split_costs
+from .split import make_split_plan, plan_split, run_split_job, split_costs
 from .training import learned_model_from_tables
 
 __all__ = ["PipelineRequest", "PipelineSearch", "PlanOutcome", "SplitRequest", "annotate_thermal",
            "finish_pipeline_plan", "learned_model_from_tables", "make_pipeline_plan", "make_split_plan",
            "parse_request", "pipeline_objective_names", "pipeline_problem", "plan_pipeline", "plan_split",
-           "prepare_pipeline", "split_costs", "split_objective_names", "split_weights"]
+           "prepare_pipeline", "run_split_job", "split_costs", "split_objective_names", "split_weights"]

@@ -126,3 +126,39 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
                            seed=request.seed, memory_limit=request.memory_limit,
                            include_extremes=request.include_extremes, settings=solver_settings(request),
                            command=command, costs=costs, extra_objectives=extra)
+
+
+def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run a SmartSplit job (:class:`optimizer.search.split_job.SplitJob`, ``dnnplan split --job``):
+    one row per (model, device, seed) with the chosen split and the baselines'.
+
+    Each (model, device) is one :class:`~optimizer.workflow.requests.SplitRequest`; its costs and
+    problem are built once and solved per seed. Each row: ``model, device, seed, solver`` and
+    :func:`optimizer.search.split_job.comparison_row` (``layers``, ``chosen``, ``objectives``,
+    ``evaluations``, every baseline's decision and objectives).
+    """
+    from ..graph import load_graph
+    from ..search import solve
+    from ..search.split import SplitProblem
+    from ..search.split_job import comparison_row
+    from .requests import SplitRequest, parse_request
+
+    search = {"population": job.population, "generations": job.generations} if job.solver == "nsga2" else {}
+    rows = []
+    for model in job.models:
+        graph = load_graph(model, job.granularity)
+        for device in job.devices:
+            request = parse_request(SplitRequest, {
+                "model": model, "device": device, "network": job.network, "server": job.server,
+                "solver": job.solver, "granularity": job.granularity, "dtype": job.dtype,
+                "wire_dtypes": list(job.wire_dtypes), "cost_model": job.cost_model, "processors": job.processors,
+                "include_extremes": job.include_extremes, "weights": job.weights, "topsis": job.topsis,
+                "settings": search})
+            problem = SplitProblem(split_costs(request, graph), include_extremes=job.include_extremes)
+            for seed in job.seeds:
+                if progress:
+                    progress(f"{model} on {device} (seed {seed})")
+                res = solve(problem, job.solver, seed=seed, **solver_settings(request))
+                rows.append({"model": graph.name, "device": device, "seed": seed, "solver": job.solver,
+                             **comparison_row(res, len(graph))})
+    return rows
