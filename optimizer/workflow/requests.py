@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, UnknownNameError
+from ..yamlio import format_loc
 from .objectives import pipeline_objective_names, split_objective_names, split_weights
 
 Dtype = Literal["int8", "fp16", "fp32"]
@@ -259,7 +260,7 @@ def describe_request_error(cls: type[BaseModel], exc: ValidationError, labels: d
     if err["type"] == "extra_forbidden":
         return (f"{cls.__name__}: unknown field {field!r}; valid: "
                 f"{', '.join(sorted(cls.model_fields))}")
-    where = labels.get(field, field) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+    where = format_loc((labels.get(field, field), *loc[1:]))
     got = err.get("input")
     shown = "" if isinstance(got, dict) else f" (got {got!r})"
     return f"{cls.__name__}: {where}: {err['msg'].removeprefix('Value error, ')}{shown}"
