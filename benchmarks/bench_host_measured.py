@@ -52,7 +52,7 @@ def main() -> None:
     from scipy.stats import spearmanr
 
     from optimizer.graph import load_graph
-    from optimizer.plan.make import pipeline_problem
+    from optimizer.workflow import pipeline_problem
     from optimizer.runtime.host_evaluator import HostPipelineMeasurer
     from optimizer.search import solve
     from optimizer.search.evaluators import MeasuredEvaluator

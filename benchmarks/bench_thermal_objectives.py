@@ -21,7 +21,7 @@ import numpy as np
 
 from optimizer.graph import load_graph
 from optimizer.hardware import load_device
-from optimizer.plan.make import make_pipeline_plan, make_split_plan, pipeline_problem
+from optimizer.workflow import make_pipeline_plan, make_split_plan, pipeline_problem
 from optimizer.search import solve
 from optimizer.thermal.objectives import pipeline_thermal_objectives
 from optimizer.thermal.plan_workload import mapping_workload, simulate_plan

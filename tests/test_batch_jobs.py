@@ -80,7 +80,8 @@ def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path
     import yaml
 
     from optimizer.batch.tasks import build_inputs, execute_task
-    from optimizer.search.split_job import SplitJob, run_split_job
+    from optimizer.search.split_job import SplitJob
+    from optimizer.workflow import run_split_job
 
     tasks = load_job(SMARTSPLIT).expand()
     assert len(tasks) == 5 * 2 and {t.kind for t in tasks} == {"split"}  # models x devices x seeds

@@ -12,7 +12,7 @@ import pytest
 from optimizer.errors import ConfigError
 from optimizer.graph import load_graph
 from optimizer.hardware import load_device
-from optimizer.plan.make import pipeline_problem
+from optimizer.workflow import pipeline_problem
 from optimizer.runtime.host_evaluator import HostPipelineMeasurer, cache_bytes, check_host_device, prune_stage_cache
 from optimizer.search import solve
 from optimizer.search.evaluators import MeasuredEvaluator

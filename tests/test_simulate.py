@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from optimizer.plan.io import read_plan, write_plan
-from optimizer.plan.make import make_pipeline_plan, make_split_plan
+from optimizer.workflow import make_pipeline_plan, make_split_plan
 from optimizer.thermal.plan_workload import plan_workload, simulate_plan
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from optimizer.errors import UnknownNameError
 from optimizer.hardware import load_device
-from optimizer.plan.make import make_pipeline_plan, pipeline_problem
+from optimizer.workflow import make_pipeline_plan, pipeline_problem
 from optimizer.thermal.objectives import GovernorLevels, pipeline_thermal_objectives, split_thermal_objectives
 from optimizer.thermal.plan_workload import CappedTables, SplitWorkload, mapping_workload
 from optimizer.thermal.simulate import simulate

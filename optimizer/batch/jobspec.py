@@ -44,6 +44,8 @@ Dtype = Literal["int8", "fp16", "fp32"]
 # split-cost options; left out of a task's canonical form (and id) while at their defaults
 SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
                                          "include_extremes": False}
+# measured GA fitness of map tasks (as ``dnnplan map --measure host`` / ``--measure-cmd``); same rule
+MAP_OPTION_DEFAULTS: dict[str, Any] = {"measure": None, "measure_cmd": None}
 
 
 class _Strict(BaseModel):
@@ -67,6 +69,8 @@ class TaskDefaults(_Strict):
     wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
     processors: list[str] | None = Field(default=None, min_length=1)
     include_extremes: bool = False
+    measure: Literal["host"] | None = None
+    measure_cmd: str | None = Field(default=None, min_length=1)
 
 
 class TaskSpec(_Strict):
@@ -89,6 +93,8 @@ class TaskSpec(_Strict):
     wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
     processors: list[str] | None = Field(default=None, min_length=1)
     include_extremes: bool = False
+    measure: Literal["host"] | None = None
+    measure_cmd: str | None = Field(default=None, min_length=1)
 
     _normalise_objectives = field_validator("objectives", mode="before")(_objective_list)
 
@@ -106,13 +112,16 @@ class TaskSpec(_Strict):
             self.network = None
             for name, default in SPLIT_OPTION_DEFAULTS.items():
                 setattr(self, name, default)
+        else:
+            for name, default in MAP_OPTION_DEFAULTS.items():
+                setattr(self, name, default)
         return self
 
     def canonical(self) -> dict[str, Any]:
-        """The spec as JSON; split-cost options at their defaults are left out, so adding them
-        kept the ids of earlier tasks."""
+        """The spec as JSON; split-cost and measurement options at their defaults are left out, so
+        adding them kept the ids of earlier tasks."""
         doc = self.model_dump(mode="json")
-        for name, default in SPLIT_OPTION_DEFAULTS.items():
+        for name, default in {**SPLIT_OPTION_DEFAULTS, **MAP_OPTION_DEFAULTS}.items():
             if doc[name] == default:
                 del doc[name]
         return doc

@@ -2,7 +2,8 @@
 
 Graphs are imported once per (model, granularity); cost tables once per input key (model,
 granularity, device, dtype) and split costs once per (key, network, server). Tasks only read
-them. Every search goes through :mod:`optimizer.plan.make`, the recipe the CLI uses.
+them. Every search goes through :mod:`optimizer.workflow` with a typed request, as the CLI's do:
+a task can do what the command can (thermal objectives, TOPSIS weights, solver settings).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def build_inputs(key: tuple[str, str, str, str], tasks: list[TaskSpec],
     """Build the inputs of ``tasks`` (all sharing ``key``); ``graphs`` caches imports by model."""
     from ..cost import build_cost_table
     from ..graph import load_graph
-    from ..search.split import build_split_costs
+    from ..workflow import split_costs
 
     model, granularity, device, dtype = key
     inputs = SharedInputs(key=key)
@@ -45,14 +46,40 @@ def build_inputs(key: tuple[str, str, str, str], tasks: list[TaskSpec],
             inputs.table = build_cost_table(inputs.graph, device, dtype)
         for t in tasks:
             if t.kind == "split" and t.split_key not in inputs.split_costs:
-                network, server, cost_model, wire_dtypes, processors = t.split_key
-                options: dict[str, Any] = {"wire_dtypes": list(wire_dtypes)} if wire_dtypes else {}
-                inputs.split_costs[t.split_key] = build_split_costs(
-                    inputs.graph, device, network, server, dtype=dtype, cost_model=cost_model,
-                    processors=list(processors) or None, **options)
+                inputs.split_costs[t.split_key] = split_costs(split_request(t, costs_only=True), inputs.graph)
     except DnnplanError as exc:
         inputs.error = str(exc).splitlines()[0]
     return inputs
+
+
+def map_request(task: TaskSpec) -> Any:
+    """The :class:`~optimizer.workflow.PipelineRequest` of a map task."""
+    from ..workflow import PipelineRequest, parse_request
+
+    return parse_request(PipelineRequest, {
+        "model": task.model, "device": task.device, "dtype": task.dtype, "granularity": task.granularity,
+        "solver": task.solver or "ga", "objectives": list(task.objectives or ()), "stages": task.stages,
+        "seed": task.seed, "memory_limit": task.memory_limit, "settings": dict(task.settings),
+        "measure": task.measure, "measure_cmd": task.measure_cmd})
+
+
+def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
+    """The :class:`~optimizer.workflow.SplitRequest` of a split task (its ``objectives`` included);
+    ``costs_only`` keeps just the fields of :attr:`TaskSpec.split_key`, so one task's bad search
+    setting fails that task alone, not every task sharing its costs."""
+    from ..workflow import SplitRequest, parse_request
+
+    fields: dict[str, Any] = {
+        "model": task.model, "device": task.device, "network": task.network or "",
+        "server": task.server or DEFAULT_SERVER, "granularity": task.granularity, "dtype": task.dtype,
+        "cost_model": task.cost_model, "processors": task.processors}
+    if task.wire_dtypes:
+        fields["wire_dtypes"] = list(task.wire_dtypes)
+    if not costs_only:
+        fields.update(solver=task.solver or "nsga2", memory_limit=task.memory_limit, seed=task.seed,
+                      include_extremes=task.include_extremes, objectives=list(task.objectives or ()),
+                      settings=dict(task.settings))
+    return parse_request(SplitRequest, fields)
 
 
 def execute_task(task: TaskSpec, inputs: SharedInputs) -> TaskOutcome:
@@ -81,24 +108,17 @@ def execute_task(task: TaskSpec, inputs: SharedInputs) -> TaskOutcome:
 
 
 def _run_search(task: TaskSpec, inputs: SharedInputs) -> tuple[dict[str, Any], Any]:
-    """One map or split search through the same recipe as the CLI (``optimizer.plan.make``)."""
-    from ..hardware.units import parse_quantity
-    from ..plan.make import make_pipeline_plan, make_split_plan
+    """One map or split search through the workflow, on the inputs its key shares."""
+    from ..workflow import plan_pipeline, plan_split
 
-    try:
-        memory_limit = parse_quantity(task.memory_limit, "bytes") if task.memory_limit else None
-    except ValueError as exc:
-        raise DnnplanError(f"memory_limit {task.memory_limit!r}: {exc}") from None
     command = f"dnnplan batch task {task.task_id}"
     if task.kind == "map":
-        outcome = make_pipeline_plan(
-            inputs.graph, task.device, dtype=task.dtype, solver=task.solver or "ga", seed=task.seed,
-            stages=task.stages, objectives=tuple(task.objectives or ()), memory_limit=memory_limit,
-            settings=dict(task.settings), command=command, table=inputs.table)
+        host = None
+        if task.measure == "host":
+            from ..runtime.host_evaluator import HostPipelineMeasurer as host
+        outcome = plan_pipeline(map_request(task), graph=inputs.graph, table=inputs.table, host_measurer=host,
+                                command=command)
     else:
-        outcome = make_split_plan(
-            inputs.graph, task.device, task.network or "", server=task.server or DEFAULT_SERVER,
-            dtype=task.dtype, solver=task.solver or "nsga2", seed=task.seed, memory_limit=memory_limit,
-            include_extremes=task.include_extremes, settings=dict(task.settings), command=command,
-            costs=inputs.split_costs[task.split_key])
+        outcome = plan_split(split_request(task), graph=inputs.graph, costs=inputs.split_costs[task.split_key],
+                             command=command)
     return outcome.plan.model_dump(mode="json"), outcome.result

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from . import app
@@ -38,24 +36,6 @@ def _clocks(specs: list[str]) -> dict[str, float]:
     return out
 
 
-def _learned_model(tables: list[str], dtype: str):
-    from ..cost.learned import fit_learned_model
-    from ..cost.measured import read_measured_table
-    from ..errors import ConfigError
-    from ..graph import load_graph
-
-    if not tables:
-        raise ConfigError("--backend learned needs --table FILE (one or more measured tables to train on)")
-    pairs = []
-    for path in tables:
-        mt = read_measured_table(path)
-        name = mt.meta.get("model")
-        if not name:
-            raise ConfigError(f"{path}: the table has no '# model: ...' header; cannot find its network")
-        pairs.append((load_graph(str(name), str(mt.meta.get("granularity", "op")), **dict(mt.meta.get("variant") or {})), mt))
-    return fit_learned_model(pairs, dtype=str(pairs[0][1].meta.get("dtype", "fp32")))
-
-
 def cost_to_dict(ct) -> dict:
     """JSON form of a CostTable."""
     procs = list(ct.processors)
@@ -81,7 +61,8 @@ def cost_to_dict(ct) -> dict:
 def cost(
     model: str = typer.Argument(..., help="Zoo name or a .keras/.onnx/.tflite file."),
     device: str = typer.Option(..., "--device", "-d", help="Device or server name (search_spaces/) or a YAML path."),
-    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned."),
+    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned (registered "
+                                                                    "cost backends)."),
     dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
     table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
@@ -95,11 +76,11 @@ def cost(
 
     if granularity not in ("op", "block"):
         raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
-    from ..cost.build import BACKENDS
+    from ..cost import backend_names
     from ..errors import UnknownNameError
 
-    if backend not in BACKENDS:
-        raise UnknownNameError("cost backend", backend, BACKENDS)
+    if backend not in backend_names():
+        raise UnknownNameError("cost backend", backend, backend_names())
     dev = _device(device)
     clocks = _clocks(clock)
     unknown = [c for c in clocks if c not in dev.processor_names]
@@ -108,7 +89,12 @@ def cost(
     if backend == "measured" and len(table) != 1:
         raise ConfigError("--backend measured needs exactly one --table FILE (from `dnnplan measure`)")
     graph = load_graph(model, granularity)
-    learned = _learned_model(table, dtype) if backend == "learned" else None
+    if backend == "learned":
+        from ..workflow import learned_model_from_tables
+
+        learned = learned_model_from_tables(table)
+    else:
+        learned = None
     ct = build_cost_table(graph, dev, dtype, backend, clock_hz=clocks or None,
                           table=table[0] if backend == "measured" else None, model=learned)
     if as_json:

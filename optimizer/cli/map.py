@@ -12,20 +12,13 @@ import typer
 from . import app
 from .common import STATE, console, console_err, output_file
 
-
-def _memory_limit(text: str | None) -> float | None:
-    if text is None:
-        return None
-    from ..errors import ConfigError
-    from ..hardware.units import parse_quantity
-
-    try:
-        value = parse_quantity(text, "bytes")
-    except ValueError as exc:
-        raise ConfigError(f"--memory-limit {text!r}: {exc}") from None
-    if not value > 0:
-        raise ConfigError(f"--memory-limit {text!r}: expected a size > 0 such as '2 GB'")
-    return value
+#: option names of the request fields, for one-line errors in the user's words
+MAP_OPTIONS = {"dtype": "--dtype", "granularity": "--granularity", "solver": "--solver", "objectives": "--objectives",
+               "stages": "--stages", "processors": "--processors", "memory_limit": "--memory-limit",
+               "cpu_cores": "--cpu-cores", "pre_s": "--pre-ms", "post_s": "--post-ms", "resume": "--resume",
+               "measure": "--measure", "measure_cmd": "--measure-cmd", "measure_repeats": "--measure-repeats",
+               "measure_frames": "--measure-frames", "measure_cache": "--measure-cache",
+               "measure_cache_mb": "--measure-cache-mb", "variant": "--variant"}
 
 
 @app.command("map")
@@ -75,121 +68,59 @@ def map_cmd(
                                                 "of earlier runs are evicted."),
 ) -> None:
     """Map MODEL onto DEVICE as a pipeline of processor stages and write the plan."""
-    from ..errors import ConfigError
-    from ..graph import load_graph
-    from ..hardware import load_device
     from ..plan.io import write_plan
-    from ..plan.make import finish_pipeline_plan, pipeline_problem
-    from ..search import solve, solver_names
-
-    if granularity not in ("op", "block"):
-        raise ConfigError(f"--granularity {granularity!r}: expected 'op' or 'block'")
-    if solver not in solver_names("pipeline"):
-        from ..errors import UnknownNameError
-
-        raise UnknownNameError("solver", solver, solver_names("pipeline"))
-    from ..thermal.objectives import thermal_name
-
-    objs = tuple(thermal_name(o.strip()) or o.strip() for o in objectives.split(",") if o.strip())
-    limit = _memory_limit(memory_limit)
-    if resume and solver != "ga":
-        raise ConfigError(f"--resume applies to --solver ga, not {solver!r}")
-    if measure_cmd is not None and solver != "ga":
-        raise ConfigError(f"--measure-cmd applies to --solver ga, not {solver!r}")
-    if measure is not None:
-        if measure != "host":
-            raise ConfigError(f"--measure {measure!r}: expected 'host' (or use --measure-cmd)")
-        if measure_cmd is not None:
-            raise ConfigError("--measure host and --measure-cmd both given; choose one measurement source")
-        if solver != "ga":
-            raise ConfigError(f"--measure host applies to --solver ga, not {solver!r}")
-    if dtype is None:
-        dtype = "fp32" if measure == "host" else "int8"
+    from ..workflow import PipelineRequest, parse_request, prepare_pipeline
     from .common import parse_variant
 
-    variant_args = parse_variant(variant)
-    dev = load_device(device)
-    if measure == "host":
-        from ..runtime.host_evaluator import check_host_device
-
-        check_host_device(dev)
-    graph = load_graph(model, granularity, **variant_args)
-    names = None if processors is None else [p.strip() for p in processors.split(",") if p.strip()]
-    thermal = [o for o in objs if thermal_name(o)]
-    extra = ()
-    if thermal:
-        from ..thermal.objectives import pipeline_thermal_objectives
-
-        extra = pipeline_thermal_objectives(thermal, graph, dev)
-    problem = pipeline_problem(graph, dev, dtype=dtype, stages=stages, objectives=objs, memory_limit=limit,
-                               processors=names, cpu_cores=cpu_cores, pre_s=pre_ms / 1e3,
-                               post_s=post_ms / 1e3, extra_objectives=extra,
-                               cpu_threads=1 if measure == "host" else 4)  # host: one thread per core stage
-    ct = problem.cost_table
-
-    settings: dict = {}
-    ckpt: Path | None = None
-    measurer = None
+    ckpt = checkpoint if checkpoint is not None else out.with_name(out.name + ".ckpt")
+    settings: dict = {"resume": True} if resume else {}
     if solver == "ga":
-        ckpt = checkpoint if checkpoint is not None else out.with_name(out.name + ".ckpt")
-        settings.update(max_generations=generations, population=population, checkpoint=ckpt, resume=resume)
-        if measure_cmd is not None:
-            from ..measure import ExternalMeasurer
-            from ..measure.artifacts import export_artifact
-            from ..search.evaluators import MeasuredEvaluator, external_measure
-
-            measurer = ExternalMeasurer(measure_cmd)
-            artifact = export_artifact(model, graph, "onnx")
-            cpu = ct.processors[ct.processor_kinds.index("cpu")]
-            cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
-            settings["evaluator"] = MeasuredEvaluator(
-                external_measure(measurer, artifact, dtype=dtype, cpu_processor=cpu,
-                                 cpu_threads=problem.cpu_threads,
-                                 repeats=10 if measure_repeats is None else measure_repeats),
-                cache_path=cache)
-        elif measure == "host":
-            from ..runtime.host_evaluator import HostPipelineMeasurer
-            from ..search.evaluators import MeasuredEvaluator
-
-            cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
-            settings["evaluator"] = MeasuredEvaluator(
-                HostPipelineMeasurer(model, graph, dtype=dtype, variant=variant_args, device=dev.name,
-                                     frames=measure_frames, repeats=5 if measure_repeats is None else measure_repeats,
-                                     seed=seed, cache_limit_mb=measure_cache_mb), cache_path=cache)
-
-    first = problem.objective_names[0]
-    unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",
-            "peak_temp_c": "°C", "time_to_throttle_s": "s"}.get(first, "")
+        settings = {"max_generations": generations, "population": population, "checkpoint": ckpt, "resume": resume}
+    measuring = measure_cmd is not None or measure is not None
+    cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
+    request = parse_request(PipelineRequest, {
+        "model": model, "device": device, "dtype": dtype, "granularity": granularity, "solver": solver,
+        "objectives": objectives, "stages": stages, "seed": seed, "processors": processors,
+        "memory_limit": memory_limit, "cpu_cores": cpu_cores, "pre_s": pre_ms / 1e3, "post_s": post_ms / 1e3,
+        "settings": settings, "variant": parse_variant(variant), "measure": measure, "measure_cmd": measure_cmd,
+        "measure_repeats": measure_repeats, "measure_frames": measure_frames,
+        "measure_cache": str(cache) if measuring else None, "measure_cache_mb": measure_cache_mb,
+    }, labels=MAP_OPTIONS)
+    host = None
+    if request.measure == "host":
+        from ..runtime.host_evaluator import HostPipelineMeasurer as host
+    search = prepare_pipeline(request, host_measurer=host)
+    command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
     try:
-        if solver == "ga" and not STATE.quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            with Progress(TextColumn("[bold]GA[/] gen"), MofNCompleteColumn(), BarColumn(),
-                          TextColumn("best {task.fields[best]}  evals {task.fields[evals]}"),
-                          TimeElapsedColumn(), console=console_err, transient=True) as bar:
-                task = bar.add_task("ga", total=generations, best="-", evals=0)
-
-                def progress(gen: int, best: float, evals: int) -> None:
-                    bar.update(task, completed=gen, best=f"{best:.4g} {unit}", evals=evals)
-
-                result = solve(problem, "ga", seed=seed, progress=progress, **settings)
-        else:
-            result = solve(problem, solver, seed=seed, **settings)
+        outcome = _run(search, generations, command)
     except KeyboardInterrupt:
-        if ckpt is not None and ckpt.exists():
+        if solver == "ga" and ckpt.exists():
             console_err.print(f"interrupted: checkpoint kept at {ckpt}; rerun the same command with --resume")
         raise
-    finally:
-        if measurer is not None:
-            measurer.close()
-
-    command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
-    outcome = finish_pipeline_plan(problem, result, graph, variant=variant_args or None, command=command, device=dev)
     result, plan = outcome.result, outcome.plan
     write_plan(plan, out)
-    if solver == "ga" and checkpoint is None and ckpt is not None:
+    if solver == "ga" and checkpoint is None:
         ckpt.unlink(missing_ok=True)
-    _summary(problem, result, plan, out)
+    _summary(search.problem, result, plan, out)
+
+
+def _run(search, generations: int, command: str | None):
+    """Solve with a Rich progress bar of GA generations (none with --quiet or another solver)."""
+    if search.request.solver != "ga" or STATE.quiet:
+        return search.run(command=command)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",
+            "peak_temp_c": "°C", "time_to_throttle_s": "s"}.get(search.problem.objective_names[0], "")
+    with Progress(TextColumn("[bold]GA[/] gen"), MofNCompleteColumn(), BarColumn(),
+                  TextColumn("best {task.fields[best]}  evals {task.fields[evals]}"),
+                  TimeElapsedColumn(), console=console_err, transient=True) as bar:
+        task = bar.add_task("ga", total=generations, best="-", evals=0)
+
+        def progress(gen: int, best: float, evals: int) -> None:
+            bar.update(task, completed=gen, best=f"{best:.4g} {unit}", evals=evals)
+
+        return search.run(progress=progress, command=command)
 
 
 def _summary(problem, result, plan, out: Path) -> None:

@@ -13,32 +13,11 @@ from . import app
 from .common import STATE, console, console_err, output_file, print_wide
 
 SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
-
-
-def parse_weights(text: str | None) -> list[float] | None:
-    """``"1,1,1"`` -> [1.0, 1.0, 1.0] (length and sign are checked by the decision rule)."""
-    if text is None:
-        return None
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"--weights {text!r}: expected comma-separated numbers, e.g. 1,1,1") from None
-
-
-def _quantity(option: str, text: str | None, dimension: str, positive: bool) -> float | None:
-    from ..hardware import parse_quantity
-
-    if text is None:
-        return None
-    try:
-        value = parse_quantity(text, dimension)
-    except ValueError as exc:
-        raise ConfigError(f"{option} {text!r}: {exc}") from None
-    if positive and not value > 0:
-        raise ConfigError(f"{option} {text!r}: expected a value > 0")
-    if value < 0:
-        raise ConfigError(f"{option} {text!r}: expected a value >= 0")
-    return value
+#: option names of the request fields, for one-line errors in the user's words
+SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solver", "granularity": "--granularity",
+                 "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
+                 "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
+                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -122,89 +101,28 @@ def split_cmd(
         missing = [n for n, v in (("MODEL", model), ("--device", device), ("--network", network),
                                   ("--out", out)) if v is None]
         raise ConfigError(f"dnnplan split needs {', '.join(missing)} (or --job FILE)")
-    from ..errors import UnknownNameError
-    from ..search.decision import VARIANTS, check_weights
-    from ..search.split import COST_MODELS, OBJECTIVES
-
-    if solver not in SOLVERS:
-        raise UnknownNameError("solver", solver, SOLVERS)
-    if granularity not in ("block", "op"):
-        raise ConfigError(f"--granularity {granularity!r}: expected block or op")
-    if cost_model not in COST_MODELS:
-        raise ConfigError(f"--cost-model {cost_model!r}: expected one of {', '.join(COST_MODELS)}")
-    if topsis not in VARIANTS:
-        raise ConfigError(f"--topsis {topsis!r}: expected one of {', '.join(VARIANTS)}")
-    from ..thermal.objectives import THERMAL_ALIASES, THERMAL_OBJECTIVES, thermal_name
-
-    thermal = []
-    for raw in (o.strip() for o in objectives.split(",") if o.strip()):
-        if raw in OBJECTIVES or raw in ("latency", "energy", "memory"):
-            continue
-        name = thermal_name(raw)
-        if name is None:
-            raise UnknownNameError("split objective", raw, ["latency", "energy", "memory", *THERMAL_OBJECTIVES,
-                                                            *THERMAL_ALIASES])
-        if name not in thermal:
-            thermal.append(name)
-    w = parse_weights(weights)
-    if w is not None:
-        try:
-            check_weights(w, len(OBJECTIVES) + len(thermal))
-        except ConfigError as exc:
-            raise ConfigError(f"--weights: {exc} (latency, energy, memory{''.join(', ' + t for t in thermal)})") from None
-    mem = _quantity("--memory-limit", memory_limit, "bytes", positive=False)
-    bw = _quantity("--bandwidth", bandwidth, "bitrate", positive=True)
-
     from ..fileio import atomic_write_text
-    from ..graph import load_graph
-    from ..hardware import load_device, load_link, load_server
     from ..plan.io import write_plan
-    from ..plan.make import make_split_plan
+    from ..workflow import SplitRequest, parse_request, plan_split
 
-    dev = load_device(device)
-    load_link(network), load_server(server)  # name errors before the model loads
-    if thermal:
-        from ..thermal.plan_workload import thermal_spec_of
-
-        thermal_spec_of(dev)  # a device without a thermal section fails before the model loads
-    settings: dict[str, Any] = {}
-    if solver in ("nsga2", "exact"):
-        settings = {"weights": w, "topsis_variant": topsis}
-    if solver == "nsga2":
-        settings.update(population=population, generations=generations)
-    argv = [model, "--device", device, "--network", network, "--server", server, "--solver", solver,
-            "--granularity", granularity, "--dtype", dtype, "--wire", wire, "--cost-model", cost_model,
-            "--topsis", topsis, "--seed", str(seed)]
-    if thermal:
-        argv += ["--objectives", ",".join(["latency", "energy", "memory", *thermal])]
-    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
-        if value is not None:
-            argv += [flag, value]
-    if solver == "nsga2":
-        argv += ["--population", str(population), "--generations", str(generations)]
-    argv += ["--extremes"] if extremes else []
+    request = parse_request(SplitRequest, {
+        "model": model, "device": device, "network": network, "server": server, "solver": solver,
+        "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
+        "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
+        "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed,
+        "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
+    }, labels=SPLIT_OPTIONS)
+    command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights))
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
-        graph = load_graph(model, granularity)
-        extra: tuple = ()
-        if thermal:
-            from ..thermal.objectives import split_thermal_objectives
-
-            extra = split_thermal_objectives(thermal, dev, graph=graph)
-        if status is not None:
-            status.update(f"searching splits of {graph.name} ({len(graph)} layers) with {solver}")
-        outcome = make_split_plan(graph, device, network, server=server, dtype=dtype, solver=solver, seed=seed,
-                                  memory_limit=mem, include_extremes=extremes, cost_model=cost_model,
-                                  wire_dtypes=tuple(v.strip() for v in wire.split(",") if v.strip()),
-                                  bandwidth_bps=bw, settings=settings, command="dnnplan split " + " ".join(argv),
-                                  extra_objectives=extra)
+        outcome = plan_split(request, command=command, status=None if status is None else status.update)
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
     front_text = _front_csv(result, costs.layer_names) if front is not None else None
     write_plan(plan, out)
     if front_text is not None:
         atomic_write_text(front, front_text)
     if not STATE.quiet:
-        _summary(result, len(graph), f"{graph.name} on {costs.device} over {costs.network} "
-                                     f"to {costs.server} ({granularity}, {costs.cost_model})")
+        _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
+                                     f"to {costs.server} ({request.granularity}, {costs.cost_model})")
         pr = plan.predicted
         if pr.peak_temp_c is not None:
             ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
@@ -214,8 +132,25 @@ def split_cmd(
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
 
 
+def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None) -> list[str]:
+    """The command line that reproduces ``request`` (the plan's provenance)."""
+    r = request
+    argv = [r.model, "--device", r.device, "--network", r.network, "--server", r.server, "--solver", r.solver,
+            "--granularity", r.granularity, "--dtype", r.dtype, "--wire", ",".join(r.wire_dtypes),
+            "--cost-model", r.cost_model, "--topsis", r.topsis, "--seed", str(r.seed)]
+    if r.thermal_objectives:
+        argv += ["--objectives", ",".join(r.objectives)]
+    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
+        if value is not None:
+            argv += [flag, value]
+    if r.solver == "nsga2":
+        argv += ["--population", str(r.settings["population"]), "--generations", str(r.settings["generations"])]
+    return argv + (["--extremes"] if r.include_extremes else [])
+
+
 def _run_job(path: Path) -> None:
-    from ..search.split_job import SplitJob, run_split_job
+    from ..search.split_job import SplitJob
+    from ..workflow import run_split_job
     from ..yamlio import load_model_yaml
 
     job = load_model_yaml(path, SplitJob)

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConfigError, UnknownNameError
 from ..graph.layergraph import DTYPE_BYTES, OP_FAMILIES, LayerGraph
 from ..hardware.schema import Device
+from .backends import BackendCosts, BackendInputs
 from .features import LayerArrays, layer_arrays
 
 
@@ -86,6 +87,42 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     return out
 
 
+def processor_power(device: Device, clocks: np.ndarray) -> np.ndarray:
+    """Active power [P] of every processor at ``clocks``: ``P_static + Upsilon * f^3``."""
+    return np.array([p.power_w(clocks[j]) for j, p in enumerate(device.processors)])
+
+
+def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
+    """[L, P] native support of an op-level (or member-less) graph; identity layers run
+    everywhere; the fallback processor must run every layer."""
+    supported = supported_matrix(device, arrays.op_index, dtype)
+    if arrays.identity is not None:
+        supported = supported | arrays.identity[:, None]
+    fb = device.fallback_index
+    if not supported[:, fb].all():
+        bad = graph.layers[int(np.argmin(supported[:, fb]))]
+        raise ConfigError(f"device {device.name!r}: fallback processor {device.processors[fb].name!r} cannot run "
+                          f"{bad.op!r} layers at {dtype} (layer {bad.name!r}); add {dtype!r} to its "
+                          "peak_macs and supported_ops")
+    return supported
+
+
+def _block_starts(graph: LayerGraph) -> np.ndarray:
+    """Index of each block's first member in the op view (blocks are consecutive runs of ops)."""
+    sizes = np.array([len(la.members) for la in graph.layers])
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+
+def layer_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
+    """[L, P] bool: layer ``l`` runs natively on processor ``p`` at ``dtype`` (a block when all
+    its members do); ``arrays`` are ``graph``'s :func:`layer_arrays`. Device capability only: no
+    latency model is evaluated, so measured and learned backends use it without the analytic pass."""
+    if graph.granularity == "block" and graph.op_view is not None:
+        fine = _op_support(graph.op_view, device, dtype, layer_arrays(graph.op_view, dtype))
+        return np.logical_and.reduceat(fine, _block_starts(graph), axis=0)
+    return _op_support(graph, device, dtype, arrays)
+
+
 def analytic_costs(
     graph: LayerGraph, device: Device, dtype: str, clock_hz: Mapping[str, float] | None = None,
     runtime: str | None = None,
@@ -102,19 +139,12 @@ def analytic_costs(
     arrays = layer_arrays(graph, dtype)
     clocks = resolve_clocks(device, clock_hz)
     native = native_latency(device, arrays, dtype, clocks, runtime)
-    supported = supported_matrix(device, arrays.op_index, dtype)
+    supported = _op_support(graph, device, dtype, arrays)
     if arrays.identity is not None:
-        supported = supported | arrays.identity[:, None]
         native[arrays.identity] = 0.0
     fb = device.fallback_index
-    cpu = device.processors[fb]
-    if not supported[:, fb].all():
-        bad = graph.layers[int(np.argmin(supported[:, fb]))]
-        raise ConfigError(f"device {device.name!r}: fallback processor {cpu.name!r} cannot run "
-                          f"{bad.op!r} layers at {dtype} (layer {bad.name!r}); add {dtype!r} to its "
-                          "peak_macs and supported_ops")
     h_lat, h_spb, h_jpb = device.handoff_matrices()
-    power = np.array([p.power_w(clocks[j]) for j, p in enumerate(device.processors)])
+    power = processor_power(device, clocks)
     io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
     fallback_s = native[:, [fb]] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
     fallback_j = (power[fb] * native[:, [fb]]) + io_bytes * h_jpb[:, fb][None, :]
@@ -126,11 +156,17 @@ def analytic_costs(
 
 def _block_sums(graph: LayerGraph, fine: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     """Sum op-view costs over each block's (consecutive) members."""
-    sizes = np.array([len(la.members) for la in graph.layers])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    starts = _block_starts(graph)
     out = dict(fine)
     for key in ("latency_s", "energy_j", "native_s"):
         out[key] = np.add.reduceat(fine[key], starts, axis=0)
     out["supported"] = np.logical_and.reduceat(fine["supported"], starts, axis=0)
     out["arrays"] = layer_arrays(graph, dtype)
     return out
+
+
+def analytic_backend(inputs: BackendInputs) -> BackendCosts:
+    """The ``analytic`` cost backend: the roofline of the module docstring, with CPU fallback."""
+    base = analytic_costs(inputs.graph, inputs.device, inputs.dtype, inputs.clock_hz, inputs.runtime)
+    return BackendCosts(latency_s=base["latency_s"], energy_j=base["energy_j"], supported=base["supported"],
+                        arrays=base["arrays"])

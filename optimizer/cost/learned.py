@@ -27,14 +27,17 @@ not fitted to networks.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputFileError
 from ..graph.layergraph import LayerGraph, dtype_bytes
+from .backends import BackendCosts, BackendInputs
 from .measured import MeasuredTable, check_matches
 
 #: default nominal rates: one AVX2+FMA core at 2.445 GHz (16 MAC/cycle) and its single-thread
@@ -193,3 +196,37 @@ def predict_latency(model: Any, graph: LayerGraph, dtype: str, processor: str) -
         raise ConfigError(f"the learned cost model was trained on processors {', '.join(trained)}, "
                           f"not {processor!r}; train it on measured tables of that processor")
     return np.maximum(np.asarray(model.predict(layer_features(graph, dtype, processor)), dtype=np.float64), 0.0)
+
+
+def learned_backend(inputs: BackendInputs, *, model: Any = None) -> BackendCosts:
+    """The ``learned`` cost backend: every processor's layer latencies predicted by a fitted
+    Pipeline (:func:`fit_learned_model`, or a joblib file of one), scaled by ``f_max / f``;
+    energy is active power x latency. Support comes from the device's op lists
+    (:func:`optimizer.cost.analytic.layer_support`); no analytic latency is computed."""
+    from .analytic import layer_support
+    from .features import layer_arrays
+
+    if model is None:
+        raise ConfigError("the learned backend needs a fitted model (fit_learned_model or --table "
+                          "files to train on)")
+    pipe = load_learned_model(model)
+    latency = np.column_stack([predict_latency(pipe, inputs.graph, inputs.dtype, p.name)
+                               for p in inputs.device.processors]) / inputs.clock_ratio[None, :]
+    arrays = layer_arrays(inputs.graph, inputs.dtype)
+    return BackendCosts(latency_s=latency, energy_j=latency * inputs.power_w[None, :],
+                        supported=layer_support(inputs.graph, inputs.device, inputs.dtype, arrays), arrays=arrays,
+                        meta={"trained_on": list(getattr(pipe, "processors_", []))})
+
+
+def load_learned_model(model: Any) -> Any:
+    """A fitted model as given, or loaded from a joblib file path."""
+    if isinstance(model, (str, os.PathLike)):
+        p = Path(model)
+        if not p.is_file():
+            raise InputFileError(f"{p}: no such learned cost model file")
+        import joblib
+
+        return joblib.load(p)
+    if not hasattr(model, "predict"):
+        raise ConfigError(f"learned cost model must have predict(); got {type(model).__name__}")
+    return model

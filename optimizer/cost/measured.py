@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError, SchemaError
+from ..errors import ConfigError, InputFileError, SchemaError, UnknownNameError
 from ..fileio import atomic_write_json, atomic_write_text
 from ..graph.layergraph import LayerGraph
+from .backends import BackendCosts, BackendInputs
+
 
 def pd_unique(values: Any) -> list[Any]:
     """Unique values in order of appearance."""
@@ -190,3 +192,39 @@ def measured_energy(table: MeasuredTable, processor: str) -> np.ndarray | None:
     """Measured energies [L] of ``processor``, or None if the table has none."""
     e = table.for_processor(processor)["energy_j"].to_numpy(dtype=np.float64)
     return None if np.isnan(e).all() else np.nan_to_num(e)
+
+
+def measured_backend(inputs: BackendInputs, *,
+                     table: MeasuredTable | str | os.PathLike[str] | None = None) -> BackendCosts:
+    """The ``measured`` cost backend: per-layer latencies of ``table`` for every processor.
+
+    Latencies were measured at each processor's maximum clock (fallback effects included) and
+    are scaled by ``f_max / f`` at lower clocks (compute-bound DVFS scaling); energy is the
+    table's where it has one, else active power x latency. Support comes from the device's op
+    lists (:func:`optimizer.cost.analytic.layer_support`); no analytic latency is computed.
+    """
+    from .analytic import layer_support
+    from .features import layer_arrays
+
+    if table is None:
+        raise ConfigError("the measured backend needs a table (--table FILE from `dnnplan measure`)")
+    graph, device = inputs.graph, inputs.device
+    mt = table if isinstance(table, MeasuredTable) else read_measured_table(table)
+    for name in mt.processors:
+        if name not in device.processor_names:
+            raise UnknownNameError("processor", name, device.processor_names,
+                                   where=f"{mt.path or 'measured table'} (device {device.name!r})")
+    missing = [p for p in device.processor_names if p not in mt.processors]
+    if missing:
+        raise ConfigError(f"{mt.path or 'measured table'}: no rows for processor {missing[0]!r} of device "
+                          f"{device.name!r} (table has {', '.join(mt.processors)}); measure every "
+                          "processor or use a device file listing only the measured ones")
+    lat = np.column_stack([check_matches(mt, graph, p) for p in device.processor_names]) / inputs.clock_ratio[None, :]
+    energy = lat * inputs.power_w[None, :]
+    for j, p in enumerate(device.processor_names):
+        e = measured_energy(mt, p)
+        if e is not None:
+            energy[:, j] = e
+    arrays = layer_arrays(graph, inputs.dtype)
+    return BackendCosts(latency_s=lat, energy_j=energy, supported=layer_support(graph, device, inputs.dtype, arrays),
+                        arrays=arrays, meta={"table": mt.path, "table_meta": dict(mt.meta)})

@@ -587,7 +587,7 @@ def plot_thermal(sim: Any, *, title: str | None = None) -> Any:
 
 # ---------------------------------------------------------------------------------- batch
 def plot_batch(df: Any) -> list[tuple[str, Any]]:
-    """Overview figures of a batch run table (``ResultStore.table()``): ``[(caption, figure)]``.
+    """Overview figures of a batch run table (``RunFolder.table()``, also ``ResultStore.table()``): ``[(caption, figure)]``.
 
     Mapping tasks: throughput per model and device (one point per seed, bars at the mean).
     Split tasks: latency against energy of every chosen split, coloured by model.

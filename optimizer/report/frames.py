@@ -11,7 +11,7 @@ every figure reads the same columns:
   baseline's name, or ``""`` for front points).
 
 A batch run gives the result store's table instead: one row per task (see
-:meth:`optimizer.batch.ResultStore.table`).
+:meth:`optimizer.report.runs.RunFolder.table`).
 """
 
 from __future__ import annotations
@@ -288,25 +288,14 @@ def _load_front_csv(p: Path) -> ReportInput:
 
 
 def _load_batch(p: Path) -> ReportInput:
+    from .runs import RunFolder
+
     if not (p / "run.json").is_file():
         raise InputFileError(f"{p}: not a batch run folder (no run.json); expected a plan .json, a front .csv "
                              "or the --out folder of 'dnnplan batch run'")
-    from pydantic import ValidationError
-
-    from ..batch import ResultStore
-
-    store = ResultStore.open_existing(p)
-    info = store.info()
-    import sqlite3
-
-    try:
-        df = store.table()
-    except sqlite3.Error as exc:
-        raise InputFileError(f"{p / 'index.sqlite'}: cannot rebuild the run's index ({exc}); the run folder must "
-                             "be writable (copy it first)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
-        first = str(exc).splitlines()[0]
-        raise SchemaError(f"{p}: a task file of the run is not valid ({first}); the run folder is damaged") from None
+    run = RunFolder(p)
+    info = run.info()
+    df = run.table()
     df.attrs.update(kind="batch", source=str(p))
     return ReportInput(p, "batch", df, data=info)
 

@@ -158,6 +158,9 @@ class HostPipelineMeasurer:
         Every measurement made: ``stages``, ``fps`` (median), ``fps_runs``, ``predicted_fps``.
     """
 
+    #: the workflow's pre-flight check of the device (:func:`check_host_device`)
+    check_device = staticmethod(check_host_device)
+
     def __init__(self, model: str | os.PathLike[str], graph: LayerGraph, *, dtype: str = "fp32",
                  variant: dict[str, Any] | None = None, device: str = HOST_DEVICE,
                  cache_dir: str | os.PathLike[str] = DEFAULT_CACHE_DIR, frames: int = 30, repeats: int = 3,

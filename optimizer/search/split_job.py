@@ -1,14 +1,14 @@
 """A small split-search job: every (model, device, seed) of a SmartSplit-style setting.
 
 The job spec (``search_spaces/jobs/smartsplit.yaml``) lists models, devices, one network and
-one server, the granularity, the solver and the seeds; :func:`run_split_job` runs the solver
-and every baseline on each combination and returns one row per run. (The general batch-job
+one server, the granularity, the solver and the seeds; :func:`optimizer.workflow.run_split_job`
+runs the solver and every baseline on each combination and returns one row per run
+(:func:`comparison_row`). (The general batch-job
 system, with a result store and parallel execution, is :mod:`optimizer.batch`.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,36 +40,6 @@ class SplitJob(BaseModel):
     weights: list[float] | None = None
     seeds: list[int] = Field(default=[0], min_length=1)
     include_extremes: bool = False
-
-
-def run_split_job(job: SplitJob, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Run ``job``; one row per (model, device, seed) with the chosen split and the baselines'.
-
-    Each row: ``model, device, seed, layers`` (L), ``chosen`` (decision dict), ``objectives``,
-    ``evaluations``, and for every baseline name its decision and objectives.
-    """
-    from ..graph import load_graph
-    from .solve import solve
-    from .split import SplitProblem, build_split_costs
-
-    rows = []
-    for model in job.models:
-        graph = load_graph(model, job.granularity)
-        for device in job.devices:
-            costs = build_split_costs(graph, device, job.network, job.server, dtype=job.dtype,
-                                      cost_model=job.cost_model, wire_dtypes=job.wire_dtypes,
-                                      processors=job.processors)
-            problem = SplitProblem(costs, include_extremes=job.include_extremes)
-            for seed in job.seeds:
-                if progress:
-                    progress(f"{model} on {device} (seed {seed})")
-                settings: dict[str, Any] = {"weights": job.weights, "topsis_variant": job.topsis}
-                if job.solver == "nsga2":
-                    settings.update(population=job.population, generations=job.generations)
-                res = solve(problem, job.solver, seed=seed, **settings)
-                rows.append({"model": graph.name, "device": device, "seed": seed, "solver": job.solver,
-                             **comparison_row(res, len(graph))})
-    return rows
 
 
 def comparison_row(result: Any, layers: int) -> dict[str, Any]:

@@ -1,0 +1,266 @@
+"""Typed requests of the two searches: what the CLI, batch tasks and notebooks ask the workflow for.
+
+A request is a pydantic model with ``extra="forbid"`` (an unknown key is an error, never
+ignored; DESIGN.md "typed configs, unknown keys are rejected"). Field validators turn the
+textual forms the command line and job files use ("2 GB", "5 Mbps", "1,1,1", "sustained-fps")
+into SI values and canonical names. Errors name the field as the caller knows it: the CLI
+passes its option names as ``labels`` (``{"memory_limit": "--memory-limit"}``) through
+pydantic's validation context, so ``dnnplan map --memory-limit lots`` and a job file's
+``memory_limit: lots`` get the same one-line message, each in its own words.
+
+:func:`parse_request` is the one entry point; it raises :class:`~optimizer.errors.ConfigError`
+(exit status 2 in the CLI) with a single line naming the field, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from ..errors import ConfigError, UnknownNameError
+from ..yamlio import format_loc
+from .objectives import pipeline_objective_names, split_objective_names, split_weights
+
+Dtype = Literal["int8", "fp16", "fp32"]
+R = TypeVar("R", bound="_Request")
+
+
+def _label(info: ValidationInfo, field: str) -> str:
+    """How the caller names ``field`` (a CLI option, or the field name itself)."""
+    labels = (info.context or {}).get("labels") or {}
+    return str(labels.get(field, field))
+
+
+def _quantity(label: str, value: Any, dimension: str, *, positive: bool) -> float | None:
+    """A size or rate given as a number (SI) or text with units ("2 GB", "5 Mbps")."""
+    from ..hardware.units import parse_quantity
+
+    if value is None:
+        return None
+    try:
+        number = float(value) if isinstance(value, (int, float)) else parse_quantity(str(value), dimension)
+    except ValueError as exc:
+        raise ConfigError(f"{label} {value!r}: {exc}") from None
+    if positive and not number > 0:
+        raise ConfigError(f"{label} {value!r}: expected a value > 0")
+    if not number >= 0:
+        raise ConfigError(f"{label} {value!r}: expected a value >= 0")
+    return number
+
+
+def _names(value: Any) -> Any:
+    """``"a,b"`` -> ``["a", "b"]`` (lists pass through)."""
+    return [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="Zoo name or model file")
+    device: str = Field(min_length=1, description="Device name (search_spaces/devices) or YAML path")
+    seed: int | None = 0
+    processors: tuple[str, ...] | None = None
+    settings: dict[str, Any] = Field(default_factory=dict, description="Solver settings (checked by the solver)")
+
+    _split_processors = field_validator("processors", mode="before")(_names)
+
+
+class PipelineRequest(_Request):
+    """Map a network onto a phone's processors as a pipeline (``dnnplan map``, batch ``map`` tasks)."""
+
+    dtype: Dtype | None = Field(default=None, description="Default int8; fp32 with measure='host'")
+    granularity: Literal["op", "block"] = "op"
+    solver: str = "ga"
+    objectives: tuple[str, ...] = ("throughput",)
+    stages: int = Field(default=3, ge=1)
+    memory_limit: float | None = Field(default=None, description="Per-processor memory cap, bytes or '2 GB'")
+    cpu_cores: int | None = Field(default=None, ge=1)
+    pre_s: float = Field(default=0.0, ge=0)
+    post_s: float = Field(default=0.0, ge=0)
+    variant: dict[str, Any] = Field(default_factory=dict, description="Zoo builder arguments")
+    measure: str | None = Field(default=None, description="'host': GA fitness measured on this host")
+    measure_cmd: str | None = Field(default=None, description="External measurement command (PROTOCOL.md)")
+    measure_repeats: int | None = Field(default=None, ge=1)
+    measure_frames: int = Field(default=100, ge=1)
+    measure_cache: str | None = Field(default=None, description="JSON-lines cache of measurements")
+    measure_cache_mb: float = 2048.0
+
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
+        return _quantity(_label(info, "memory_limit"), v, "bytes", positive=True)
+
+    @field_validator("objectives", mode="before")
+    @classmethod
+    def _objectives(cls, v: Any) -> Any:
+        names = _names(v)
+        return pipeline_objective_names(names) if isinstance(names, list | tuple) else names
+
+    @field_validator("solver")
+    @classmethod
+    def _solver(cls, v: str) -> str:
+        from ..search import solver_names
+
+        if v not in solver_names("pipeline"):
+            raise UnknownNameError("solver", v, solver_names("pipeline"))
+        return v
+
+    @field_validator("measure")
+    @classmethod
+    def _measure(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v != "host":
+            raise ConfigError(f"{_label(info, 'measure')} {v!r}: expected 'host' (or use "
+                              f"{_label(info, 'measure_cmd')})")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> PipelineRequest:
+        solver = _label(info, "solver")
+        if self.settings.get("resume") and self.solver != "ga":
+            raise ConfigError(f"{_label(info, 'resume')} applies to {solver} ga, not {self.solver!r}")
+        if self.measure_cmd is not None and self.solver != "ga":
+            raise ConfigError(f"{_label(info, 'measure_cmd')} applies to {solver} ga, not {self.solver!r}")
+        if self.measure is not None:
+            if self.measure_cmd is not None:
+                raise ConfigError(f"{_label(info, 'measure')} host and {_label(info, 'measure_cmd')} both given; "
+                                  "choose one measurement source")
+            if self.solver != "ga":
+                raise ConfigError(f"{_label(info, 'measure')} host applies to {solver} ga, not {self.solver!r}")
+        return self
+
+    @property
+    def compute_dtype(self) -> str:
+        """``dtype``, defaulting to fp32 when measuring on the host (its stages run float) else int8."""
+        return self.dtype or ("fp32" if self.measure == "host" else "int8")
+
+    @property
+    def thermal_objectives(self) -> tuple[str, ...]:
+        """The thermal objectives among ``objectives`` (canonical names)."""
+        from ..thermal.objectives import THERMAL_OBJECTIVES
+
+        return tuple(o for o in self.objectives if o in THERMAL_OBJECTIVES)
+
+
+class SplitRequest(_Request):
+    """Split a network between phone and server (``dnnplan split``, batch ``split`` tasks)."""
+
+    network: str = Field(min_length=1, description="Link (search_spaces/networks)")
+    server: str = "smartsplit_i5"
+    solver: str = "nsga2"
+    granularity: Literal["op", "block"] = "block"
+    dtype: Dtype = "int8"
+    wire_dtypes: tuple[str, ...] = ("int8", "fp16", "fp32")
+    cost_model: str = "table"
+    runtime: str | None = Field(default=None, description="Inference runtime profile of the device")
+    memory_limit: float | None = Field(default=None, description="Head memory budget, bytes or '1 GB'")
+    bandwidth_bps: float | None = Field(default=None, description="Link bandwidth override, bit/s or '5 Mbps'")
+    include_extremes: bool = False
+    objectives: tuple[str, ...] = ("latency", "energy", "memory")
+    weights: tuple[float, ...] | None = None
+    topsis: str = "paper"
+
+    _split_wire = field_validator("wire_dtypes", mode="before")(_names)
+
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
+        return _quantity(_label(info, "memory_limit"), v, "bytes", positive=False)
+
+    @field_validator("bandwidth_bps", mode="before")
+    @classmethod
+    def _bandwidth(cls, v: Any, info: ValidationInfo) -> float | None:
+        return _quantity(_label(info, "bandwidth_bps"), v, "bitrate", positive=True)
+
+    @field_validator("objectives", mode="before")
+    @classmethod
+    def _objectives(cls, v: Any) -> Any:
+        names = _names(v)
+        return split_objective_names(names) if isinstance(names, list | tuple) else names
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _weights(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, str):
+            try:
+                return [float(x) for x in v.split(",")]
+            except ValueError:
+                raise ConfigError(f"{_label(info, 'weights')} {v!r}: expected comma-separated numbers, "
+                                  "e.g. 1,1,1") from None
+        return v
+
+    @field_validator("solver")
+    @classmethod
+    def _solver(cls, v: str) -> str:
+        from ..search import solver_names
+
+        if v not in solver_names("split"):
+            raise UnknownNameError("solver", v, solver_names("split"))
+        return v
+
+    @field_validator("cost_model")
+    @classmethod
+    def _cost_model(cls, v: str, info: ValidationInfo) -> str:
+        from ..search.split import COST_MODELS
+
+        if v not in COST_MODELS:
+            raise ConfigError(f"{_label(info, 'cost_model')} {v!r}: expected one of {', '.join(COST_MODELS)}")
+        return v
+
+    @field_validator("topsis")
+    @classmethod
+    def _topsis(cls, v: str, info: ValidationInfo) -> str:
+        from ..search.decision import VARIANTS
+
+        if v not in VARIANTS:
+            raise ConfigError(f"{_label(info, 'topsis')} {v!r}: expected one of {', '.join(VARIANTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> SplitRequest:
+        if self.weights is not None:
+            split_weights(self.weights, self.objectives, _label(info, "weights"))
+        return self
+
+    @property
+    def thermal_objectives(self) -> tuple[str, ...]:
+        """The thermal objectives appended to latency, energy and memory (canonical names)."""
+        return self.objectives[3:]
+
+
+def parse_request(cls: type[R], data: dict[str, Any], *, labels: dict[str, str] | None = None) -> R:
+    """Validate ``data`` as a ``cls`` request.
+
+    Parameters
+    ----------
+    cls
+        :class:`PipelineRequest` or :class:`SplitRequest`.
+    data
+        Field values (textual forms accepted, see the module docstring).
+    labels
+        How the caller names fields in errors (the CLI's option names); default: field names.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the field (or unknown key), the value and what was expected.
+    """
+    try:
+        return cls.model_validate(data, context={"labels": labels or {}})
+    except ValidationError as exc:
+        raise ConfigError(describe_request_error(cls, exc, labels or {})) from None
+
+
+def describe_request_error(cls: type[BaseModel], exc: ValidationError, labels: dict[str, str]) -> str:
+    """One line for the first error of ``exc``: unknown key with the valid ones, or field, value
+    and pydantic's statement of what was expected."""
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    field = str(loc[0]) if loc else ""
+    if err["type"] == "extra_forbidden":
+        return (f"{cls.__name__}: unknown field {field!r}; valid: "
+                f"{', '.join(sorted(cls.model_fields))}")
+    where = format_loc((labels.get(field, field), *loc[1:]))
+    got = err.get("input")
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    return f"{cls.__name__}: {where}: {err['msg'].removeprefix('Value error, ')}{shown}"

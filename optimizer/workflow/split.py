@@ -1,0 +1,164 @@
+"""Phone–cloud split, from a request to a plan: graph → split costs → problem → solve → plan → simulate.
+
+SmartSplit's recipe (Ahn et al.): a :class:`~optimizer.search.split.SplitProblem` over the split
+costs of (device, link, server), NSGA-II or exact enumeration for the Pareto front of latency,
+energy and memory (plus any thermal objectives), one point chosen by TOPSIS, and the baselines
+LBO/EBO/COS/COC/RS with the result. The plan's thermal predictions come from one simulation.
+
+:func:`plan_split` runs a :class:`~optimizer.workflow.requests.SplitRequest` end to end;
+:func:`split_costs` builds its SplitCosts (batch jobs share them between tasks);
+:func:`make_split_plan` is the graph-level step for callers that already hold a graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .outcome import PlanOutcome, annotate_thermal
+
+if TYPE_CHECKING:
+    from ..graph.layergraph import LayerGraph
+    from .requests import SplitRequest
+
+
+def make_split_plan(
+    graph: LayerGraph,
+    device: str,
+    network: str,
+    *,
+    server: str = "smartsplit_i5",
+    dtype: str = "int8",
+    solver: str = "nsga2",
+    seed: int | None = 0,
+    memory_limit: float | None = None,
+    include_extremes: bool = False,
+    cost_model: str = "table",
+    wire_dtypes: tuple[str, ...] = ("int8", "fp16", "fp32"),
+    bandwidth_bps: float | None = None,
+    processors: list[str] | None = None,
+    settings: dict[str, Any] | None = None,
+    variant: dict[str, Any] | None = None,
+    command: str | None = None,
+    costs: Any = None,
+    extra_objectives: tuple[Any, ...] = (),
+) -> PlanOutcome:
+    """Split ``graph`` between ``device`` and ``server`` over ``network`` and build the plan;
+    ``costs`` reuses SplitCosts already built for them; ``extra_objectives`` are appended to
+    latency, energy, memory (e.g. thermal ones). The plan's thermal predictions come from one
+    simulation when the device has a thermal spec."""
+    from ..plan.from_search import split_plan
+    from ..search import solve
+    from ..search.split import SplitProblem, build_split_costs
+
+    if costs is None:
+        costs = build_split_costs(graph, device, network, server, dtype=dtype, cost_model=cost_model,
+                                  wire_dtypes=list(wire_dtypes), bandwidth_bps=bandwidth_bps,
+                                  processors=processors)
+    problem = SplitProblem(costs, memory_limit_bytes=memory_limit, include_extremes=include_extremes,
+                           extra_objectives=tuple(extra_objectives))
+    result = solve(problem, solver, seed=seed, **(settings or {}))
+    plan = split_plan(result, graph, variant=variant,
+                      inputs={"model": graph.source_sha256 or graph.name}, command=command)
+    return PlanOutcome(annotate_thermal(plan, graph, device), result, problem)
+
+
+def split_costs(request: SplitRequest, graph: LayerGraph) -> Any:
+    """The SplitCosts of ``request`` for ``graph`` (:func:`optimizer.search.split.build_split_costs`);
+    ``request.runtime`` is passed on when set (a ConfigError where the cost builder has no such option)."""
+    import inspect
+
+    from ..errors import ConfigError
+    from ..search.split import build_split_costs
+
+    options: dict[str, Any] = {}
+    if request.runtime is not None:
+        if "runtime" not in inspect.signature(build_split_costs).parameters:
+            raise ConfigError(f"runtime {request.runtime!r}: split costs cannot select a runtime profile "
+                              "in this version; leave runtime unset")
+        options["runtime"] = request.runtime
+    return build_split_costs(graph, request.device, request.network, request.server, dtype=request.dtype,
+                             cost_model=request.cost_model, wire_dtypes=list(request.wire_dtypes),
+                             bandwidth_bps=request.bandwidth_bps,
+                             processors=list(request.processors) if request.processors else None, **options)
+
+
+def solver_settings(request: SplitRequest) -> dict[str, Any]:
+    """Settings of the split solver: TOPSIS weights and variant for the front-building solvers
+    (``nsga2``, ``exact``), then ``request.settings`` (which win)."""
+    decision: dict[str, Any] = {}
+    if request.solver in ("nsga2", "exact"):
+        decision = {"weights": list(request.weights) if request.weights is not None else None,
+                    "topsis_variant": request.topsis}
+    return {**decision, **request.settings}
+
+
+def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs: Any = None,
+               status: Callable[[str], None] | None = None, command: str | None = None) -> PlanOutcome:
+    """Run ``request`` end to end.
+
+    Device, link and server names (and, with thermal objectives, the device's thermal spec) are
+    checked before the model loads. ``graph`` and ``costs`` reuse what was built for the same
+    model and costs (batch jobs); ``status(message)`` hears what is being done.
+    """
+    from ..graph import load_graph
+    from ..hardware import load_device, load_link, load_server
+
+    dev = load_device(request.device)
+    load_link(request.network), load_server(request.server)  # name errors before the model loads
+    thermal = request.thermal_objectives
+    if thermal:
+        from ..thermal.plan_workload import thermal_spec_of
+
+        thermal_spec_of(dev)  # a device without a thermal section fails before the model loads
+    if graph is None:
+        graph = load_graph(request.model, request.granularity)
+    extra: tuple[Any, ...] = ()
+    if thermal:
+        from ..thermal.objectives import split_thermal_objectives
+
+        extra = split_thermal_objectives(thermal, dev, graph=graph)
+    if status is not None:
+        status(f"searching splits of {graph.name} ({len(graph)} layers) with {request.solver}")
+    if costs is None:
+        costs = split_costs(request, graph)
+    return make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
+                           seed=request.seed, memory_limit=request.memory_limit,
+                           include_extremes=request.include_extremes, settings=solver_settings(request),
+                           command=command, costs=costs, extra_objectives=extra)
+
+
+def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Run a SmartSplit job (:class:`optimizer.search.split_job.SplitJob`, ``dnnplan split --job``):
+    one row per (model, device, seed) with the chosen split and the baselines'.
+
+    Each (model, device) is one :class:`~optimizer.workflow.requests.SplitRequest`; its costs and
+    problem are built once and solved per seed. Each row: ``model, device, seed, solver`` and
+    :func:`optimizer.search.split_job.comparison_row` (``layers``, ``chosen``, ``objectives``,
+    ``evaluations``, every baseline's decision and objectives).
+    """
+    from ..graph import load_graph
+    from ..search import solve
+    from ..search.split import SplitProblem
+    from ..search.split_job import comparison_row
+    from .requests import SplitRequest, parse_request
+
+    search = {"population": job.population, "generations": job.generations} if job.solver == "nsga2" else {}
+    rows = []
+    for model in job.models:
+        graph = load_graph(model, job.granularity)
+        for device in job.devices:
+            request = parse_request(SplitRequest, {
+                "model": model, "device": device, "network": job.network, "server": job.server,
+                "solver": job.solver, "granularity": job.granularity, "dtype": job.dtype,
+                "wire_dtypes": list(job.wire_dtypes), "cost_model": job.cost_model, "processors": job.processors,
+                "include_extremes": job.include_extremes, "weights": job.weights, "topsis": job.topsis,
+                "settings": search})
+            problem = SplitProblem(split_costs(request, graph), include_extremes=job.include_extremes)
+            for seed in job.seeds:
+                if progress:
+                    progress(f"{model} on {device} (seed {seed})")
+                res = solve(problem, job.solver, seed=seed, **solver_settings(request))
+                rows.append({"model": graph.name, "device": device, "seed": seed, "solver": job.solver,
+                             **comparison_row(res, len(graph))})
+    return rows
