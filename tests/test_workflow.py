@@ -120,43 +120,6 @@ tasks:
     assert len(errors) == 1 and "unknown split objective 'heat'" in errors[0]
 
 
-def _imported_packages(package: str) -> dict[str, set[str]]:
-    """``{module file: optimizer sub-packages it imports}`` for every module of ``package``,
-    imports inside functions included (relative imports resolved)."""
-    import ast
-    from pathlib import Path
-
-    import optimizer
-
-    root = Path(optimizer.__file__).parent
-    out: dict[str, set[str]] = {}
-    for path in sorted((root / package).rglob("*.py")):
-        parts = ["optimizer", *path.relative_to(root).with_suffix("").parts]
-        here = parts[:-1]  # the package a relative import starts from
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = here[:len(here) - node.level + 1] if node.level else []
-                name = ".".join([*base, node.module or ""]).strip(".") if node.level else node.module or ""
-                names = [name] if node.module else [f"{name}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            found |= {n.split(".")[1] for n in names if n.startswith("optimizer.") and n.count(".") >= 1}
-        out[str(path.relative_to(root))] = found
-    return out
-
-
-@pytest.mark.parametrize("package,above", [
-    ("report", {"batch", "cli"}),
-    ("workflow", {"batch", "cli", "runtime", "report"}),
-])
-def test_no_import_from_a_higher_layer(package, above):
-    bad = {mod: sorted(pkgs & above) for mod, pkgs in _imported_packages(package).items() if pkgs & above}
-    assert not bad, bad
-
-
 def test_batch_map_task_with_measured_fitness(tiny_onnx, tmp_path):
     """A map task can ask for what ``dnnplan map --measure-cmd`` does: GA fitness measured by the
     reference runner (PROTOCOL.md); task ids of tasks without it are unchanged."""

@@ -16,7 +16,6 @@ A batch run gives the result store's table instead: one row per task (see
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
