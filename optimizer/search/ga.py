@@ -59,7 +59,7 @@ from ..fileio import atomic_write_bytes
 from .evaluators import ModeledEvaluator
 from .pipeline import PipelineProblem
 from .pipeline_baselines import flops_split
-from .result import SearchResult
+from .result import Candidate, SearchResult
 
 CHECKPOINT_VERSION = 1
 _PENALTY = 1e9
@@ -421,9 +421,10 @@ class PipelineGA:
         if self.n_obj == 2:
             fronts = tools.sortNondominated(self.pop, len(self.pop), first_front_only=True)
             front_X = np.asarray([list(ind) for ind in fronts[0]], dtype=np.int64)
-            front = _with_cached(problem, front_X, cache)
-            feasible = [c for c in front if c.feasible]
-            front = tuple(sorted(feasible or front, key=lambda c: -c.objectives["throughput_fps"]))
+            evaluated = _with_cached(problem, front_X, cache)
+            feasible = [c for c in evaluated if c.feasible]
+            front: tuple[Candidate, ...] = tuple(sorted(feasible or evaluated,
+                                                        key=lambda c: -c.objectives["throughput_fps"]))
             names = problem.objective_names
             first = names.index("throughput") if "throughput" in names else 0
             key, sense = problem.objective_keys[first], senses[first]
@@ -490,7 +491,7 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
     return replace(result, wall_time_s=time.perf_counter() - t0)
 
 
-def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict) -> list:
+def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict[tuple[int, ...], Any]) -> list[Candidate]:
     """Candidates with modeled metrics, objectives overridden by the values the search used."""
     cands = problem.candidates(X)
     out = []
@@ -508,8 +509,9 @@ def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict) -> list:
     return out
 
 
-def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop: list, cache: dict,
-                     gen: int, stall: int, top: list, history: list) -> None:
+def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop: list[Any],
+                     cache: dict[tuple[int, ...], Any],
+                     gen: int, stall: int, top: list[Any], history: list[Any]) -> None:
     if path is None:
         return
     state = {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "generation": gen, "stall": stall,
