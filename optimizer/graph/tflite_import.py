@@ -150,6 +150,22 @@ def _unresolved_op(message: str) -> str:
     return ""
 
 
+def _fold_constant_ops(ops: list[dict[str, Any]], details: dict[int, dict[str, Any]],
+                       constants: set[int]) -> tuple[set[int], dict[int, np.dtype[Any]]]:
+    """Fold operators computed from constants only (e.g. DEQUANTIZE of float16 weights): their
+    outputs join ``constants`` (in place); returns them and the dtype of the weight they come from."""
+    folded: set[int] = set()
+    weight_types: dict[int, np.dtype[Any]] = {}
+    for op in ops:
+        ins = [int(t) for t in op["inputs"] if t >= 0]
+        if ins and all(t in constants or t in folded for t in ins):
+            for t in op["outputs"]:
+                constants.add(int(t))
+                folded.add(int(t))
+                weight_types[int(t)] = np.dtype(details[ins[0]]["dtype"])
+    return folded, weight_types
+
+
 def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
                            source_sha256: str = "") -> LayerGraph:
     """Import the main subgraph of a constructed LiteRT/TFLite ``Interpreter``."""
@@ -171,16 +187,7 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
                 "file before a delegate is applied")
     _warn_custom(ops, details, where)
 
-    # fold operators computed from constants only (e.g. DEQUANTIZE of float16 weights)
-    folded: set[int] = set()
-    weight_types: dict[int, np.dtype] = {}
-    for op in ops:
-        ins = [int(t) for t in op["inputs"] if t >= 0]
-        if ins and all(t in constants or t in folded for t in ins):
-            for t in op["outputs"]:
-                constants.add(int(t))
-                folded.add(int(t))
-                weight_types[int(t)] = np.dtype(details[ins[0]]["dtype"])
+    folded, weight_types = _fold_constant_ops(ops, details, constants)
 
     def per_sample(t: int) -> tuple[int, ...]:
         d = details[t]
@@ -226,12 +233,7 @@ def graph_from_interpreter(interpreter: Any, name: str, *, source: str = "",
         ))
     if not specs:
         raise ModelFormatError(f"{where}: the TFLite model has no operators to import")
-    if "int8" in weight_dtypes:
-        weight_dtype = "int8"
-    elif weight_dtypes == {"fp16"}:
-        weight_dtype = "fp16"
-    else:
-        weight_dtype = "fp32"
+    weight_dtype = "int8" if "int8" in weight_dtypes else ("fp16" if weight_dtypes == {"fp16"} else "fp32")
     return build_graph(name, specs, [(str(t), per_sample(t)) for t in graph_inputs],
                        [str(t) for t in graph_outputs], source=source or name,
                        source_sha256=source_sha256, fmt="tflite", weight_dtype=weight_dtype)

@@ -583,21 +583,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                               else ({}, None))
     with _staging(out) as tmp:
         float_env = dict(calib_data)
-        reference = None
-        ref_info = None
-        if needs_int8 and len(parts) > 1:
-            if progress:
-                progress("converting the single-file INT8 reference (quantization parameters)")
-            ref_path = tmp / REFERENCE_FILE
-            full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs),
-                                   "full")
-            convert_part(full, ref_path, "int8", representative_dataset([calib_data[t] for t in op_graph.inputs]))
-            reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
-            if keep_reference:
-                ref_info = ReferenceModel(file=REFERENCE_FILE, sha256=sha256_file(ref_path),
-                                          bytes=ref_path.stat().st_size)
-            else:
-                ref_path.unlink()
+        reference, ref_info = (_int8_reference(cutter, op_graph, tmp, calib_data, keep_reference, progress)
+                               if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
         manifest_parts: list[Part] = []
         for pr in parts:
@@ -627,6 +614,22 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
     return manifest
+
+
+def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, calib_data: dict[str, np.ndarray],
+                    keep: bool, progress: Callable[[str], None] | None) -> tuple[_Int8Reference, ReferenceModel | None]:
+    """The single-file INT8 model whose quantization parameters the INT8 parts are aligned to
+    (kept in the artifacts with ``keep``)."""
+    if progress:
+        progress("converting the single-file INT8 reference (quantization parameters)")
+    ref_path = tmp / REFERENCE_FILE
+    full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
+    convert_part(full, ref_path, "int8", representative_dataset([calib_data[t] for t in op_graph.inputs]))
+    reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
+    if not keep:
+        ref_path.unlink()
+        return reference, None
+    return reference, ReferenceModel(file=REFERENCE_FILE, sha256=sha256_file(ref_path), bytes=ref_path.stat().st_size)
 
 
 def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, dtype: str,
