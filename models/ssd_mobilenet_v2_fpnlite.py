@@ -48,7 +48,7 @@ def build(input_size: int = INPUT_SIZE, **variant: Any) -> Any:
     top = L.ReLU(6.0, name="layer_19_relu")(top)
     feats = [base.get_layer("block_5_add").output, base.get_layer("block_12_add").output, top]
     levels = _ssd.fpn(keras, feats, 128, depthwise=True)
-    outs = _ssd.box_predictor(keras, levels, 128, depthwise=True)
+    outs = _ssd.box_predictor(keras, levels, 128, depthwise=True, share_tower=True)
     return keras.Model(inp, outs, name=NAME)
 
 

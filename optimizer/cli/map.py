@@ -48,8 +48,10 @@ def map_cmd(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Per-processor memory cap, e.g. '2 GB'."),
     cpu_cores: int = typer.Option(8, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) and "
                                                          "pre/post-processing (2 threads each)."),
-    pre_ms: float = typer.Option(0.0, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms."),
-    post_ms: float = typer.Option(0.0, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms."),
+    pre_ms: float | None = typer.Option(None, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms "
+                                        "[default: a detector's modeled resize/normalise, else 0]."),
+    post_ms: float | None = typer.Option(None, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms "
+                                         "[default: a detector's modeled decode/NMS, else 0]."),
     generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
     population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
@@ -122,8 +124,8 @@ def map_cmd(
 
         extra = pipeline_thermal_objectives(thermal, graph, dev)
     problem = pipeline_problem(graph, dev, dtype=dtype, stages=stages, objectives=objs, memory_limit=limit,
-                               processors=names, cpu_cores=cpu_cores, pre_s=pre_ms / 1e3,
-                               post_s=post_ms / 1e3, extra_objectives=extra,
+                               processors=names, cpu_cores=cpu_cores, pre_s=None if pre_ms is None else pre_ms / 1e3,
+                               post_s=None if post_ms is None else post_ms / 1e3, extra_objectives=extra,
                                cpu_threads=1 if measure == "host" else 4)  # host: one thread per core stage
     ct = problem.cost_table
 

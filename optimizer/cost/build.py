@@ -13,6 +13,7 @@ from ..errors import ConfigError, InputFileError, UnknownNameError
 from ..graph.layergraph import DTYPE_BYTES, LayerGraph
 from ..hardware.schema import Device
 from .analytic import analytic_costs
+from .hostproc import host_seconds
 from .measured import MeasuredTable, check_matches, measured_energy, read_measured_table
 from .table import CostTable
 
@@ -73,6 +74,7 @@ def build_cost_table(
     max_clocks = np.array([p.max_clock_hz for p in device.processors])
     meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist())),
                             "runtime": runtime or device.runtime}
+    meta.update(host_seconds(graph, device))  # detector pre/post-processing on the CPU (Park & Ha)
     if device.cpu_cores is not None:
         meta["cpu_cores"] = device.cpu_cores
     if backend == "measured":
@@ -110,6 +112,7 @@ def build_cost_table(
         memory_capacity_bytes=capacity, active_power_w=power, idle_power_w=device.idle_power_w,
         meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", device.check_runtime(runtime))
                                                 for p in device.processors]),
+        max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
     )
 
 

@@ -37,7 +37,9 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
     prep = problem.prepare()
     ct = problem.cost_table
     L, cpu, k = prep.L, prep.cpu, len(order)
-    threads = 2 * problem.host_threads + problem.cpu_threads * (cpu in order)
+    serial = problem.serial_single and k == 1  # one stage: pre, inference, post one frame at a time
+    threads = (max(problem.host_threads, problem.cpu_threads * (cpu in order)) if serial
+               else 2 * problem.host_threads + problem.cpu_threads * (cpu in order))
     slow = max(1.0, threads / prep.cores)
     inner = np.arange(1, L, dtype=np.int64)
     axes = []
@@ -48,14 +50,14 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
     bounds: list[np.ndarray | int] = [0, *axes, L]
     chain = (cpu, *order, cpu)
     finite_caps = not np.all(np.isinf(prep.caps[list(order)]))
-    bott = np.full((), max(problem.pre_s, problem.post_s) * slow)
+    bott = np.full((), max(prep.pre, prep.post) * slow)
     feasible = np.ones((), bool)
     for m, p in enumerate(order):
         a, b = bounds[m], bounds[m + 1]
-        comp = ct.cum_latency_s[b, p] - ct.cum_latency_s[a, p]
+        a_arr, b_arr = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+        comp = ct.stage_seconds(a_arr, np.maximum(b_arr, a_arr + 1), p)  # as in PipelineProblem.evaluate
         if p == cpu:
             comp = comp * slow
-        comp = comp + ct.invoke_overhead_s[p]  # one call per stage, as in PipelineProblem.evaluate
         t = _handoff_s(ct, a, chain[m], p) + comp + _handoff_s(ct, b, p, chain[m + 2])
         bott = np.maximum(bott, t)
         if finite_caps:
@@ -63,6 +65,8 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
             mem = (ct.cum_weight_bytes[b_arr] - ct.cum_weight_bytes[a_arr]
                    + _range_max(prep.live_sparse, a_arr, b_arr))
             feasible = feasible & (mem <= prep.caps[p])
+    if serial:
+        bott = bott + min(prep.pre, prep.post) * slow
     valid = feasible
     for m in range(k - 2):
         valid = valid & (axes[m] < axes[m + 1])

@@ -217,10 +217,10 @@ def pipeline_thermal_objectives(names: Sequence[str], graph: Any, device: Any, *
                     tables.table(caps), stages=problem.stages, objectives=("throughput",),
                     processors=problem.processors, cpu_threads=problem.cpu_threads,
                     host_threads=problem.host_threads, cpu_cores=problem.cpu_cores,
-                    pre_s=problem.pre_s / cpu_frac, post_s=problem.post_s / cpu_frac)
+                    pre_s=problem.host_s()[0] / cpu_frac, post_s=problem.host_s()[1] / cpu_frac)
             prob = state["problems"][key]
             o = prob.evaluate(X)
-            pw = pipeline_power(prob, X, o, tables.static_w, prob.pre_s, prob.post_s)
+            pw = pipeline_power(prob, X, o, tables.static_w, *prob.host_s())
             full = np.zeros((len(X), len(spec.processor_names)))
             full[:, cols] = pw
             return full, o["throughput_fps"]
