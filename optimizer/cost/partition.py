@@ -55,7 +55,8 @@ def build_partitions(latency_s: np.ndarray, supported: np.ndarray, cpu: int, cut
     supported layer's ``latency_s`` is its native time.
     """
     L, P = latency_s.shape
-    sup = np.vstack([supported.astype(bool), np.zeros((1, P), bool)])
+    supported = _inherit_free_layers(supported.astype(bool), latency_s, cpu)
+    sup = np.vstack([supported, np.zeros((1, P), bool)])
     sup[:, cpu] = True
     sup[L, cpu] = False
     mixed = np.where(supported, latency_s, latency_s[:, [cpu]])
@@ -77,6 +78,17 @@ def build_partitions(latency_s: np.ndarray, supported: np.ndarray, cpu: int, cut
     return Partitions(cpu=cpu, cum_mixed=cum_mixed, cum_cpu=cum_mixed[:, cpu].copy(), cum_switch=cum_switch,
                       cum_runs=cum_runs, xfer=xfer, supported=sup, next_supported=nxt, run_end=end,
                       invoke=np.asarray(invoke_overhead_s, float), limit=np.asarray(limit, np.int64))
+
+
+def _inherit_free_layers(supported: np.ndarray, latency_s: np.ndarray, cpu: int) -> np.ndarray:
+    """Layers that cost nothing on ``p`` and on the CPU (fused batch-norm/activation, dropped
+    dropout) take the support of the layer before them: they run inside its kernel wherever it
+    runs, so they neither split a CPU partition nor form a delegate partition of their own."""
+    free = (latency_s == 0) & (latency_s[:, [cpu]] == 0)
+    free[0] = False
+    idx = np.where(free, 0, np.arange(len(supported))[:, None])
+    src = np.maximum.accumulate(idx, axis=0)
+    return np.take_along_axis(supported, src, axis=0)
 
 
 def stage_seconds(part: Partitions, a: np.ndarray | int, b: np.ndarray | int,
