@@ -96,6 +96,8 @@ def split_cmd(
     dtype: str = typer.Option("int8", "--dtype", help="Compute dtype of the head (int8, fp16, fp32)."),
     wire: str = typer.Option("int8,fp16,fp32", "--wire", help="Wire dtypes searched, comma-separated."),
     cost_model: str = typer.Option("table", "--cost-model", help="table (CostTable) or smartsplit (closed form)."),
+    runtime: str | None = typer.Option(None, "--runtime", help="Phone inference runtime profile, e.g. "
+                                       "pytorch_mobile_fp32 (default: the device's own)."),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
     extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
@@ -162,6 +164,7 @@ def split_cmd(
     from ..plan.make import make_split_plan
 
     dev = load_device(device)
+    dev.check_runtime(runtime)  # an unknown runtime fails before the model loads
     load_link(network), load_server(server)  # name errors before the model loads
     if thermal:
         from ..thermal.plan_workload import thermal_spec_of
@@ -183,6 +186,7 @@ def split_cmd(
     if solver == "nsga2":
         argv += ["--population", str(population), "--generations", str(generations)]
     argv += ["--extremes"] if extremes else []
+    argv += ["--runtime", runtime] if runtime else []
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
         graph = load_graph(model, granularity)
         extra: tuple = ()
@@ -195,7 +199,8 @@ def split_cmd(
         outcome = make_split_plan(graph, device, network, server=server, dtype=dtype, solver=solver, seed=seed,
                                   memory_limit=mem, include_extremes=extremes, cost_model=cost_model,
                                   wire_dtypes=tuple(v.strip() for v in wire.split(",") if v.strip()),
-                                  bandwidth_bps=bw, settings=settings, command="dnnplan split " + " ".join(argv),
+                                  bandwidth_bps=bw, runtime=runtime, settings=settings,
+                                  command="dnnplan split " + " ".join(argv),
                                   extra_objectives=extra)
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
     front_text = _front_csv(result, costs.layer_names) if front is not None else None

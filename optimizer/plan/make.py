@@ -115,6 +115,7 @@ def make_split_plan(
     wire_dtypes: tuple[str, ...] = ("int8", "fp16", "fp32"),
     bandwidth_bps: float | None = None,
     processors: list[str] | None = None,
+    runtime: str | None = None,
     settings: dict[str, Any] | None = None,
     variant: dict[str, Any] | None = None,
     command: str | None = None,
@@ -131,7 +132,7 @@ def make_split_plan(
     if costs is None:
         costs = build_split_costs(graph, device, network, server, dtype=dtype, cost_model=cost_model,
                                   wire_dtypes=list(wire_dtypes), bandwidth_bps=bandwidth_bps,
-                                  processors=processors)
+                                  processors=processors, runtime=runtime)
     problem = SplitProblem(costs, memory_limit_bytes=memory_limit, include_extremes=include_extremes,
                            extra_objectives=tuple(extra_objectives))
     result = solve(problem, solver, seed=seed, **(settings or {}))

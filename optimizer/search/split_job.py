@@ -40,6 +40,7 @@ class SplitJob(BaseModel):
     weights: list[float] | None = None
     seeds: list[int] = Field(default=[0], min_length=1)
     include_extremes: bool = False
+    runtime: str | None = Field(default=None, description="Phone inference runtime profile (default: the device's)")
 
 
 def run_split_job(job: SplitJob, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -58,7 +59,7 @@ def run_split_job(job: SplitJob, *, progress: Callable[[str], None] | None = Non
         for device in job.devices:
             costs = build_split_costs(graph, device, job.network, job.server, dtype=job.dtype,
                                       cost_model=job.cost_model, wire_dtypes=job.wire_dtypes,
-                                      processors=job.processors)
+                                      processors=job.processors, runtime=job.runtime)
             problem = SplitProblem(costs, include_extremes=job.include_extremes)
             for seed in job.seeds:
                 if progress:
