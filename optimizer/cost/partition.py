@@ -36,6 +36,7 @@ class Partitions:
     cpu: int  # index of the fallback CPU
     cum_mixed: np.ndarray  # [L+1, P] layer time: native where supported, the CPU's otherwise
     cum_cpu: np.ndarray  # [L+1] the CPU's native time
+    cum_fallback: np.ndarray  # [L+1, P] the CPU's native time of layers p does not support
     cum_switch: np.ndarray  # [L+1, P] transfers at boundaries where support changes (j < i)
     cum_runs: np.ndarray  # [L+1, P] supported runs starting before i
     xfer: np.ndarray  # [L+1, P] one copy/sync p <-> cpu at boundary i
@@ -70,12 +71,13 @@ def build_partitions(latency_s: np.ndarray, supported: np.ndarray, cpu: int, cut
     cum_switch = np.vstack([zero, np.cumsum(np.where(change, xfer, 0.0), axis=0)[:-1]])
     starts = sup[:L] & np.vstack([np.ones((1, P), bool), ~sup[:L - 1]])
     cum_runs = np.vstack([zero, np.cumsum(starts, axis=0)])
-    nxt = np.full((L + 1, P), L, dtype=np.int64)
-    end = np.full((L + 1, P), L, dtype=np.int64)
-    for i in range(L - 1, -1, -1):  # one pass at build time, not per candidate
-        nxt[i] = np.where(sup[i], i, nxt[i + 1])
-        end[i] = np.where(sup[i] & sup[i + 1], end[i + 1], np.where(sup[i], i + 1, i))
-    return Partitions(cpu=cpu, cum_mixed=cum_mixed, cum_cpu=cum_mixed[:, cpu].copy(), cum_switch=cum_switch,
+    idx = np.arange(L + 1)[:, None]
+    nxt = np.minimum.accumulate(np.where(sup, idx, L)[::-1], axis=0)[::-1]  # first supported >= i
+    unsup = np.minimum.accumulate(np.where(~sup, idx, L)[::-1], axis=0)[::-1]  # first unsupported >= i
+    end = np.where(sup, unsup, idx)
+    fallback = np.where(sup[:L], 0.0, latency_s[:, [cpu]])
+    return Partitions(cpu=cpu, cum_mixed=cum_mixed, cum_cpu=cum_mixed[:, cpu].copy(),
+                      cum_fallback=np.vstack([zero, np.cumsum(fallback, axis=0)]), cum_switch=cum_switch,
                       cum_runs=cum_runs, xfer=xfer, supported=sup, next_supported=nxt, run_end=end,
                       invoke=np.asarray(invoke_overhead_s, float), limit=np.asarray(limit, np.int64))
 
@@ -95,19 +97,30 @@ def stage_seconds(part: Partitions, a: np.ndarray | int, b: np.ndarray | int,
                   p: np.ndarray | int) -> np.ndarray:
     """Time of layers ``a..b-1`` (b > a) as one stage on processor ``p``: compute, fallback,
     partition-boundary transfers and one invoke per delegated partition. Broadcasts."""
+    return stage_parts(part, a, b, p)[0]
+
+
+def stage_parts(part: Partitions, a: np.ndarray | int, b: np.ndarray | int,
+                p: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """(stage seconds, of which CPU seconds): the CPU part is the native CPU time of the layers
+    that are not delegated (the whole stage when ``p`` is the CPU). Broadcasts."""
     a, b, p = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(p, np.int64))
     inner = np.minimum(a + 1, b)
     free = (part.cum_mixed[b, p] - part.cum_mixed[a, p] + part.cum_switch[b, p] - part.cum_switch[inner, p]
             + part.invoke[p] * (part.cum_runs[b, p] - part.cum_runs[inner, p] + part.supported[a, p]))
+    free_cpu = part.cum_fallback[b, p] - part.cum_fallback[a, p]
     lim = part.limit[p]
-    if not (lim > 0).any():
-        return free
-    return np.where(lim > 0, _limited(part, a, b, p, lim), free)
+    if (lim > 0).any():
+        total, cpu_s = _limited(part, a, b, p, lim)
+        free, free_cpu = np.where(lim > 0, total, free), np.where(lim > 0, cpu_s, free_cpu)
+    return free, np.where(p == part.cpu, free, free_cpu)
 
 
-def _limited(part: Partitions, a: np.ndarray, b: np.ndarray, p: np.ndarray, lim: np.ndarray) -> np.ndarray:
-    """Stage time when only the first ``lim`` supported runs are delegated (the rest on the CPU)."""
+def _limited(part: Partitions, a: np.ndarray, b: np.ndarray, p: np.ndarray,
+             lim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stage time and its CPU part when only the first ``lim`` supported runs are delegated."""
     total = part.cum_cpu[b] - part.cum_cpu[a]
+    cpu_s = total.copy()
     pos = a.copy()
     for k in range(int(lim.max())):
         s = np.minimum(part.next_supported[np.minimum(pos, b), p], b)
@@ -116,5 +129,6 @@ def _limited(part: Partitions, a: np.ndarray, b: np.ndarray, p: np.ndarray, lim:
         gain = (part.cum_mixed[e, p] - part.cum_mixed[s, p]) - (part.cum_cpu[e] - part.cum_cpu[s])
         edges = np.where(s > a, part.xfer[s, p], 0.0) + np.where(e < b, part.xfer[e, p], 0.0)
         total = total + np.where(take, gain + edges + part.invoke[p], 0.0)
+        cpu_s = cpu_s - np.where(take, part.cum_cpu[e] - part.cum_cpu[s], 0.0)
         pos = np.where(take, e, b)
-    return total
+    return total, cpu_s

@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import UnknownNameError
-from .partition import Partitions, build_partitions, stage_seconds
+from .partition import Partitions, build_partitions, stage_parts, stage_seconds
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +143,14 @@ class CostTable:
         if part is None:
             return self.stage_latency(a, b, p) + self.invoke_overhead_s[p]
         return stage_seconds(part, a, b, p)
+
+    def stage_parts(self, a: np.ndarray | int, b: np.ndarray | int,
+                    p: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """(``stage_seconds``, of which seconds on the CPU: fallback layers, or all of a CPU stage)."""
+        part = self.partitions
+        if part is None:
+            return self.stage_seconds(a, b, p), np.zeros(np.broadcast(a, b, p).shape)
+        return stage_parts(part, a, b, p)
 
     def whole_network_latency(self) -> np.ndarray:
         """Latency of the whole network on each single processor (one stage), shape [P]."""

@@ -16,10 +16,11 @@ Modeled stage time (everything from the CostTable's prefix sums, vectorised over
   processor (the CPU pre-processing stage for the first one) and of its output boundary to the
   next one (the CPU post-processing stage for the last): a stage is busy while it receives and
   while it sends, so each hand-off occupies both neighbouring stages;
-* CPU sharing: the CPU inference stage runs ``cpu_threads`` threads (4), pre- and
-  post-processing ``host_threads`` each (2). When the threads in use exceed the device's CPU
-  cores, every CPU-side stage (CPU inference compute, pre, post) slows down by
-  ``threads_in_use / cpu_cores`` (fair time-slicing of the cores).
+* CPU sharing: a stage that runs anything on the CPU (the CPU stage, or a delegate stage with
+  fallback partitions) runs ``cpu_threads`` threads (4), pre- and post-processing
+  ``host_threads`` each (2). When the threads in use exceed the device's CPU cores, all CPU work
+  (CPU stage compute, fallback partitions, pre, post) slows down by ``threads_in_use /
+  cpu_cores`` (fair time-slicing of the cores).
 
 Throughput = 1 / max stage time (pre and post included; a one-stage mapping runs pre, inference
 and post one frame at a time, so its frame time is their sum, see ``serial_single``); latency per frame = pre + sum of
@@ -300,15 +301,14 @@ class PipelineProblem:
         b = np.cumsum(counts, axis=1)
         a = b - counts
 
-        cpu_stage = used & (procs == cpu)
+        # partitions, fallback, invokes; cpu_s: the part that runs on the CPU
+        total, cpu_s = ct.stage_parts(np.where(used, a, 0), np.where(used, b, 1), procs)
+        cpu_users = (used & ((procs == cpu) | (cpu_s > 0))).sum(axis=1)
         serial = used.sum(axis=1) == 1 if self.serial_single else np.zeros(len(X), bool)
-        threads = np.where(serial, np.maximum(self.host_threads, self.cpu_threads * cpu_stage.any(axis=1)),
-                           2 * self.host_threads + self.cpu_threads * cpu_stage.any(axis=1))
+        threads = np.where(serial, np.maximum(self.host_threads, self.cpu_threads * np.minimum(cpu_users, 1)),
+                           2 * self.host_threads + self.cpu_threads * cpu_users)
         slow = np.maximum(1.0, threads / prep.cores)
-
-        compute = ct.stage_seconds(np.where(used, a, 0), np.where(used, b, 1), procs)  # partitions, fallback, invokes
-        compute = np.where(cpu_stage, compute * slow[:, None], compute)
-        compute = np.where(used, compute, 0.0)
+        compute = np.where(used, total + cpu_s * (slow[:, None] - 1.0), 0.0)
         energy = (ct.cum_energy_j[b, procs] - ct.cum_energy_j[a, procs]).sum(axis=1)
 
         prev = np.empty_like(procs)

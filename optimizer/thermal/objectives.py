@@ -273,7 +273,8 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
                     proc = dev.processor(o.processor)
                     ct = tables.table({o.processor: o.clock_hz / proc.max_clock_hz})
                     j = ct.processor_index(o.processor)
-                    native[k] = np.minimum(_native_cum(ct)[:, j], costs.head_latency_s[k])
+                    calls = np.where(np.arange(ct.n_layers + 1) > 0, ct.invoke_overhead_s[j], 0.0)  # one per head
+                    native[k] = np.minimum(_native_cum(ct)[:, j] + calls, costs.head_latency_s[k])
             state.update(costs=costs, native=native, maps={},
                          active=np.array([dev.processor(o.processor).power_w(o.clock_hz) for o in opts]),
                          proc=np.array([o.processor for o in opts]))

@@ -240,8 +240,9 @@ class SplitWorkload:
             if frac > 0:
                 eff[self.head] = min(clock, frac * proc.max_clock_hz) / proc.max_clock_hz
             ct = self.tables.table(eff)
-            busy = float(ct.cum_latency_s[self.split, j])
-            native = float(_native_cum(ct)[self.split, j])
+            # the head is one stage (delegate partitions, CPU fallback, one invoke), as in the split search
+            busy = float(ct.stage_seconds(0, self.split, j))
+            native = min(busy, float(_native_cum(ct)[self.split, j]) + float(ct.invoke_overhead_s[j]))
             native_cpu = busy - native
             busy = native
             period = busy + native_cpu + remote_s
