@@ -300,14 +300,9 @@ class PipelineProblem:
         procs[~used] = cpu  # any valid index; unused stages contribute nothing
         b = np.cumsum(counts, axis=1)
         a = b - counts
-
         # partitions, fallback, invokes; cpu_s: the part that runs on the CPU
         total, cpu_s = ct.stage_parts(np.where(used, a, 0), np.where(used, b, 1), procs)
-        cpu_users = (used & ((procs == cpu) | (cpu_s > 0))).sum(axis=1)
-        serial = used.sum(axis=1) == 1 if self.serial_single else np.zeros(len(X), bool)
-        threads = np.where(serial, np.maximum(self.host_threads, self.cpu_threads * np.minimum(cpu_users, 1)),
-                           2 * self.host_threads + self.cpu_threads * cpu_users)
-        slow = np.maximum(1.0, threads / prep.cores)
+        serial, slow = self._cpu_sharing(used, used & ((procs == cpu) | (cpu_s > 0)))
         compute = np.where(used, total + cpu_s * (slow[:, None] - 1.0), 0.0)
         energy = (ct.cum_energy_j[b, procs] - ct.cum_energy_j[a, procs]).sum(axis=1)
 
@@ -357,6 +352,14 @@ class PipelineProblem:
             F[:, m] = -out[key] if sense == "max" else out[key]
         out["F"] = F
         return out
+
+    def _cpu_sharing(self, used: np.ndarray, cpu_users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(serial [N], CPU slowdown [N]) from the used stages and those running on the CPU [N, K]."""
+        n_cpu = cpu_users.sum(axis=1)
+        serial = used.sum(axis=1) == 1 if self.serial_single else np.zeros(len(used), bool)
+        threads = np.where(serial, np.maximum(self.host_threads, self.cpu_threads * np.minimum(n_cpu, 1)),
+                           2 * self.host_threads + self.cpu_threads * n_cpu)
+        return serial, np.maximum(1.0, threads / self.prepare().cores)
 
     # ------------------------------------------------------------- decoding
     def canonical(self, X: np.ndarray) -> np.ndarray:
