@@ -49,9 +49,9 @@ def map_cmd(
     cpu_cores: int = typer.Option(8, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) and "
                                                          "pre/post-processing (2 threads each)."),
     pre_ms: float | None = typer.Option(None, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms "
-                                        "[default: a detector's modeled resize/normalise, else 0]."),
+                                        "(default: a detector's modeled resize/normalise, else 0)."),
     post_ms: float | None = typer.Option(None, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms "
-                                         "[default: a detector's modeled decode/NMS, else 0]."),
+                                         "(default: a detector's modeled decode/NMS, else 0)."),
     generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
     population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
