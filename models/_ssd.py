@@ -7,7 +7,8 @@ and ``ssd_resnet50_v1_fpn_640x640`` share this head (``KerasFpnTopDownFeatureMap
 * FPN levels 3..7: 1x1 projections (with bias) of the stride-8/16/32 backbone maps, nearest 2x
   top-down upsampling and addition, a 3x3 smoothing conv + batch norm + ReLU6 on levels 3, 4;
   levels 6 and 7 are 3x3 stride-2 convs + batch norm + ReLU6 on top of level 5.
-* Box predictor: separate box and class towers of ``tower_layers`` 3x3 convs whose weights are
+* Box predictor: separate box and class towers (one tower read by both heads when the config
+  sets ``share_prediction_tower``, as the FPNLite configs do) of ``tower_layers`` 3x3 convs whose weights are
   shared over the levels (one Keras layer called once per level; its batch norms are per
   level), then 3x3 prediction convs for ``anchors_per_location`` x 4 box codes and
   x (``num_classes`` + 1) class logits (background included).
@@ -85,25 +86,34 @@ def fpn(keras: Any, feats: list[Any], depth: int, depthwise: bool) -> list[Any]:
 
 
 def box_predictor(keras: Any, levels: list[Any], depth: int, depthwise: bool,
-                  tower_layers: int = 4) -> list[Any]:
+                  tower_layers: int = 4, share_tower: bool = False) -> list[Any]:
     """Weight-shared box/class towers and heads over the FPN ``levels``; returns
-    ``[box_encodings, class_predictions_with_background]``."""
+    ``[box_encodings, class_predictions_with_background]``.
+
+    ``share_tower`` is the config's ``share_prediction_tower``: the class head then reads the
+    box tower's output (``WeightSharedConvolutionalBoxPredictor`` builds only the
+    ``BoxPredictionTower``), halving the towers' work.
+    """
     L = keras.layers
     n_cls = NUM_CLASSES + 1
     a = ANCHORS_PER_LOCATION
+    kinds = ("Box",) if share_tower else ("Box", "Class")
     shared: dict[str, list[Any]] = {
         kind: [_conv(keras, depth, 3, 1, f"{kind}PredictionTower_conv2d_{i}", depthwise)
                for i in range(tower_layers)]
-        for kind in ("Box", "Class")}
+        for kind in kinds}
     heads = {"Box": _conv(keras, a * 4, 3, 1, "BoxHead", depthwise, use_bias=True),
              "Class": _conv(keras, a * n_cls, 3, 1, "ClassHead", depthwise, use_bias=True)}
     parts: dict[str, list[Any]] = {"Box": [], "Class": []}
     for level, feat in zip(range(MIN_LEVEL, MAX_LEVEL + 1), levels, strict=True):
-        for kind, width in (("Box", 4), ("Class", n_cls)):
+        towers = {}
+        for kind in kinds:
             y = feat
             for i, conv in enumerate(shared[kind]):
                 y = _bn_relu6(keras, conv(y), f"{kind}PredictionTower_conv2d_{i}_P{level}")
-            y = heads[kind](y)
+            towers[kind] = y
+        for kind, width in (("Box", 4), ("Class", n_cls)):
+            y = heads[kind](towers.get(kind, towers["Box"]))
             parts[kind].append(L.Reshape((-1, width), name=f"{kind}Head_reshape_P{level}")(y))
     return [L.Concatenate(axis=1, name="box_encodings")(parts["Box"]),
             L.Concatenate(axis=1, name="class_predictions_with_background")(parts["Class"])]

@@ -6,13 +6,17 @@ Backbone: ``keras.applications.MobileNetV2`` (width 1.0, ``weights=None``) tappe
 ``block_5_add`` / ``block_12_add`` (strides 8/16) and, as the config's
 ``ssd_mobilenet_v2_fpn_keras`` extractor with ``use_depthwise`` does, its last 1x1 conv cut
 to 256 channels (stride 32); FPN depth 128, 4-layer weight-shared separable box predictor
-of depth 128 (:mod:`models._ssd`). 90 COCO classes + background, 6 anchors per location:
+of depth 128 whose one tower feeds both heads (``share_prediction_tower: true`` in the zoo's
+pipeline.config; :mod:`models._ssd`). 90 COCO classes + background, 6 anchors per location:
 51,150 anchors at 640x640 (12,804 at 320x320, the zoo's other FPNLite size). No NMS.
 
 Reference checked: no published MAC/param figure; the structure follows the pipeline config
-(levels 3-7, depth 128, 4 tower layers, ``use_depthwise: true``). This build: 2.3 M params
-(MobileNetV2 trunk 1.9 M, FPN 0.12 M, separable predictor 0.24 M), 4.35 G MACs at 640x640
-and 1.09 G at 320x320.
+(levels 3-7, depth 128, 4 tower layers, ``use_depthwise: true``, ``share_prediction_tower:
+true``). This build: 2.2 M params, 3.75 G MACs at 640x640. As TFLite operators (separable
+convs as depthwise + pointwise, batch norm and ReLU6 fused, each upsampling one op) it has 149
+inference-body operators, the count Park & Ha give for this network (METHODS.md section 2);
+with separate box and class towers it would have 189. (The API's default upsampling,
+``ops.nearest_neighbor_upsampling``, exports as two PACK + one RESHAPE, which would make 153.)
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def build(input_size: int = INPUT_SIZE, **variant: Any) -> Any:
     top = L.ReLU(6.0, name="layer_19_relu")(top)
     feats = [base.get_layer("block_5_add").output, base.get_layer("block_12_add").output, top]
     levels = _ssd.fpn(keras, feats, 128, depthwise=True)
-    outs = _ssd.box_predictor(keras, levels, 128, depthwise=True)
+    outs = _ssd.box_predictor(keras, levels, 128, depthwise=True, share_tower=True)
     return keras.Model(inp, outs, name=NAME)
 
 

@@ -293,3 +293,34 @@ def test_cli_cost_json_and_errors(run_cli, tmp_path):
     bad.write_text("# model: \"alexnet\"\nprocessor,index,layer,latency_s\ncpu,0,nope,0.001\n")
     r = run_cli("cost", "alexnet", "--device", "host", "--backend", "measured", "--table", str(bad), "--dtype", "fp32")
     assert r.exit_code == 2 and "layer 0 is 'nope'" in r.stderr
+
+
+def test_fallback_is_one_cpu_partition_not_a_transfer_per_layer(zoo_graph):
+    # S22 Hexagon runs INT8 only: at FP32 the delegate claims nothing and the whole network is
+    # one CPU partition (TFLite delegate partitioning), not 2 transfers around every layer
+    g = zoo_graph("mobilenet_v2")
+    ct = build_cost_table(g, "galaxy_s22", "fp32")
+    cpu, dsp = ct.processor_index("cpu"), ct.processor_index("dsp")
+    whole = ct.whole_network_latency()
+    # only the dropped Dropout "runs" on the dsp, and it joins the CPU partition around it
+    assert ct.supported[:, dsp].sum() == 1 and not ct.partitions.supported[:, dsp].any()
+    assert whole[dsp] == pytest.approx(whole[cpu] - ct.invoke_overhead_s[cpu])
+    assert ct.cum_latency_s[-1, dsp] > 1.5 * whole[dsp]  # the per-layer isolated costs pay transfers
+    assert ct.max_delegated_partitions[ct.processor_index("gpu")] == 1  # TFLite GPU delegate default
+
+
+def test_detector_pre_and_post_processing_from_tensor_shapes(zoo_graph):
+    from optimizer.cost.hostproc import host_seconds, ssd_head
+
+    det, cls = zoo_graph("ssd_mobilenet_v2_fpnlite"), zoo_graph("mobilenet_v2")
+    assert ssd_head(det) == (51150, 91) and ssd_head(cls) is None
+    dev = load_device("pixel6")
+    host = host_seconds(det, dev)
+    cpu = dev.processor("cpu")
+    rate = cpu.peak_macs_per_s["fp32"] * cpu.efficiency["default"] * 2 / cpu.cores
+    assert host["pre_s"] == pytest.approx(640 * 640 * 3 * 5 / rate)
+    assert host["post_s"] > 51150 * 91 * 11 / rate  # sigmoid + class max per logit, then decode/sort
+    assert 1e-3 < host["post_s"] < 10e-3
+    assert host_seconds(cls, dev) == {"pre_s": 0.0, "post_s": 0.0}
+    ct = build_cost_table(det, dev, "int8")
+    assert (ct.meta["pre_s"], ct.meta["post_s"]) == (host["pre_s"], host["post_s"])

@@ -262,3 +262,44 @@ def test_mobilenet_v2_on_galaxy_j6_real_costs(zoo_graph):
         assert b[name].objectives[key] <= min(b["cos"].objectives[key], b["coc"].objectives[key])
     best = np.array([list(r.best.objectives.values())])
     assert not _dominated_by_any(best, exact).any()
+
+
+def test_head_pays_its_invoke_overhead_once(costs):
+    import dataclasses
+
+    from _split_fixtures import table
+
+    from optimizer.search.split import split_costs_from_tables
+
+    g, _ = costs
+    server = table(g, scale=1e-10, power_w=0.0, processors=("cloud",), kinds=("cloud",))
+    plain = table(g, scale=2e-9, power_w=0.7)
+    called = dataclasses.replace(plain, invoke_overhead_s=np.array([0.0, 3e-3]))
+    base = split_costs_from_tables(g, {("gpu", 1e9): plain}, server, ToyLink())
+    with_call = split_costs_from_tables(g, {("gpu", 1e9): called}, server, ToyLink())
+    d_s = with_call.head_latency_s[0] - base.head_latency_s[0]
+    d_j = with_call.head_energy_j[0] - base.head_energy_j[0]
+    assert d_s[0] == 0 and d_j[0] == 0  # nothing runs on the phone at l = 0
+    np.testing.assert_allclose(d_s[1:], 3e-3)  # once per head, not per layer
+    np.testing.assert_allclose(d_j[1:], 3e-3 * plain.active_power_w[1])
+
+
+@pytest.mark.slow
+def test_runtime_reaches_the_split_costs_and_the_job(zoo_graph, tmp_path):
+    from optimizer.errors import UnknownNameError
+    from optimizer.search.split import build_split_costs
+    from optimizer.search.split_job import SplitJob
+
+    g = zoo_graph("vgg11")
+    default = build_split_costs(g, "galaxy_j6", "wifi_10", dtype="fp32", processors=["cpu"])
+    torch = build_split_costs(g, "galaxy_j6", "wifi_10", dtype="fp32", processors=["cpu"],
+                              runtime="pytorch_mobile_fp32")
+    assert default.meta["runtime"] == "tflite" and torch.meta["runtime"] == "pytorch_mobile_fp32"
+    assert not np.allclose(default.head_latency_s, torch.head_latency_s)
+    with pytest.raises(UnknownNameError, match="runtime"):
+        build_split_costs(g, "galaxy_j6", "wifi_10", runtime="tensorrt")
+    doc = {"name": "j", "models": ["vgg11"], "devices": ["galaxy_j6"], "network": "wifi_10",
+           "server": "smartsplit_i5"}
+    assert SplitJob.model_validate(doc).runtime is None  # default unchanged
+    job = SplitJob.model_validate({**doc, "runtime": "pytorch_mobile_fp32"})
+    assert SplitJob.model_validate_json(job.model_dump_json()) == job

@@ -62,6 +62,7 @@ def test_same_seed_same_plan(run_cli, tiny_onnx, tmp_path):
     (["--weights", "1,-1,1"], "--weights: weight -1 is not valid"),
     (["--server", "mainframe"], "unknown server 'mainframe'; valid: gpu_server, smartsplit_i5"),
     (["--solver", "magic"], "unknown solver 'magic'"),
+    (["--runtime", "tensorrt"], "unknown runtime 'tensorrt'"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(run_cli, tiny_onnx, tmp_path, extra, message):
     res = _split(run_cli, tiny_onnx, tmp_path, *extra)

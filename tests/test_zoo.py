@@ -214,6 +214,15 @@ def test_ssd_mobilenet_v2_fpnlite_structure(zoo_graph):
     ops = {la.op_type for la in g.layers if la.block.startswith(("head", "fpn"))}
     assert "SeparableConv2D" in ops  # FPNLite: depthwise-separable FPN and predictor
     assert g.total_macs < zoo_graph("ssd_mobilenet_v1_fpn").total_macs / 10
+    # share_prediction_tower: true (TF2 zoo pipeline.config): one tower feeds both heads
+    names = [la.name for la in g.layers]
+    assert not any(n.startswith("ClassPredictionTower") for n in names)
+    # TFLite operator count: convs (separable = 2), adds, resizes, head reshapes, concats;
+    # Park & Ha count 149 inference-body layers for this network (METHODS.md section 2)
+    kernels = {"conv": 1, "dwconv": 1, "add": 1, "resize": 1, "concat": 1}
+    n_ops = sum(2 if la.op_type == "SeparableConv2D" else kernels.get(la.op, 0) for la in g.layers)
+    n_ops += sum(la.name.endswith(tuple(f"_reshape_P{lv}" for lv in range(3, 8))) for la in g.layers)
+    assert n_ops == 149
     small = zoo_graph("ssd_mobilenet_v2_fpnlite", input_size=320)
     assert [small.tensors[t].shape[0] for t in small.outputs] == [12804, 12804]
 

@@ -41,8 +41,10 @@ def map_cmd(
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Per-processor memory cap, e.g. '2 GB'."),
     cpu_cores: int = typer.Option(8, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) and "
                                                          "pre/post-processing (2 threads each)."),
-    pre_ms: float = typer.Option(0.0, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms."),
-    post_ms: float = typer.Option(0.0, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms."),
+    pre_ms: float | None = typer.Option(None, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms "
+                                        "(default: a detector's modeled resize/normalise, else 0)."),
+    post_ms: float | None = typer.Option(None, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms "
+                                         "(default: a detector's modeled decode/NMS, else 0)."),
     generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
     population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
@@ -81,7 +83,7 @@ def map_cmd(
     request = parse_request(PipelineRequest, {
         "model": model, "device": device, "dtype": dtype, "granularity": granularity, "solver": solver,
         "objectives": objectives, "stages": stages, "seed": seed, "processors": processors,
-        "memory_limit": memory_limit, "cpu_cores": cpu_cores, "pre_s": pre_ms / 1e3, "post_s": post_ms / 1e3,
+        "memory_limit": memory_limit, "cpu_cores": cpu_cores, "pre_s": _seconds(pre_ms), "post_s": _seconds(post_ms),
         "settings": settings, "variant": parse_variant(variant), "measure": measure, "measure_cmd": measure_cmd,
         "measure_repeats": measure_repeats, "measure_frames": measure_frames,
         "measure_cache": str(cache) if measuring else None, "measure_cache_mb": measure_cache_mb,
@@ -102,6 +104,10 @@ def map_cmd(
     if solver == "ga" and checkpoint is None:
         ckpt.unlink(missing_ok=True)
     _summary(search.problem, result, plan, out)
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
 
 
 def _run(search, generations: int, command: str | None):

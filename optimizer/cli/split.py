@@ -17,7 +17,7 @@ SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solver", "granularity": "--granularity",
                  "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
-                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed"}
+                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -75,6 +75,8 @@ def split_cmd(
     dtype: str = typer.Option("int8", "--dtype", help="Compute dtype of the head (int8, fp16, fp32)."),
     wire: str = typer.Option("int8,fp16,fp32", "--wire", help="Wire dtypes searched, comma-separated."),
     cost_model: str = typer.Option("table", "--cost-model", help="table (CostTable) or smartsplit (closed form)."),
+    runtime: str | None = typer.Option(None, "--runtime", help="Phone inference runtime profile, e.g. "
+                                       "pytorch_mobile_fp32 (default: the device's own)."),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
     extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
@@ -109,7 +111,7 @@ def split_cmd(
         "model": model, "device": device, "network": network, "server": server, "solver": solver,
         "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
-        "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed,
+        "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights))
@@ -145,6 +147,7 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
             argv += [flag, value]
     if r.solver == "nsga2":
         argv += ["--population", str(r.settings["population"]), "--generations", str(r.settings["generations"])]
+    argv += ["--runtime", r.runtime] if r.runtime else []
     return argv + (["--extremes"] if r.include_extremes else [])
 
 

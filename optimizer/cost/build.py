@@ -16,6 +16,7 @@ from .analytic import processor_power, resolve_clocks
 from .backends import BUILTIN_BACKENDS, BackendInputs, get_backend, run_backend
 from .features import layer_arrays
 from .measured import MeasuredTable
+from .hostproc import host_seconds
 from .table import CostTable
 
 #: names of the built-in backends (:func:`optimizer.cost.backends.backend_names` lists every registered one)
@@ -78,6 +79,7 @@ def build_cost_table(
     costs = run_backend(backend, inputs, options)
     meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist())),
                             "runtime": runtime or device.runtime}
+    meta.update(host_seconds(graph, device))  # detector pre/post-processing on the CPU (Park & Ha)
     if device.cpu_cores is not None:
         meta["cpu_cores"] = device.cpu_cores
     meta.update(costs.meta)
@@ -98,4 +100,5 @@ def build_cost_table(
         memory_capacity_bytes=capacity, active_power_w=inputs.power_w, idle_power_w=device.idle_power_w,
         meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", runtime)
                                                 for p in device.processors]),
+        max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
     )

@@ -6,6 +6,9 @@ searches only read it. Conventions:
 * ``latency_s[l, p]`` is the time layer ``l`` takes when its stage runs on processor ``p``,
   *including* CPU fallback when ``p`` does not support the op (CPU time plus the transfer of
   the layer's inputs and outputs between ``p`` and the CPU); ``supported[l, p]`` tells which.
+  That is the cost of one layer alone; a stage of consecutive layers is costed by
+  :meth:`CostTable.stage_seconds`, which groups supported layers into delegate partitions and
+  charges transfers only at partition boundaries (:mod:`optimizer.cost.partition`).
 * ``energy_j[l, p]`` is the phone's energy for the same (active power x time, fallback included).
 * ``cut_bytes[i]`` are the bytes crossing boundary ``i`` (0..L) at the table's dtype, from
   :meth:`optimizer.graph.LayerGraph.cut_bytes_array` (DAG cut, skip connections included).
@@ -24,6 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import UnknownNameError
+from .partition import Partitions, build_partitions, stage_parts, stage_seconds
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,7 +56,8 @@ class CostTable:
     active_power_w: np.ndarray  # [P] power while busy (for thermal models)
     idle_power_w: float = 0.0  # whole-phone idle power
     meta: dict[str, object] = field(default_factory=dict)
-    invoke_overhead_s: np.ndarray | None = None  # [P] per call into a processor (once per stage); None = 0
+    invoke_overhead_s: np.ndarray | None = None  # [P] per call into a processor (once per delegate partition); None = 0
+    max_delegated_partitions: np.ndarray | None = None  # [P] delegated partitions per stage (0 = no limit); None = 0
 
     def __post_init__(self) -> None:
         n_layers, n_procs = len(self.layer_names), len(self.processors)
@@ -66,6 +71,11 @@ class CostTable:
             object.__setattr__(self, "invoke_overhead_s", np.zeros(n_procs))
         elif np.shape(self.invoke_overhead_s) != (n_procs,):
             raise ValueError(f"CostTable.invoke_overhead_s has shape {np.shape(self.invoke_overhead_s)}, "
+                             f"expected {(n_procs,)}")
+        if self.max_delegated_partitions is None:
+            object.__setattr__(self, "max_delegated_partitions", np.zeros(n_procs, np.int64))
+        elif np.shape(self.max_delegated_partitions) != (n_procs,):
+            raise ValueError(f"CostTable.max_delegated_partitions has shape {np.shape(self.max_delegated_partitions)}, "
                              f"expected {(n_procs,)}")
         for arr in (self.latency_s, self.energy_j, self.cut_bytes):
             arr.setflags(write=False)
@@ -116,6 +126,33 @@ class CostTable:
         joules = nbytes * self.handoff_j_per_byte[p, q]
         return seconds, joules
 
+    @cached_property
+    def partitions(self) -> Partitions | None:
+        """Delegate-partition prefix sums (:mod:`optimizer.cost.partition`); None without a CPU."""
+        if "cpu" not in self.processor_kinds:
+            return None
+        return build_partitions(self.latency_s, self.supported, self.processor_kinds.index("cpu"), self.cut_bytes,
+                                self.handoff_latency_s, self.handoff_s_per_byte, self.invoke_overhead_s,
+                                self.max_delegated_partitions)
+
+    def stage_seconds(self, a: np.ndarray | int, b: np.ndarray | int, p: np.ndarray | int) -> np.ndarray:
+        """Time of layers a..b-1 (b > a) as one stage on p: delegate partitions, CPU fallback,
+        partition-boundary transfers and invoke overheads (:func:`optimizer.cost.partition.stage_seconds`;
+        without a CPU: ``stage_latency`` plus one invoke). Broadcasts over arrays."""
+        part = self.partitions
+        if part is None:
+            return self.stage_latency(a, b, p) + self.invoke_overhead_s[p]
+        return stage_seconds(part, a, b, p)
+
+    def stage_parts(self, a: np.ndarray | int, b: np.ndarray | int,
+                    p: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """(``stage_seconds``, of which seconds on the CPU: fallback layers, or all of a CPU stage)."""
+        part = self.partitions
+        if part is None:
+            return self.stage_seconds(a, b, p), np.zeros(np.broadcast(a, b, p).shape)
+        return stage_parts(part, a, b, p)
+
     def whole_network_latency(self) -> np.ndarray:
-        """Latency of the whole network on each single processor (one call), shape [P]."""
-        return self.cum_latency_s[-1] + self.invoke_overhead_s
+        """Latency of the whole network on each single processor (one stage), shape [P]."""
+        procs = np.arange(self.n_processors)
+        return self.stage_seconds(np.zeros_like(procs), np.full_like(procs, self.n_layers), procs)

@@ -122,6 +122,9 @@ class Processor(_Model):
     onchip_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] | None = Field(None, alias="onchip_bandwidth")
     #: fixed cost of one call into this processor's runtime/delegate (once per stage, not per layer)
     invoke_overhead_s: Annotated[Seconds, NonNegative] = Field(0.0, alias="invoke_overhead")
+    #: most delegate partitions a stage hands to this processor (0 = no limit); later runs of
+    #: supported ops stay on the CPU (TFLite GPU delegate default 1, NNAPI 3)
+    max_delegated_partitions: Annotated[int, Field(ge=0)] = 0
     #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
     runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")
     supported_ops: dict[str, OpList]

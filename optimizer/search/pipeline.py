@@ -8,18 +8,22 @@ and a CPU post-processing stage (2 threads). A mapping is the 2K-gene chromosome
 
 Modeled stage time (everything from the CostTable's prefix sums, vectorised over a population):
 
-* compute ``cum_latency_s[b, p] - cum_latency_s[a, p]`` (CPU fallback already inside it) plus
-  the processor's per-call ``invoke_overhead_s`` once per stage;
+* compute ``CostTable.stage_seconds(a, b, p)``: each maximal run of ``p``-supported layers is one
+  delegate partition paying ``invoke_overhead_s``, the layers between fall back to the CPU with a
+  tensor copy/sync at each partition boundary, and at most ``max_delegated_partitions`` runs are
+  delegated (:mod:`optimizer.cost.partition`; prefix sums, O(1) per stage);
 * plus the hand-off of the tensors crossing its input boundary from the previous stage's
   processor (the CPU pre-processing stage for the first one) and of its output boundary to the
   next one (the CPU post-processing stage for the last): a stage is busy while it receives and
   while it sends, so each hand-off occupies both neighbouring stages;
-* CPU sharing: the CPU inference stage runs ``cpu_threads`` threads (4), pre- and
-  post-processing ``host_threads`` each (2). When the threads in use exceed the device's CPU
-  cores, every CPU-side stage (CPU inference compute, pre, post) slows down by
-  ``threads_in_use / cpu_cores`` (fair time-slicing of the cores).
+* CPU sharing: a stage that runs anything on the CPU (the CPU stage, or a delegate stage with
+  fallback partitions) runs ``cpu_threads`` threads (4), pre- and post-processing
+  ``host_threads`` each (2). When the threads in use exceed the device's CPU cores, all CPU work
+  (CPU stage compute, fallback partitions, pre, post) slows down by ``threads_in_use /
+  cpu_cores`` (fair time-slicing of the cores).
 
-Throughput = 1 / max stage time (pre and post included); latency per frame = pre + sum of
+Throughput = 1 / max stage time (pre and post included; a one-stage mapping runs pre, inference
+and post one frame at a time, so its frame time is their sum, see ``serial_single``); latency per frame = pre + sum of
 compute + every hand-off once + post; energy per frame = sum of stage energies + hand-off
 energy + pre/post energy (CPU active power x time x host_threads / cpu_threads). Memory of a
 stage = weights of its layers + the peak live activation bytes among them (range maximum by a
@@ -76,6 +80,8 @@ class _Prepared:
     cpu: int
     cores: float
     caps: np.ndarray  # [P] per-processor memory limit (bytes)
+    pre: float  # pre-processing seconds per frame (idle CPU)
+    post: float
     live_sparse: np.ndarray  # [log2 L + 1, L] range-max table
     objectives: tuple[tuple[str, str, str, Objective | None], ...]  # (name, key, sense, hook)
 
@@ -102,7 +108,13 @@ class PipelineProblem:
     cpu_cores
         CPU cores shared by those threads; None = ``cost_table.meta["cpu_cores"]`` or 8.
     pre_s, post_s
-        Pre-/post-processing time per frame with ``host_threads`` threads on an idle CPU.
+        Pre-/post-processing time per frame with ``host_threads`` threads on an idle CPU; None =
+        the cost table's ``meta`` (:func:`optimizer.cost.hostproc.host_seconds`: a detector's
+        resize/normalise and decode/NMS; 0 for other networks).
+    serial_single
+        A one-stage mapping runs pre-processing, inference and post-processing one frame after
+        the other (the seed's single-processor application), so its frame time is their sum and
+        its threads never overlap; a pipeline of two or more stages overlaps them (Park & Ha).
     extra_objectives
         :class:`Objective` hooks (e.g. sustained fps from the thermal simulator).
 
@@ -117,8 +129,8 @@ class PipelineProblem:
     def __init__(self, cost_table: CostTable, *, stages: int = 3,
                  objectives: Sequence[str] = ("throughput",), memory_limit: float | None = None,
                  processors: Sequence[str] | None = None, cpu_threads: int = 4, host_threads: int = 2,
-                 cpu_cores: int | None = None, pre_s: float = 0.0, post_s: float = 0.0,
-                 extra_objectives: Sequence[Objective] = ()) -> None:
+                 cpu_cores: int | None = None, pre_s: float | None = None, post_s: float | None = None,
+                 serial_single: bool = True, extra_objectives: Sequence[Objective] = ()) -> None:
         self.cost_table = cost_table
         self.stages = stages
         self.objectives = objectives
@@ -129,6 +141,7 @@ class PipelineProblem:
         self.cpu_cores = cpu_cores
         self.pre_s = pre_s
         self.post_s = post_s
+        self.serial_single = serial_single
         self.extra_objectives = extra_objectives
         self._prep: _Prepared | None = None
 
@@ -139,7 +152,7 @@ class PipelineProblem:
                 "processors": None if self.processors is None else list(self.processors),
                 "cpu_threads": self.cpu_threads, "host_threads": self.host_threads,
                 "cpu_cores": self.cpu_cores, "pre_s": self.pre_s, "post_s": self.post_s,
-                "extra_objectives": [o.name for o in self.extra_objectives]}
+                "serial_single": self.serial_single, "extra_objectives": [o.name for o in self.extra_objectives]}
 
     def prepare(self) -> _Prepared:
         """Validate the settings against the cost table and build the derived arrays."""
@@ -172,9 +185,12 @@ class PipelineProblem:
         cores = self.cpu_cores if self.cpu_cores is not None else ct.meta.get("cpu_cores", 8)
         if not isinstance(cores, (int, float, np.number)) or not cores >= 1:
             raise ConfigError(f"cpu_cores: expected a number >= 1, got {cores!r}")
+        host = {}
         for name, val in (("pre_s", self.pre_s), ("post_s", self.post_s)):
+            val = ct.meta.get(name, 0.0) if val is None else val
             if not isinstance(val, (int, float)) or not val >= 0:
                 raise ConfigError(f"{name}: expected seconds >= 0, got {val!r}")
+            host[name] = float(val)
         caps = np.asarray(ct.memory_capacity_bytes, dtype=np.float64).copy()
         if self.memory_limit is not None:
             if not isinstance(self.memory_limit, (int, float)) or not self.memory_limit > 0:
@@ -198,9 +214,15 @@ class PipelineProblem:
         if len({o[0] for o in objs}) != len(objs):
             raise ConfigError(f"objectives: {list(self.objectives)} names an objective twice")
         self._prep = _Prepared(K=int(K), L=L, allowed=allowed, cpu=cpu, cores=float(cores), caps=caps,
+                               pre=host["pre_s"], post=host["post_s"],
                                live_sparse=_sparse_max_table(np.asarray(ct.live_bytes, dtype=np.float64)),
                                objectives=tuple(objs))
         return self._prep
+
+    def host_s(self) -> tuple[float, float]:
+        """(pre, post) seconds per frame on an idle CPU as used (``pre_s``/``post_s`` or the table's)."""
+        prep = self.prepare()
+        return prep.pre, prep.post
 
     # --------------------------------------------------------------- geometry
     @property
@@ -278,14 +300,10 @@ class PipelineProblem:
         procs[~used] = cpu  # any valid index; unused stages contribute nothing
         b = np.cumsum(counts, axis=1)
         a = b - counts
-
-        cpu_stage = used & (procs == cpu)
-        threads = 2 * self.host_threads + self.cpu_threads * cpu_stage.any(axis=1)
-        slow = np.maximum(1.0, threads / prep.cores)
-
-        compute = ct.cum_latency_s[b, procs] - ct.cum_latency_s[a, procs]
-        compute = np.where(cpu_stage, compute * slow[:, None], compute)
-        compute = np.where(used, compute + ct.invoke_overhead_s[procs], 0.0)  # one call per stage
+        # partitions, fallback, invokes; cpu_s: the part that runs on the CPU
+        total, cpu_s = ct.stage_parts(np.where(used, a, 0), np.where(used, b, 1), procs)
+        serial, slow = self._cpu_sharing(used, used & ((procs == cpu) | (cpu_s > 0)))
+        compute = np.where(used, total + cpu_s * (slow[:, None] - 1.0), 0.0)
         energy = (ct.cum_energy_j[b, procs] - ct.cum_energy_j[a, procs]).sum(axis=1)
 
         prev = np.empty_like(procs)
@@ -307,13 +325,14 @@ class PipelineProblem:
         final_s = np.take_along_axis(out_s, (K - 1 - np.argmax(used[:, ::-1], axis=1))[:, None], 1)[:, 0]
 
         stage_time = np.where(used, in_s + compute + out_s, 0.0)
-        pre = self.pre_s * slow
-        post = self.post_s * slow
-        bottleneck = np.maximum(stage_time.max(axis=1), np.maximum(pre, post))
+        pre = prep.pre * slow
+        post = prep.post * slow
+        bottleneck = np.where(serial, stage_time.sum(axis=1) + pre + post,
+                              np.maximum(stage_time.max(axis=1), np.maximum(pre, post)))
         with np.errstate(divide="ignore"):
             throughput = np.where(bottleneck > 0, 1.0 / bottleneck, np.inf)
         latency = pre + post + compute.sum(axis=1) + in_s.sum(axis=1) + final_s
-        host_j = ct.active_power_w[cpu] * (self.pre_s + self.post_s) * self.host_threads / self.cpu_threads
+        host_j = ct.active_power_w[cpu] * (prep.pre + prep.post) * self.host_threads / self.cpu_threads
         energy = energy + in_j.sum(axis=1) + final_j + host_j
 
         weights = ct.cum_weight_bytes[b] - ct.cum_weight_bytes[a]
@@ -333,6 +352,14 @@ class PipelineProblem:
             F[:, m] = -out[key] if sense == "max" else out[key]
         out["F"] = F
         return out
+
+    def _cpu_sharing(self, used: np.ndarray, cpu_users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(serial [N], CPU slowdown [N]) from the used stages and those running on the CPU [N, K]."""
+        n_cpu = cpu_users.sum(axis=1)
+        serial = used.sum(axis=1) == 1 if self.serial_single else np.zeros(len(used), bool)
+        threads = np.where(serial, np.maximum(self.host_threads, self.cpu_threads * np.minimum(n_cpu, 1)),
+                           2 * self.host_threads + self.cpu_threads * n_cpu)
+        return serial, np.maximum(1.0, threads / self.prepare().cores)
 
     # ------------------------------------------------------------- decoding
     def canonical(self, X: np.ndarray) -> np.ndarray:
@@ -469,7 +496,7 @@ class PipelineProblem:
                 "memory_limit": self.memory_limit, "processors": self.processors,
                 "cpu_threads": self.cpu_threads, "host_threads": self.host_threads,
                 "cpu_cores": self.cpu_cores, "pre_s": self.pre_s, "post_s": self.post_s,
-                "extra_objectives": self.extra_objectives}
+                "serial_single": self.serial_single, "extra_objectives": self.extra_objectives}
 
     def check_memory_feasible(self) -> None:
         """Raise :class:`ConstraintError` when no mapping satisfies the memory constraint.

@@ -37,8 +37,7 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
     prep = problem.prepare()
     ct = problem.cost_table
     L, cpu, k = prep.L, prep.cpu, len(order)
-    threads = 2 * problem.host_threads + problem.cpu_threads * (cpu in order)
-    slow = max(1.0, threads / prep.cores)
+    serial = problem.serial_single and k == 1  # one stage: pre, inference, post one frame at a time
     inner = np.arange(1, L, dtype=np.int64)
     axes = []
     for m in range(k - 1):
@@ -48,21 +47,28 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
     bounds: list[np.ndarray | int] = [0, *axes, L]
     chain = (cpu, *order, cpu)
     finite_caps = not np.all(np.isinf(prep.caps[list(order)]))
-    bott = np.full((), max(problem.pre_s, problem.post_s) * slow)
     feasible = np.ones((), bool)
-    for m, p in enumerate(order):
-        a, b = bounds[m], bounds[m + 1]
-        comp = ct.cum_latency_s[b, p] - ct.cum_latency_s[a, p]
-        if p == cpu:
-            comp = comp * slow
-        comp = comp + ct.invoke_overhead_s[p]  # one call per stage, as in PipelineProblem.evaluate
-        t = _handoff_s(ct, a, chain[m], p) + comp + _handoff_s(ct, b, p, chain[m + 2])
-        bott = np.maximum(bott, t)
+    parts, cpu_users = [], np.zeros((), np.int64)
+    for m, p in enumerate(order):  # stage costs, and which stages run anything on the CPU
+        a_arr, b_arr = np.broadcast_arrays(np.asarray(bounds[m]), np.asarray(bounds[m + 1]))
+        total, cpu_s = ct.stage_parts(a_arr, np.maximum(b_arr, a_arr + 1), p)  # as in PipelineProblem.evaluate
+        parts.append((total, cpu_s))
+        cpu_users = cpu_users + ((cpu_s > 0) | (p == cpu))
         if finite_caps:
-            a_arr, b_arr = np.broadcast_arrays(np.asarray(a), np.asarray(b))
             mem = (ct.cum_weight_bytes[b_arr] - ct.cum_weight_bytes[a_arr]
                    + _range_max(prep.live_sparse, a_arr, b_arr))
             feasible = feasible & (mem <= prep.caps[p])
+    threads = (np.maximum(problem.host_threads, problem.cpu_threads * np.minimum(cpu_users, 1)) if serial
+               else 2 * problem.host_threads + problem.cpu_threads * cpu_users)
+    slow = np.maximum(1.0, threads / prep.cores)
+    bott = max(prep.pre, prep.post) * slow
+    for m, p in enumerate(order):
+        total, cpu_s = parts[m]
+        comp = total + cpu_s * (slow - 1.0)  # CPU work slows with the shared cores
+        t = _handoff_s(ct, bounds[m], chain[m], p) + comp + _handoff_s(ct, bounds[m + 1], p, chain[m + 2])
+        bott = np.maximum(bott, t)
+    if serial:
+        bott = bott + min(prep.pre, prep.post) * slow
     valid = feasible
     for m in range(k - 2):
         valid = valid & (axes[m] < axes[m + 1])

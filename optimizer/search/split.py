@@ -162,8 +162,9 @@ def split_costs_from_tables(
         rank = sorted(f for q, f in head_tables if q == proc).index(clock)
         options.append(HeadOption(proc, table.processor_kinds[p], float(clock),
                                   (levels or {}).get((proc, clock), rank)))
-        lat.append(table.cum_latency_s[:, p])
-        en.append(table.cum_energy_j[:, p])
+        head_s, head_j = _head_costs(table, p)
+        lat.append(head_s)
+        en.append(head_j)
     if not options:
         raise ConfigError("no head options: give at least one (processor, clock) cost table")
     kinds = list(server_table.processor_kinds)
@@ -179,6 +180,21 @@ def split_costs_from_tables(
         tail_latency_s=cum_server[-1] - cum_server, memory_bytes=head_memory_array(graph, dtype),
         device_memory_bytes=float(device_memory_bytes), **_link_arrays(graph, link, wire),
     )
+
+
+def _head_costs(table: Any, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Head time and energy [L+1] of layers 0..l-1 on processor ``p`` of ``table``.
+
+    A head of l > 0 layers is one stage (:meth:`optimizer.cost.CostTable.stage_seconds`): its
+    delegate partitions, CPU fallback and the processor's ``invoke_overhead_s`` per call; the
+    energy adds the processor's active power times one invoke overhead. l = 0 costs nothing.
+    """
+    n = table.n_layers
+    ends = np.arange(1, n + 1)
+    seconds = np.concatenate([[0.0], table.stage_seconds(np.zeros(n, np.int64), ends, p)])
+    joules = table.cum_energy_j[:, p] + np.concatenate(
+        [[0.0], np.full(n, table.active_power_w[p] * table.invoke_overhead_s[p])])
+    return seconds, joules
 
 
 def split_costs_smartsplit(
@@ -240,8 +256,12 @@ def build_split_costs(
     wire_dtypes: Sequence[str] = WIRE_DTYPES,
     bandwidth_bps: float | None = None,
     processors: Sequence[str] | None = None,
+    runtime: str | None = None,
 ) -> SplitCosts:
     """Load device, link and server by name and build the split cost arrays.
+
+    ``runtime`` picks the phone's inference-runtime profile (``build_cost_table(runtime=)``;
+    None: the device's default), e.g. ``pytorch_mobile_fp32`` for SmartSplit's setting.
 
     ``bandwidth_bps`` overrides the link's uplink and downlink (must be > 0). ``processors``
     restricts the head to those phone processors (default: every processor of the device;
@@ -273,12 +293,14 @@ def build_split_costs(
     for p in procs:
         for level, f in enumerate(p.clock_levels_hz):
             tables[(p.name, f)] = build_cost_table(graph, dev, dtype=dtype, backend=backend,
-                                                   clock_hz={p.name: f})
+                                                   clock_hz={p.name: f}, runtime=runtime)
             levels[(p.name, f)] = level
     server_table = build_cost_table(graph, srv, dtype=server_dtype, backend="analytic")
-    return split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
-                                   wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
-                                   device_memory_bytes=dev.memory_bytes, levels=levels)
+    costs = split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
+                                    wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
+                                    device_memory_bytes=dev.memory_bytes, levels=levels)
+    costs.meta["runtime"] = dev.check_runtime(runtime) or dev.runtime
+    return costs
 
 
 class SplitProblem:

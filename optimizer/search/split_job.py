@@ -40,6 +40,7 @@ class SplitJob(BaseModel):
     weights: list[float] | None = None
     seeds: list[int] = Field(default=[0], min_length=1)
     include_extremes: bool = False
+    runtime: str | None = Field(default=None, description="Phone inference runtime profile (default: the device's)")
 
 
 def comparison_row(result: Any, layers: int) -> dict[str, Any]:

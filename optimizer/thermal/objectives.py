@@ -217,10 +217,10 @@ def pipeline_thermal_objectives(names: Sequence[str], graph: Any, device: Any, *
                     tables.table(caps), stages=problem.stages, objectives=("throughput",),
                     processors=problem.processors, cpu_threads=problem.cpu_threads,
                     host_threads=problem.host_threads, cpu_cores=problem.cpu_cores,
-                    pre_s=problem.pre_s / cpu_frac, post_s=problem.post_s / cpu_frac)
+                    pre_s=problem.host_s()[0] / cpu_frac, post_s=problem.host_s()[1] / cpu_frac)
             prob = state["problems"][key]
             o = prob.evaluate(X)
-            pw = pipeline_power(prob, X, o, tables.static_w, prob.pre_s, prob.post_s)
+            pw = pipeline_power(prob, X, o, tables.static_w, *prob.host_s())
             full = np.zeros((len(X), len(spec.processor_names)))
             full[:, cols] = pw
             return full, o["throughput_fps"]
@@ -273,7 +273,8 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
                     proc = dev.processor(o.processor)
                     ct = tables.table({o.processor: o.clock_hz / proc.max_clock_hz})
                     j = ct.processor_index(o.processor)
-                    native[k] = np.minimum(_native_cum(ct)[:, j], costs.head_latency_s[k])
+                    calls = np.where(np.arange(ct.n_layers + 1) > 0, ct.invoke_overhead_s[j], 0.0)  # one per head
+                    native[k] = np.minimum(_native_cum(ct)[:, j] + calls, costs.head_latency_s[k])
             state.update(costs=costs, native=native, maps={},
                          active=np.array([dev.processor(o.processor).power_w(o.clock_hz) for o in opts]),
                          proc=np.array([o.processor for o in opts]))

@@ -185,7 +185,8 @@ class PipelineWorkload:
         return PipelineProblem(ct, stages=s["stages"], objectives=("throughput",),
                                processors=s.get("processors"), cpu_threads=s["cpu_threads"],
                                host_threads=s["host_threads"], cpu_cores=s.get("cpu_cores"),
-                               pre_s=s["pre_s"] / cpu_frac, post_s=s["post_s"] / cpu_frac)
+                               pre_s=None if s["pre_s"] is None else s["pre_s"] / cpu_frac,
+                               post_s=None if s["post_s"] is None else s["post_s"] / cpu_frac)
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
         if self.tables.cpu_off(caps):
@@ -193,7 +194,7 @@ class PipelineWorkload:
         prob = self.problem_at(caps)
         X = self.chromosome[None]
         out = prob.evaluate(X)
-        power = pipeline_power(prob, X, out, self.tables.static_w, prob.pre_s, prob.post_s)[0]
+        power = pipeline_power(prob, X, out, self.tables.static_w, *prob.host_s())[0]
         self.last = {"stage_time_s": out["stage_time_s"][0].tolist()}
         return WorkloadPoint(dict(zip(self.tables.names, power.tolist(), strict=True)),
                              float(out["throughput_fps"][0]))
@@ -239,8 +240,9 @@ class SplitWorkload:
             if frac > 0:
                 eff[self.head] = min(clock, frac * proc.max_clock_hz) / proc.max_clock_hz
             ct = self.tables.table(eff)
-            busy = float(ct.cum_latency_s[self.split, j])
-            native = float(_native_cum(ct)[self.split, j])
+            # the head is one stage (delegate partitions, CPU fallback, one invoke), as in the split search
+            busy = float(ct.stage_seconds(0, self.split, j))
+            native = min(busy, float(_native_cum(ct)[self.split, j]) + float(ct.invoke_overhead_s[j]))
             native_cpu = busy - native
             busy = native
             period = busy + native_cpu + remote_s
@@ -306,8 +308,8 @@ def plan_workload(plan: Any, *, graph: Any = None, device: Any = None, spec: Any
         settings = {"stages": K, "processors": None,
                     "cpu_threads": int(s.get("cpu_threads") or threads or 4),
                     "host_threads": int(s.get("host_threads") or (plan.preprocess.threads if plan.preprocess else 2)),
-                    "cpu_cores": s.get("cpu_cores"), "pre_s": float(s.get("pre_s") or 0.0),
-                    "post_s": float(s.get("post_s") or 0.0)}
+                    "cpu_cores": s.get("cpu_cores"), "pre_s": _seconds_or_none(s.get("pre_s")),
+                    "post_s": _seconds_or_none(s.get("post_s"))}
         counts = [st.last_layer - st.first_layer + 1 for st in plan.stages]
         for st in plan.stages:
             dev.processor(st.processor)
@@ -400,7 +402,7 @@ def mapping_workload(problem: Any, x: Sequence[int], graph: Any, device: Any) ->
     """The simulator workload of chromosome ``x`` of a PipelineProblem (same settings, no plan)."""
     settings = {"stages": problem.stages, "processors": problem.processors, "cpu_threads": problem.cpu_threads,
                 "host_threads": problem.host_threads, "cpu_cores": problem.cpu_cores,
-                "pre_s": problem.pre_s, "post_s": problem.post_s}
+                "pre_s": problem.host_s()[0], "post_s": problem.host_s()[1]}
     tables = CappedTables(graph, device, problem.cost_table.dtype, base=problem.cost_table)
     return PipelineWorkload(tables, settings, np.asarray(x, dtype=np.int64))
 
@@ -434,3 +436,8 @@ def annotate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_
         extra["time_to_severe_s"] = res.time_to_severe_s
     pred.extra = {**pred.extra, **extra}
     return plan
+
+
+def _seconds_or_none(value: Any) -> float | None:
+    """A plan's recorded pre/post seconds; None (the cost table's default) when not recorded."""
+    return None if value is None else float(value)

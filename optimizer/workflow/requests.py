@@ -76,8 +76,10 @@ class PipelineRequest(_Request):
     stages: int = Field(default=3, ge=1)
     memory_limit: float | None = Field(default=None, description="Per-processor memory cap, bytes or '2 GB'")
     cpu_cores: int | None = Field(default=None, ge=1)
-    pre_s: float = Field(default=0.0, ge=0)
-    post_s: float = Field(default=0.0, ge=0)
+    pre_s: float | None = Field(default=None, ge=0, description="CPU pre-processing per frame, s "
+                                "(default: a detector's modeled resize/normalise, else 0)")
+    post_s: float | None = Field(default=None, ge=0, description="CPU post-processing per frame, s "
+                                 "(default: a detector's modeled decode/NMS, else 0)")
     variant: dict[str, Any] = Field(default_factory=dict, description="Zoo builder arguments")
     measure: str | None = Field(default=None, description="'host': GA fitness measured on this host")
     measure_cmd: str | None = Field(default=None, description="External measurement command (PROTOCOL.md)")

@@ -65,22 +65,14 @@ def make_split_plan(
 
 def split_costs(request: SplitRequest, graph: LayerGraph) -> Any:
     """The SplitCosts of ``request`` for ``graph`` (:func:`optimizer.search.split.build_split_costs`);
-    ``request.runtime`` is passed on when set (a ConfigError where the cost builder has no such option)."""
-    import inspect
-
-    from ..errors import ConfigError
+    ``request.runtime`` selects the phone's inference runtime profile (default: the device's)."""
     from ..search.split import build_split_costs
 
-    options: dict[str, Any] = {}
-    if request.runtime is not None:
-        if "runtime" not in inspect.signature(build_split_costs).parameters:
-            raise ConfigError(f"runtime {request.runtime!r}: split costs cannot select a runtime profile "
-                              "in this version; leave runtime unset")
-        options["runtime"] = request.runtime
     return build_split_costs(graph, request.device, request.network, request.server, dtype=request.dtype,
                              cost_model=request.cost_model, wire_dtypes=list(request.wire_dtypes),
                              bandwidth_bps=request.bandwidth_bps,
-                             processors=list(request.processors) if request.processors else None, **options)
+                             processors=list(request.processors) if request.processors else None,
+                             runtime=request.runtime)
 
 
 def solver_settings(request: SplitRequest) -> dict[str, Any]:
@@ -105,6 +97,7 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
     from ..hardware import load_device, load_link, load_server
 
     dev = load_device(request.device)
+    dev.check_runtime(request.runtime)  # an unknown runtime fails before the model loads
     load_link(request.network), load_server(request.server)  # name errors before the model loads
     thermal = request.thermal_objectives
     if thermal:
@@ -153,7 +146,7 @@ def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) ->
                 "solver": job.solver, "granularity": job.granularity, "dtype": job.dtype,
                 "wire_dtypes": list(job.wire_dtypes), "cost_model": job.cost_model, "processors": job.processors,
                 "include_extremes": job.include_extremes, "weights": job.weights, "topsis": job.topsis,
-                "settings": search})
+                "runtime": job.runtime, "settings": search})
             problem = SplitProblem(split_costs(request, graph), include_extremes=job.include_extremes)
             for seed in job.seeds:
                 if progress:

@@ -1,0 +1,61 @@
+"""CPU pre- and post-processing time of a detector, from its tensor shapes.
+
+Park & Ha (IEEE Access 2024; METHODS.md section 2) run a pre-processing stage (image resize and
+normalisation) and a post-processing stage (box decoding, score conversion, non-maximum
+suppression) on the CPU with 2 threads each, around the inference stages. Their cost is charged
+here from the work each step does on the graph's own tensors, at the CPU's vector rate:
+
+* pre-processing: bilinear resize to the input size (4 taps) and mean/std normalisation, 5
+  multiply-adds per input element (TFLite ``ResizeBilinear`` reference kernel), reading the
+  8-bit frame and writing the float input;
+* post-processing of an SSD head (outputs ``[A, 4]`` box encodings and ``[A, C]`` class
+  logits, TF Object Detection API ``export_tflite_graph`` with ``score_converter: SIGMOID``):
+  a sigmoid per logit (about 10 multiply-add equivalents for the exponential's polynomial) and
+  the per-anchor class maximum of ``TFLite_Detection_PostProcess``'s fast NMS (1 per logit),
+  then per anchor the box decoding (faster_rcnn_box_coder: about 20) and the score sort (about
+  ``log2 A``); the greedy suppression stops at ``max_total_detections`` (100) and is negligible.
+
+Rate: the CPU's fp32 peak times its ``default`` efficiency, scaled to ``host_threads`` of its
+``cores``; bytes move at its memory bandwidth; time = max(compute, memory) (roofline, as in
+:mod:`optimizer.cost.analytic`). Graphs without an SSD head get 0 for both (no default
+pre/post-processing is assumed for classifiers).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..graph.layergraph import LayerGraph
+from ..hardware.schema import Device
+
+RESIZE_NORMALISE_MACS_PER_ELEMENT = 5.0
+SIGMOID_AND_MAX_MACS_PER_LOGIT = 11.0
+DECODE_MACS_PER_ANCHOR = 20.0
+
+
+def ssd_head(graph: LayerGraph) -> tuple[int, int] | None:
+    """(anchors, classes) when the graph's outputs are an SSD head ``[A, 4]`` + ``[A, C]``."""
+    shapes = [tuple(graph.tensors[t].shape) for t in graph.outputs]
+    boxes = [s for s in shapes if len(s) == 2 and s[1] == 4]
+    logits = [s for s in shapes if len(s) == 2 and s[1] > 4]
+    if len(shapes) == 2 and boxes and logits and boxes[0][0] == logits[0][0]:
+        return int(boxes[0][0]), int(logits[0][1])
+    return None
+
+
+def host_seconds(graph: LayerGraph, device: Device, host_threads: int = 2) -> dict[str, float]:
+    """``{"pre_s", "post_s"}``: per-frame CPU pre-/post-processing time of ``graph`` (module doc)."""
+    head = ssd_head(graph)
+    cpu = device.processors[device.fallback_index]
+    if head is None or cpu.kind != "cpu":
+        return {"pre_s": 0.0, "post_s": 0.0}
+    share = min(1.0, host_threads / cpu.cores)
+    rate = cpu.peak_macs_per_s.get("fp32", min(cpu.peak_macs_per_s.values())) * cpu.efficiency["default"] * share
+    bandwidth = cpu.memory_bandwidth_bytes_per_s * share
+    n_in = sum(math.prod(graph.tensors[t].shape) for t in graph.inputs)
+    pre = max(n_in * RESIZE_NORMALISE_MACS_PER_ELEMENT / rate, n_in * (1 + 4) / bandwidth)
+    anchors, classes = head
+    logits = anchors * classes
+    macs = logits * SIGMOID_AND_MAX_MACS_PER_LOGIT + anchors * (DECODE_MACS_PER_ANCHOR + math.log2(anchors))
+    post = max(macs / rate, (logits + 4 * anchors) * 4 / bandwidth)
+    return {"pre_s": float(pre), "post_s": float(post)}
