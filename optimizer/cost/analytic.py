@@ -16,6 +16,7 @@ plus ``(in + out) * h_j_per_byte`` for a fallback's transfers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def layer_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerAr
 def analytic_costs(
     graph: LayerGraph, device: Device, dtype: str, clock_hz: Mapping[str, float] | None = None,
     runtime: str | None = None,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """Latency, energy and support arrays [L, P] of ``graph`` on ``device`` (see module doc).
 
     A block-view graph that keeps its op view is costed as the sum of its members, each at its
@@ -154,7 +155,7 @@ def analytic_costs(
             "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}
 
 
-def _block_sums(graph: LayerGraph, fine: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+def _block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
     """Sum op-view costs over each block's (consecutive) members."""
     starts = _block_starts(graph)
     out = dict(fine)

@@ -131,6 +131,7 @@ class CostTable:
         """Delegate-partition prefix sums (:mod:`optimizer.cost.partition`); None without a CPU."""
         if "cpu" not in self.processor_kinds:
             return None
+        assert self.invoke_overhead_s is not None and self.max_delegated_partitions is not None  # __post_init__
         return build_partitions(self.latency_s, self.supported, self.processor_kinds.index("cpu"), self.cut_bytes,
                                 self.handoff_latency_s, self.handoff_s_per_byte, self.invoke_overhead_s,
                                 self.max_delegated_partitions)
@@ -141,6 +142,7 @@ class CostTable:
         without a CPU: ``stage_latency`` plus one invoke). Broadcasts over arrays."""
         part = self.partitions
         if part is None:
+            assert self.invoke_overhead_s is not None  # __post_init__ fills it
             return self.stage_latency(a, b, p) + self.invoke_overhead_s[p]
         return stage_seconds(part, a, b, p)
 

@@ -186,17 +186,17 @@ class PipelineProblem:
         if not isinstance(cores, (int, float, np.number)) or not cores >= 1:
             raise ConfigError(f"cpu_cores: expected a number >= 1, got {cores!r}")
         host = {}
-        for name, val in (("pre_s", self.pre_s), ("post_s", self.post_s)):
-            val = ct.meta.get(name, 0.0) if val is None else val
-            if not isinstance(val, (int, float)) or not val >= 0:
-                raise ConfigError(f"{name}: expected seconds >= 0, got {val!r}")
-            host[name] = float(val)
+        for name, given in (("pre_s", self.pre_s), ("post_s", self.post_s)):
+            seconds = ct.meta.get(name, 0.0) if given is None else given
+            if not isinstance(seconds, (int, float)) or not seconds >= 0:
+                raise ConfigError(f"{name}: expected seconds >= 0, got {seconds!r}")
+            host[name] = float(seconds)
         caps = np.asarray(ct.memory_capacity_bytes, dtype=np.float64).copy()
         if self.memory_limit is not None:
             if not isinstance(self.memory_limit, (int, float)) or not self.memory_limit > 0:
                 raise ConfigError(f"memory_limit: expected bytes > 0, got {self.memory_limit!r}")
             caps = np.minimum(caps, float(self.memory_limit))
-        objs = []
+        objs: list[tuple[str, str, str, Objective | None]] = []
         hooks = {o.name: o for o in self.extra_objectives}
         if isinstance(self.objectives, str) or not self.objectives:
             raise ConfigError(f"objectives: expected a non-empty list of names, got {self.objectives!r}")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .pipeline import PipelineProblem, _range_max
-from .result import SearchResult
+from .result import Candidate, SearchResult
 
 
 def _handoff_s(ct: Any, boundary: np.ndarray | int, p: int, q: int) -> np.ndarray:
@@ -110,7 +110,7 @@ def solve_pipeline_exact(problem: PipelineProblem, *, seed: int | None = None) -
     prep = problem.prepare()
     hooks = any(o[3] is not None for o in prep.objectives)
     names = problem.objective_names
-    front: tuple = ()
+    front: tuple[Candidate, ...] = ()
     rule = None
     if len(names) == 1:
         if names[0] == "throughput" and prep.K <= 3 and not hooks:
