@@ -20,7 +20,7 @@ from optimizer.graph import load_graph  # noqa: E402
 from optimizer.hardware import load_device, load_link  # noqa: E402
 from optimizer.hardware.thermal_spec import available_thermal_specs, load_thermal_spec  # noqa: E402
 from optimizer.workflow import make_pipeline_plan  # noqa: E402
-from optimizer.thermal.plan_workload import simulate_plan  # noqa: E402
+from optimizer.workflow.simulate import simulate_plan  # noqa: E402
 from optimizer.thermal.simulate import reference_workload, simulate, stress_workload  # noqa: E402
 
 AMBIENT = {"jetson_nano": 40.0}

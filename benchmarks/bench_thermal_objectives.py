@@ -23,8 +23,9 @@ from optimizer.graph import load_graph
 from optimizer.hardware import load_device
 from optimizer.workflow import make_pipeline_plan, make_split_plan, pipeline_problem
 from optimizer.search import solve
-from optimizer.thermal.objectives import pipeline_thermal_objectives
-from optimizer.thermal.plan_workload import mapping_workload, simulate_plan
+from optimizer.search.thermal_objectives import pipeline_thermal_objectives
+from optimizer.search.thermal_workload import mapping_workload
+from optimizer.workflow.simulate import simulate_plan
 from optimizer.thermal.simulate import simulate
 
 

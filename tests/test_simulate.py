@@ -9,7 +9,7 @@ import pytest
 
 from optimizer.plan.io import read_plan, write_plan
 from optimizer.workflow import make_pipeline_plan, make_split_plan
-from optimizer.thermal.plan_workload import plan_workload, simulate_plan
+from optimizer.workflow.simulate import plan_workload, simulate_plan
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ import pytest
 from optimizer.errors import UnknownNameError
 from optimizer.hardware import load_device
 from optimizer.workflow import make_pipeline_plan, pipeline_problem
-from optimizer.thermal.objectives import GovernorLevels, pipeline_thermal_objectives, split_thermal_objectives
-from optimizer.thermal.plan_workload import CappedTables, SplitWorkload, mapping_workload
+from optimizer.search.thermal_objectives import GovernorLevels, pipeline_thermal_objectives, split_thermal_objectives
+from optimizer.search.thermal_workload import mapping_workload
+from optimizer.thermal.plan_workload import CappedTables, SplitWorkload
 from optimizer.thermal.simulate import simulate
 
 ALL = ("sustained-fps", "peak-temp", "time-to-throttle")

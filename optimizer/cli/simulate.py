@@ -24,7 +24,7 @@ def simulate_cmd(
     from ..errors import ConfigError
     from ..fileio import atomic_write_bytes, atomic_write_json
     from ..plan.io import read_plan
-    from ..thermal.plan_workload import simulate_plan
+    from ..workflow.simulate import simulate_plan
 
     if not duration > 0:
         raise ConfigError(f"--duration {duration!r}: expected seconds > 0")

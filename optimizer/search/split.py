@@ -322,7 +322,7 @@ class SplitProblem:
     extra_objectives
         Objective hooks appended after latency, energy, memory (as the pipeline problem's
         :class:`~optimizer.search.pipeline.Objective`: ``fn(problem, X, breakdown) -> [N]`` in
-        its natural ``sense``; e.g. :func:`optimizer.thermal.objectives.split_thermal_objectives`).
+        its natural ``sense``; e.g. :func:`optimizer.search.thermal_objectives.split_thermal_objectives`).
     """
 
     kind = "split"
@@ -383,7 +383,7 @@ class SplitProblem:
                 f"(split at boundary {int(xl[0] + mem.argmin())})")
 
     # ------------------------------------------------------------------ evaluation
-    def _columns(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def columns(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != 3:
             raise ValueError(f"expected a population of shape [N, 3], got {X.shape}")
@@ -395,7 +395,7 @@ class SplitProblem:
     def breakdown(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """Per-candidate components of latency and energy for a population ``X`` [N, 3]."""
         c = self.costs
-        l, k, w = self._columns(X)
+        l, k, w = self.columns(X)
         remote = l < c.n_layers  # something runs on the server
         zero = np.zeros(len(l))
         return {
@@ -444,7 +444,7 @@ class SplitProblem:
     # ------------------------------------------------------------------ decoding
     def decode(self, x: Sequence[int]) -> dict[str, Any]:
         """The decision dict of one decision vector."""
-        l, k, w = (int(v[0]) for v in self._columns(np.asarray([x])))
+        l, k, w = (int(v[0]) for v in self.columns(np.asarray([x])))
         opt = self.costs.options[k]
         return {"split": l, "processor": opt.processor, "processor_kind": opt.kind,
                 "clock_hz": opt.clock_hz, "clock_level": opt.level,

@@ -1,6 +1,14 @@
-"""A plan as a simulator workload: clock caps → per-processor power and throughput.
+"""Workloads under clock caps: capped cost tables, pipeline power, and a split plan's workload.
 
-:func:`plan_workload` turns a Plan v1 (pipeline or split) into the ``caps -> WorkloadPoint``
+The sustained-run simulator (:func:`optimizer.thermal.simulate.simulate`) asks a workload for its
+per-processor power and throughput under clock caps. This module holds what every such workload
+shares: :class:`CappedTables` (the cost model rebuilt at ``clock_hz = c_p f_max``, cached per
+distinct caps), :func:`pipeline_power` (power of a pipeline mapping from its stage times) and
+:class:`SplitWorkload`. The pipeline workload itself evaluates a
+:class:`~optimizer.search.pipeline.PipelineProblem`, so it lives above, in
+:mod:`optimizer.search.thermal_workload`; a Plan becomes a workload in :mod:`optimizer.workflow.simulate`.
+
+:func:`optimizer.workflow.simulate.plan_workload` turns a Plan v1 (pipeline or split) into the ``caps -> WorkloadPoint``
 callable of :func:`optimizer.thermal.simulate.simulate`. Under caps ``c_p`` (fraction of
 processor ``p``'s maximum clock, 0 = off) the cost model is rebuilt at ``clock_hz = c_p f_max``
 (:func:`optimizer.cost.build_cost_table`, cached per distinct caps) and:
@@ -110,12 +118,12 @@ class CappedTables:
         return self._cache[key]
 
 
-def _native_cum(ct: Any) -> np.ndarray:
+def native_cum(ct: Any) -> np.ndarray:
     """[L+1, P] prefix sums of the time each processor spends natively (fallback excluded)."""
-    cached = ct.meta.get("_native_cum")
+    cached = ct.meta.get("native_cum")
     if cached is None:
         cached = np.vstack([np.zeros((1, ct.n_processors)), np.cumsum(ct.latency_s * ct.supported, axis=0)])
-        ct.meta["_native_cum"] = cached
+        ct.meta["native_cum"] = cached
     return cached
 
 
@@ -136,7 +144,7 @@ def pipeline_power(problem: Any, X: np.ndarray, out: Mapping[str, np.ndarray], s
     b = np.cumsum(counts, axis=1)
     a = b - counts
     raw = ct.cum_latency_s[b, procs] - ct.cum_latency_s[a, procs]
-    nat_cum = _native_cum(ct)
+    nat_cum = native_cum(ct)
     native = np.where(used, nat_cum[b, procs] - nat_cum[a, procs], 0.0)
     fallback = np.where(used, raw, 0.0) - native
     N, P = len(X), ct.n_processors
@@ -156,7 +164,7 @@ def pipeline_power(problem: Any, X: np.ndarray, out: Mapping[str, np.ndarray], s
     return np.where(on, static + (active - static) * util, 0.0)
 
 
-def _spec_columns(spec: Any, names: Sequence[str], device: str) -> np.ndarray:
+def spec_columns(spec: Any, names: Sequence[str], device: str) -> np.ndarray:
     """Index in ``spec.processor_names`` of each device processor name (error if one is missing)."""
     procs = spec.processor_names
     missing = [n for n in names if n not in procs]
@@ -164,40 +172,6 @@ def _spec_columns(spec: Any, names: Sequence[str], device: str) -> np.ndarray:
         raise ConfigError(f"thermal spec {spec.device!r} has no processor {missing[0]!r} of device {device!r}; "
                           f"it knows {', '.join(procs)}")
     return np.array([procs.index(n) for n in names], dtype=np.int64)
-
-
-@dataclass
-class PipelineWorkload:
-    """Simulator workload of one pipeline mapping (see the module docstring)."""
-
-    tables: CappedTables
-    settings: dict[str, Any]
-    chromosome: np.ndarray
-    last: dict[str, Any] | None = None
-
-    def problem_at(self, caps: Mapping[str, float]) -> Any:
-        """The plan's PipelineProblem on the cost table at ``caps``."""
-        from ..search.pipeline import PipelineProblem
-
-        ct = self.tables.table(caps)
-        cpu_frac = float(caps.get(self.tables.names[self.tables.cpu], 1.0)) or 1.0
-        s = self.settings
-        return PipelineProblem(ct, stages=s["stages"], objectives=("throughput",),
-                               processors=s.get("processors"), cpu_threads=s["cpu_threads"],
-                               host_threads=s["host_threads"], cpu_cores=s.get("cpu_cores"),
-                               pre_s=None if s["pre_s"] is None else s["pre_s"] / cpu_frac,
-                               post_s=None if s["post_s"] is None else s["post_s"] / cpu_frac)
-
-    def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
-        if self.tables.cpu_off(caps):
-            return WorkloadPoint({}, 0.0)
-        prob = self.problem_at(caps)
-        X = self.chromosome[None]
-        out = prob.evaluate(X)
-        power = pipeline_power(prob, X, out, self.tables.static_w, *prob.host_s())[0]
-        self.last = {"stage_time_s": out["stage_time_s"][0].tolist()}
-        return WorkloadPoint(dict(zip(self.tables.names, power.tolist(), strict=True)),
-                             float(out["throughput_fps"][0]))
 
 
 @dataclass
@@ -242,7 +216,7 @@ class SplitWorkload:
             ct = self.tables.table(eff)
             # the head is one stage (delegate partitions, CPU fallback, one invoke), as in the split search
             busy = float(ct.stage_seconds(0, self.split, j))
-            native = min(busy, float(_native_cum(ct)[self.split, j]) + float(ct.invoke_overhead_s[j]))
+            native = min(busy, float(native_cum(ct)[self.split, j]) + float(ct.invoke_overhead_s[j]))
             native_cpu = busy - native
             busy = native
             period = busy + native_cpu + remote_s
@@ -258,121 +232,6 @@ class SplitWorkload:
         if self.radio_j > 0 and period > 0:
             power[MODEM] = self.radio_j / period
         return WorkloadPoint(power, 1.0 / period if period > 0 else float("inf"))
-
-
-def plan_graph(plan: Any) -> Any:
-    """The LayerGraph a plan was made for (zoo name + variant, or its model file)."""
-    from ..graph import load_graph
-
-    src = plan.model.source or plan.model.name
-    ref = src.removeprefix("zoo:")
-    graph = load_graph(ref, plan.model.granularity, **(plan.model.variant if src.startswith("zoo:") or
-                                                          ref == plan.model.name else {}))
-    if len(graph) != plan.model.layers:
-        raise ConfigError(f"plan: field model.layers is {plan.model.layers} but {src!r} has {len(graph)} "
-                          f"{plan.model.granularity} layers; the plan was made for another model")
-    return graph
-
-
-def plan_workload(plan: Any, *, graph: Any = None, device: Any = None, spec: Any = None) -> Any:
-    """The simulator workload of ``plan`` (a :class:`~optimizer.plan.schema.Plan`).
-
-    Parameters
-    ----------
-    plan
-        Pipeline or split plan (schema v1).
-    graph
-        The plan's LayerGraph if already loaded (default: :func:`plan_graph`).
-    device
-        Its Device (default: ``load_device(plan.device)``).
-    spec
-        The device's thermal spec (checked against the processors the plan uses).
-
-    Returns
-    -------
-    PipelineWorkload or SplitWorkload
-        Callable ``caps -> WorkloadPoint``.
-    """
-    from ..hardware import load_device
-
-    dev = device if device is not None else load_device(plan.device)
-    graph = graph if graph is not None else plan_graph(plan)
-    if spec is not None:
-        _spec_columns(spec, dev.processor_names, dev.name)
-    tables = CappedTables(graph, dev, plan.model.dtype)
-    if plan.kind == "pipeline":
-        s = dict((plan.search.settings or {}).get("problem") or {})
-        cpu_name = dev.processor_names[dev.fallback_index]
-        K = max(int(s.get("stages") or 0), len(plan.stages))
-        threads = next((st.threads for st in plan.stages if st.processor == cpu_name and st.threads), None)
-        settings = {"stages": K, "processors": None,
-                    "cpu_threads": int(s.get("cpu_threads") or threads or 4),
-                    "host_threads": int(s.get("host_threads") or (plan.preprocess.threads if plan.preprocess else 2)),
-                    "cpu_cores": s.get("cpu_cores"), "pre_s": _seconds_or_none(s.get("pre_s")),
-                    "post_s": _seconds_or_none(s.get("post_s"))}
-        counts = [st.last_layer - st.first_layer + 1 for st in plan.stages]
-        for st in plan.stages:
-            dev.processor(st.processor)
-        idx = [dev.processor_names.index(st.processor) for st in plan.stages]
-        spare = [j for j in range(len(dev.processors)) if j not in idx]
-        chrom = np.array(counts + [0] * (K - len(counts)) + idx + spare[:K - len(idx)], dtype=np.int64)
-        return PipelineWorkload(tables, settings, chrom)
-    if plan.kind == "split":
-        sp = plan.split
-        extra = plan.predicted.extra
-        keys = ("upload_s", "server_s", "download_s", "rtt_s", "upload_j", "download_j")
-        if all(k in extra for k in keys):
-            remote = sum(extra[k] for k in keys[:4])
-            radio = extra["upload_j"] + extra["download_j"]
-            transfer = extra["upload_s"] + extra["download_s"]
-        else:
-            remote, radio, transfer = _remote_from_files(plan, graph)
-        if sp.head_processor is not None:
-            dev.processor(sp.head_processor)
-        return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
-                             sp.head_clock_hz, float(remote), float(radio), float(transfer))
-    raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
-
-
-def _remote_from_files(plan: Any, graph: Any) -> tuple[float, float, float]:
-    """Upload + server + download + RTT seconds, radio joules and upload + download seconds of a
-    split plan, from its files."""
-    from ..cost import build_cost_table
-    from ..hardware import load_link, load_server
-
-    sp = plan.split
-    if sp.layer >= len(graph):
-        return 0.0, 0.0, 0.0
-    if plan.network is None:
-        raise ConfigError("plan: field network is empty; a split plan needs its link to be simulated")
-    link = load_link(plan.network)
-    srv = load_server(sp.server or "smartsplit_i5")
-    st = build_cost_table(graph, srv, dtype="fp32")
-    kinds = list(st.processor_kinds)
-    q = kinds.index("cloud") if "cloud" in kinds else 0
-    server_s = float(st.cum_latency_s[-1, q] - st.cum_latency_s[sp.layer, q])
-    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
-    up_s, dn_s = float(link.upload_s(sp.bytes)), float(link.download_s(out_bytes))
-    return (up_s + server_s + dn_s + float(link.rtt_s),
-            float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)), up_s + dn_s)
-
-
-def simulate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
-                  ambient_c: float | None = None) -> Any:
-    """Run :func:`optimizer.thermal.simulate.simulate` on ``plan`` on its device.
-
-    Raises
-    ------
-    ConfigError
-        The plan's device has no thermal section (the message lists devices that have one).
-    """
-    from ..hardware import load_device
-    from .simulate import simulate
-
-    dev = device if device is not None else load_device(plan.device)
-    spec = thermal_spec_of(dev)
-    wl = plan_workload(plan, graph=graph, device=dev, spec=spec)
-    return simulate(spec, wl, duration_s=duration_s, ambient_c=ambient_c)
 
 
 def devices_with_thermal() -> list[str]:
@@ -398,46 +257,3 @@ def thermal_spec_of(device: Any) -> Any:
     return device.thermal_spec()
 
 
-def mapping_workload(problem: Any, x: Sequence[int], graph: Any, device: Any) -> PipelineWorkload:
-    """The simulator workload of chromosome ``x`` of a PipelineProblem (same settings, no plan)."""
-    settings = {"stages": problem.stages, "processors": problem.processors, "cpu_threads": problem.cpu_threads,
-                "host_threads": problem.host_threads, "cpu_cores": problem.cpu_cores,
-                "pre_s": problem.host_s()[0], "post_s": problem.host_s()[1]}
-    tables = CappedTables(graph, device, problem.cost_table.dtype, base=problem.cost_table)
-    return PipelineWorkload(tables, settings, np.asarray(x, dtype=np.int64))
-
-
-def annotate_plan(plan: Any, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
-                  ambient_c: float | None = None) -> Any:
-    """Fill ``plan.predicted`` ``peak_temp_c`` (hottest die), ``time_to_throttle_s`` and
-    ``sustained_fps`` from one simulation of the plan when its device has a thermal spec.
-
-    Returns the plan (modified in place); a device without a thermal section leaves it as is.
-    ``predicted.extra`` records the horizon, the ambient, the peak skin temperature, the time
-    to "severe" when reached, and the search's estimates (``<name>_objective``) it replaces.
-    """
-    from ..hardware import load_device
-
-    dev = device if device is not None else load_device(plan.device)
-    if dev.thermal is None:
-        return plan
-    res = simulate_plan(plan, graph=graph, device=dev, duration_s=duration_s, ambient_c=ambient_c)
-    pred = plan.predicted
-    searched = {f"{k}_objective": float(v) for k, v in (("sustained_fps", pred.sustained_fps),
-                                                         ("peak_temp_c", pred.peak_temp_c),
-                                                         ("time_to_throttle_s", pred.time_to_throttle_s))
-                if v is not None}
-    pred.peak_temp_c = res.peak_die_c
-    pred.time_to_throttle_s = res.time_to_first_throttle_s
-    pred.sustained_fps = res.sustained_fps
-    extra = {"thermal_horizon_s": float(duration_s), "thermal_ambient_c": res.ambient_c,
-             "peak_skin_c": res.peak_skin_c, **searched}
-    if res.time_to_severe_s is not None:
-        extra["time_to_severe_s"] = res.time_to_severe_s
-    pred.extra = {**pred.extra, **extra}
-    return plan
-
-
-def _seconds_or_none(value: Any) -> float | None:
-    """A plan's recorded pre/post seconds; None (the cost table's default) when not recorded."""
-    return None if value is None else float(value)

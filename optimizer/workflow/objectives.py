@@ -2,7 +2,7 @@
 
 The pipeline search takes ``throughput`` (alias ``fps``), ``latency``, ``energy``, ``memory``
 (checked by :class:`optimizer.search.pipeline.PipelineProblem`) and the thermal objectives of
-:mod:`optimizer.thermal.objectives`. The split search always minimises latency, energy and
+:mod:`optimizer.search.thermal_objectives`. The split search always minimises latency, energy and
 memory (SmartSplit, Ahn et al.); thermal objectives are appended after them, and TOPSIS takes
 one weight per objective in that order (Hwang & Yoon's TOPSIS, as SmartSplit applies it).
 """
@@ -22,7 +22,7 @@ _SPLIT_SPELLINGS = {"latency": "latency", "energy": "energy", "memory": "memory"
 def pipeline_objective_names(names: Sequence[str]) -> tuple[str, ...]:
     """Pipeline objectives with thermal aliases made canonical (``peak-temp`` -> ``peak_temp_c``);
     other names are left for the problem to check."""
-    from ..thermal.objectives import thermal_name
+    from ..search.thermal_objectives import thermal_name
 
     return tuple(thermal_name(n) or n for n in (s.strip() for s in names) if n)
 
@@ -35,7 +35,7 @@ def split_objective_names(names: Sequence[str]) -> tuple[str, ...]:
     UnknownNameError
         A name that is neither a split objective nor a thermal one.
     """
-    from ..thermal.objectives import THERMAL_ALIASES, THERMAL_OBJECTIVES, thermal_name
+    from ..search.thermal_objectives import THERMAL_ALIASES, THERMAL_OBJECTIVES, thermal_name
 
     thermal: list[str] = []
     for raw in (s.strip() for s in names):

@@ -22,11 +22,11 @@ class PlanOutcome:
 
 def annotate_thermal(plan: Plan, graph: LayerGraph, device: Any) -> Plan:
     """Fill the plan's thermal predictions by one simulation
-    (:func:`optimizer.thermal.plan_workload.annotate_plan`) when its device has a thermal spec;
+    (:func:`optimizer.workflow.simulate.annotate_plan`) when its device has a thermal spec;
     ``device`` is a Device, a device name, or None for the plan's own device."""
     from ..errors import UnknownNameError
     from ..hardware import load_device
-    from ..thermal.plan_workload import annotate_plan
+    from .simulate import annotate_plan
 
     if device is None or isinstance(device, str):
         try:

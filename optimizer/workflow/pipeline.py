@@ -138,7 +138,7 @@ def prepare_pipeline(request: PipelineRequest, *, graph: LayerGraph | None = Non
         graph = load_graph(request.model, request.granularity, **dict(request.variant))
     extra: tuple[Any, ...] = ()
     if request.thermal_objectives:
-        from ..thermal.objectives import pipeline_thermal_objectives
+        from ..search.thermal_objectives import pipeline_thermal_objectives
 
         extra = pipeline_thermal_objectives(request.thermal_objectives, graph, dev)
     problem = pipeline_problem(

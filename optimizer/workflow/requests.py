@@ -139,7 +139,7 @@ class PipelineRequest(_Request):
     @property
     def thermal_objectives(self) -> tuple[str, ...]:
         """The thermal objectives among ``objectives`` (canonical names)."""
-        from ..thermal.objectives import THERMAL_OBJECTIVES
+        from ..search.thermal_objectives import THERMAL_OBJECTIVES
 
         return tuple(o for o in self.objectives if o in THERMAL_OBJECTIVES)
 

@@ -108,7 +108,7 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         graph = load_graph(request.model, request.granularity)
     extra: tuple[Any, ...] = ()
     if thermal:
-        from ..thermal.objectives import split_thermal_objectives
+        from ..search.thermal_objectives import split_thermal_objectives
 
         extra = split_thermal_objectives(thermal, dev, graph=graph)
     if status is not None:

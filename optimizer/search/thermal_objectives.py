@@ -43,10 +43,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
-from .governor import Governor
-from .plan_workload import MODEM, CappedTables, _spec_columns, pipeline_power
-from .rc import RCNetwork
-from .simulate import SteadyStateObjective
+from ..hardware import load_device
+from ..thermal.governor import Governor
+from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns, thermal_spec_of
+from ..thermal.rc import RCNetwork
+from ..thermal.simulate import SteadyStateObjective
+from .pipeline import Objective, PipelineProblem
 
 #: objective name -> sense
 THERMAL_OBJECTIVES: dict[str, str] = {"sustained_fps": "max", "peak_temp_c": "min", "time_to_throttle_s": "max"}
@@ -165,7 +167,7 @@ class _Memo:
 
     def get(self, X: np.ndarray, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         key = np.ascontiguousarray(X).tobytes() + str(X.shape).encode()
-        if key != self.key:
+        if key != self.key or self.value is None:
             self.value, self.key = compute(), key
         return self.value
 
@@ -191,14 +193,10 @@ def pipeline_thermal_objectives(names: Sequence[str], graph: Any, device: Any, *
     graph, device
         The LayerGraph and Device of the problem (cost tables are rebuilt at capped clocks).
     """
-    from ..hardware import load_device
-    from ..search.pipeline import Objective, PipelineProblem
-    from .plan_workload import thermal_spec_of
-
     canon = _check_names(names)
     dev = load_device(device) if isinstance(device, str) else device
     spec = thermal_spec_of(dev)
-    cols = _spec_columns(spec, dev.processor_names, dev.name)
+    cols = spec_columns(spec, dev.processor_names, dev.name)
     levels = GovernorLevels(spec, duration_s=duration_s, ambient_c=ambient_c)
     state: dict[str, Any] = {}
     memo = _Memo()
@@ -245,51 +243,61 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
     :class:`~optimizer.thermal.plan_workload.SplitWorkload`; without it all head time heats
     the head processor.
     """
-    from ..hardware import load_device
-    from ..search.pipeline import Objective
-    from .plan_workload import _native_cum, thermal_spec_of
-
     canon = _check_names(names)
     dev = load_device(device) if isinstance(device, str) else device
-    spec = thermal_spec_of(dev)
-    levels = GovernorLevels(spec, duration_s=duration_s, ambient_c=ambient_c)
-    spec_idx = {n: i for i, n in enumerate(spec.processor_names)}
-    cpu_name = dev.processor_names[dev.fallback_index]
-    static = {p.name: min(p.power.static_w, p.power_w()) for p in dev.processors}
+    model = _SplitThermal(dev, GovernorLevels(thermal_spec_of(dev), duration_s=duration_s, ambient_c=ambient_c),
+                          graph, sustained="sustained_fps" in canon)
     memo = _Memo()
-    state: dict[str, Any] = {}
 
-    def prepare(costs: Any) -> dict[str, Any]:
-        if state.get("costs") is not costs:
-            opts = costs.options
-            for o in {o.processor for o in opts} | {cpu_name}:
-                if o not in spec_idx:
-                    raise ConfigError(f"thermal spec {spec.device!r} has no processor {o!r} of device {dev.name!r}; "
-                                      f"it knows {', '.join(spec.processor_names)}")
-            native = costs.head_latency_s.copy()
-            if graph is not None:
-                tables = CappedTables(graph, dev, costs.dtype)
-                for k, o in enumerate(opts):
-                    proc = dev.processor(o.processor)
-                    ct = tables.table({o.processor: o.clock_hz / proc.max_clock_hz})
-                    j = ct.processor_index(o.processor)
-                    calls = np.where(np.arange(ct.n_layers + 1) > 0, ct.invoke_overhead_s[j], 0.0)  # one per head
-                    native[k] = np.minimum(_native_cum(ct)[:, j] + calls, costs.head_latency_s[k])
-            state.update(costs=costs, native=native, maps={},
-                         active=np.array([dev.processor(o.processor).power_w(o.clock_hz) for o in opts]),
-                         proc=np.array([o.processor for o in opts]))
-        return state
+    def hook(name: str) -> Callable[[Any, np.ndarray, Any], np.ndarray]:
+        return lambda problem, X, out: memo.get(np.asarray(X), lambda: model.estimate(problem, np.asarray(X)))[name]
 
-    def option_map(costs: Any, caps: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    return tuple(Objective(n, hook(n), THERMAL_OBJECTIVES[n]) for n in canon)
+
+
+class _SplitThermal:
+    """Per-processor power and frame rate of split candidates under governor caps (see
+    :func:`split_thermal_objectives`); per-SplitCosts arrays and per-caps option maps are cached."""
+
+    def __init__(self, dev: Any, levels: GovernorLevels, graph: Any, *, sustained: bool) -> None:
+        self.dev, self.levels, self.graph, self.sustained = dev, levels, graph, sustained
+        spec = levels.spec
+        self.spec_idx = {n: i for i, n in enumerate(spec.processor_names)}
+        self.cpu_name = dev.processor_names[dev.fallback_index]
+        self.static = {p.name: min(p.power.static_w, p.power_w()) for p in dev.processors}
+        self.costs: Any = None
+        self.maps: dict[tuple[tuple[str, float], ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def prepare(self, costs: Any) -> None:
+        """Check the processors and cache the head's native (non-fallback) time per option."""
+        if self.costs is costs:
+            return
+        opts, dev, spec = costs.options, self.dev, self.levels.spec
+        for o in {o.processor for o in opts} | {self.cpu_name}:
+            if o not in self.spec_idx:
+                raise ConfigError(f"thermal spec {spec.device!r} has no processor {o!r} of device {dev.name!r}; "
+                                  f"it knows {', '.join(spec.processor_names)}")
+        native = costs.head_latency_s.copy()
+        if self.graph is not None:
+            tables = CappedTables(self.graph, dev, costs.dtype)
+            for k, o in enumerate(opts):
+                ct = tables.table({o.processor: o.clock_hz / dev.processor(o.processor).max_clock_hz})
+                j = ct.processor_index(o.processor)
+                calls = np.where(np.arange(ct.n_layers + 1) > 0, ct.invoke_overhead_s[j], 0.0)  # one per head
+                native[k] = np.minimum(native_cum(ct)[:, j] + calls, costs.head_latency_s[k])
+        self.costs, self.native, self.maps = costs, native, {}
+        self.active = np.array([dev.processor(o.processor).power_w(o.clock_hz) for o in opts])
+        self.proc = np.array([o.processor for o in opts])
+
+    def option_map(self, caps: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """For each option: the option it runs as under ``caps`` and a time scale (>= 1)."""
         key = tuple(sorted(caps.items()))
-        maps = state["maps"]
-        if key not in maps:
-            opts = costs.options
+        if key not in self.maps:
+            opts = self.costs.options
             k_new, scale = np.arange(len(opts)), np.ones(len(opts))
             for k, o in enumerate(opts):
-                proc = o.processor if caps.get(o.processor, 1.0) > 0 else cpu_name
-                fmax = dev.processor(proc).max_clock_hz
+                proc = o.processor if caps.get(o.processor, 1.0) > 0 else self.cpu_name
+                fmax = self.dev.processor(proc).max_clock_hz
                 limit = min(o.clock_hz if proc == o.processor else fmax, caps.get(proc, 1.0) * fmax)
                 same = [i for i, q in enumerate(opts) if q.processor == proc]
                 if not same:
@@ -301,51 +309,43 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
                 else:
                     k_new[k] = min(same, key=lambda i: opts[i].clock_hz)
                     scale[k] = opts[k_new[k]].clock_hz / limit
-            maps[key] = (k_new, scale)
-        return maps[key]
+            self.maps[key] = (k_new, scale)
+        return self.maps[key]
 
-    def compute(problem: Any, X: np.ndarray) -> dict[str, np.ndarray]:
-        c = problem.costs
-        st = prepare(c)
+    def estimate(self, problem: Any, X: np.ndarray) -> dict[str, np.ndarray]:
+        """Thermal objective estimates of population ``X`` over the governor levels."""
+        self.prepare(problem.costs)
         b = problem.breakdown(X)
-        l, k, _ = problem._columns(X)
+        l, k, _ = problem.columns(X)
         transfer = b["upload_s"] + b["download_s"]
-        remote = transfer + b["server_s"] + b["rtt_s"]
-        radio = b["upload_j"] + b["download_j"]
-        on_phone = l > 0
+        pop = {"l": l, "k": k, "transfer": transfer, "remote": transfer + b["server_s"] + b["rtt_s"],
+               "radio": b["upload_j"] + b["download_j"], "on_phone": l > 0}
+        return self.levels.estimate(lambda caps: self.power_fps(caps, pop), len(X), sustained=self.sustained)
 
-        def evaluate(caps: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-            if caps.get(cpu_name, 1.0) <= 0:
-                return np.zeros((len(X), len(spec_idx))), np.zeros(len(X))
-            k_new, scale = option_map(c, caps)
-            kk = k_new[k]
-            client_s = c.head_latency_s[kk, l] * scale[k]
-            native_s = st["native"][kk, l] * scale[k]
-            radio_cap = caps.get(MODEM, 1.0)          # modem mitigation stretches the transfers
-            period = client_s + remote + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
-            if radio_cap <= 0:                         # radio off: frames that leave the phone stall
-                period = np.where(transfer > 0, np.inf, period)
-            inv = np.divide(1.0, period, out=np.zeros_like(period), where=period > 0)
-            procs = st["proc"][kk]
-            head_w = np.where(on_phone, (st["active"][kk] - np.array([static[p] for p in procs])) * native_s * inv, 0.0)
-            cpu_max = dev.processor(cpu_name).max_clock_hz
-            cpu_active = dev.processor(cpu_name).power_w(max(caps.get(cpu_name, 1.0), 1e-9) * cpu_max)
-            cpu_busy = np.where(on_phone, client_s - native_s, 0.0)
-            power = np.zeros((len(X), len(spec_idx)))
-            for name in set(procs.tolist()):
-                m = on_phone & (procs == name)
-                power[:, spec_idx[name]] += np.where(m, static[name] + head_w, 0.0)
-            cpu_col = spec_idx[cpu_name]
-            power[:, cpu_col] += np.where(on_phone & (procs == cpu_name), 0.0, static[cpu_name])
-            power[:, cpu_col] += (cpu_active - static[cpu_name]) * cpu_busy * inv
-            if MODEM in spec_idx:
-                power[:, spec_idx[MODEM]] += radio * inv
-            fps = np.divide(1.0, period, out=np.full_like(period, np.inf), where=period > 0)
-            return power, fps
-
-        return levels.estimate(evaluate, len(X), sustained="sustained_fps" in canon)
-
-    def hook(name: str) -> Callable[[Any, np.ndarray, Any], np.ndarray]:
-        return lambda problem, X, out: memo.get(np.asarray(X), lambda: compute(problem, np.asarray(X)))[name]
-
-    return tuple(Objective(n, hook(n), THERMAL_OBJECTIVES[n]) for n in canon)
+    def power_fps(self, caps: dict[str, float], pop: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Power per thermal-spec processor [N, P] and frame rate [N] of the population under ``caps``."""
+        n, cpu, static = len(pop["l"]), self.cpu_name, self.static
+        if caps.get(cpu, 1.0) <= 0:
+            return np.zeros((n, len(self.spec_idx))), np.zeros(n)
+        k_new, scale = self.option_map(caps)
+        kk, on_phone, transfer = k_new[pop["k"]], pop["on_phone"], pop["transfer"]
+        client_s = self.costs.head_latency_s[kk, pop["l"]] * scale[pop["k"]]
+        native_s = self.native[kk, pop["l"]] * scale[pop["k"]]
+        radio_cap = caps.get(MODEM, 1.0)          # modem mitigation stretches the transfers
+        period = client_s + pop["remote"] + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
+        if radio_cap <= 0:                         # radio off: frames that leave the phone stall
+            period = np.where(transfer > 0, np.inf, period)
+        inv = np.divide(1.0, period, out=np.zeros_like(period), where=period > 0)
+        procs = self.proc[kk]
+        head_w = np.where(on_phone, (self.active[kk] - np.array([static[p] for p in procs])) * native_s * inv, 0.0)
+        cpu_proc = self.dev.processor(cpu)
+        cpu_active = cpu_proc.power_w(max(caps.get(cpu, 1.0), 1e-9) * cpu_proc.max_clock_hz)
+        power = np.zeros((n, len(self.spec_idx)))
+        for name in set(procs.tolist()):
+            power[:, self.spec_idx[name]] += np.where(on_phone & (procs == name), static[name] + head_w, 0.0)
+        col = self.spec_idx[cpu]
+        power[:, col] += np.where(on_phone & (procs == cpu), 0.0, static[cpu])
+        power[:, col] += (cpu_active - static[cpu]) * np.where(on_phone, client_s - native_s, 0.0) * inv
+        if MODEM in self.spec_idx:
+            power[:, self.spec_idx[MODEM]] += pop["radio"] * inv
+        return power, np.divide(1.0, period, out=np.full_like(period, np.inf), where=period > 0)

@@ -1,0 +1,170 @@
+"""A plan on its device over time: the plan's thermal workload, its simulation, and the plan's
+thermal figures (``predicted.peak_temp_c``, ``time_to_throttle_s``, ``sustained_fps``).
+
+:func:`plan_workload` turns a Plan v1 into the ``caps -> WorkloadPoint`` callable of
+:func:`optimizer.thermal.simulate.simulate` (see :mod:`optimizer.thermal.plan_workload` for the
+model): a pipeline plan becomes a :class:`~optimizer.search.thermal_workload.PipelineWorkload`,
+a split plan a :class:`~optimizer.thermal.plan_workload.SplitWorkload`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..plan.schema import Plan
+from ..search.thermal_workload import PipelineWorkload
+from ..thermal.plan_workload import CappedTables, SplitWorkload, spec_columns, thermal_spec_of
+
+
+def plan_graph(plan: Plan) -> Any:
+    """The LayerGraph a plan was made for (zoo name + variant, or its model file)."""
+    from ..graph import load_graph
+
+    src = plan.model.source or plan.model.name
+    ref = src.removeprefix("zoo:")
+    graph = load_graph(ref, plan.model.granularity, **(plan.model.variant if src.startswith("zoo:") or
+                                                          ref == plan.model.name else {}))
+    if len(graph) != plan.model.layers:
+        raise ConfigError(f"plan: field model.layers is {plan.model.layers} but {src!r} has {len(graph)} "
+                          f"{plan.model.granularity} layers; the plan was made for another model")
+    return graph
+
+
+def plan_workload(plan: Plan, *, graph: Any = None, device: Any = None, spec: Any = None) -> Any:
+    """The simulator workload of ``plan`` (a :class:`~optimizer.plan.schema.Plan`).
+
+    Parameters
+    ----------
+    plan
+        Pipeline or split plan (schema v1).
+    graph
+        The plan's LayerGraph if already loaded (default: :func:`plan_graph`).
+    device
+        Its Device (default: ``load_device(plan.device)``).
+    spec
+        The device's thermal spec (checked against the processors the plan uses).
+
+    Returns
+    -------
+    PipelineWorkload or SplitWorkload
+        Callable ``caps -> WorkloadPoint``.
+    """
+    from ..hardware import load_device
+
+    dev = device if device is not None else load_device(plan.device)
+    graph = graph if graph is not None else plan_graph(plan)
+    if spec is not None:
+        spec_columns(spec, dev.processor_names, dev.name)
+    tables = CappedTables(graph, dev, plan.model.dtype)
+    if plan.kind == "pipeline":
+        s = dict((plan.search.settings or {}).get("problem") or {})
+        cpu_name = dev.processor_names[dev.fallback_index]
+        K = max(int(s.get("stages") or 0), len(plan.stages))
+        threads = next((st.threads for st in plan.stages if st.processor == cpu_name and st.threads), None)
+        settings = {"stages": K, "processors": None,
+                    "cpu_threads": int(s.get("cpu_threads") or threads or 4),
+                    "host_threads": int(s.get("host_threads") or (plan.preprocess.threads if plan.preprocess else 2)),
+                    "cpu_cores": s.get("cpu_cores"), "pre_s": _seconds_or_none(s.get("pre_s")),
+                    "post_s": _seconds_or_none(s.get("post_s"))}
+        counts = [st.last_layer - st.first_layer + 1 for st in plan.stages]
+        for st in plan.stages:
+            dev.processor(st.processor)
+        idx = [dev.processor_names.index(st.processor) for st in plan.stages]
+        spare = [j for j in range(len(dev.processors)) if j not in idx]
+        chrom = np.array(counts + [0] * (K - len(counts)) + idx + spare[:K - len(idx)], dtype=np.int64)
+        return PipelineWorkload(tables, settings, chrom)
+    if plan.kind == "split":
+        sp = plan.split
+        extra = plan.predicted.extra
+        keys = ("upload_s", "server_s", "download_s", "rtt_s", "upload_j", "download_j")
+        if all(k in extra for k in keys):
+            remote = sum(extra[k] for k in keys[:4])
+            radio = extra["upload_j"] + extra["download_j"]
+            transfer = extra["upload_s"] + extra["download_s"]
+        else:
+            remote, radio, transfer = _remote_from_files(plan, graph)
+        if sp.head_processor is not None:
+            dev.processor(sp.head_processor)
+        return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
+                             sp.head_clock_hz, float(remote), float(radio), float(transfer))
+    raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
+
+
+def _remote_from_files(plan: Plan, graph: Any) -> tuple[float, float, float]:
+    """Upload + server + download + RTT seconds, radio joules and upload + download seconds of a
+    split plan, from its files."""
+    from ..cost import build_cost_table
+    from ..hardware import load_link, load_server
+
+    sp = plan.split
+    if sp.layer >= len(graph):
+        return 0.0, 0.0, 0.0
+    if plan.network is None:
+        raise ConfigError("plan: field network is empty; a split plan needs its link to be simulated")
+    link = load_link(plan.network)
+    srv = load_server(sp.server or "smartsplit_i5")
+    st = build_cost_table(graph, srv, dtype="fp32")
+    kinds = list(st.processor_kinds)
+    q = kinds.index("cloud") if "cloud" in kinds else 0
+    server_s = float(st.cum_latency_s[-1, q] - st.cum_latency_s[sp.layer, q])
+    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
+    up_s, dn_s = float(link.upload_s(sp.bytes)), float(link.download_s(out_bytes))
+    return (up_s + server_s + dn_s + float(link.rtt_s),
+            float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)), up_s + dn_s)
+
+
+def simulate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
+                  ambient_c: float | None = None) -> Any:
+    """Run :func:`optimizer.thermal.simulate.simulate` on ``plan`` on its device.
+
+    Raises
+    ------
+    ConfigError
+        The plan's device has no thermal section (the message lists devices that have one).
+    """
+    from ..hardware import load_device
+    from ..thermal.simulate import simulate
+
+    dev = device if device is not None else load_device(plan.device)
+    spec = thermal_spec_of(dev)
+    wl = plan_workload(plan, graph=graph, device=dev, spec=spec)
+    return simulate(spec, wl, duration_s=duration_s, ambient_c=ambient_c)
+
+
+def annotate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,
+                  ambient_c: float | None = None) -> Any:
+    """Fill ``plan.predicted`` ``peak_temp_c`` (hottest die), ``time_to_throttle_s`` and
+    ``sustained_fps`` from one simulation of the plan when its device has a thermal spec.
+
+    Returns the plan (modified in place); a device without a thermal section leaves it as is.
+    ``predicted.extra`` records the horizon, the ambient, the peak skin temperature, the time
+    to "severe" when reached, and the search's estimates (``<name>_objective``) it replaces.
+    """
+    from ..hardware import load_device
+
+    dev = device if device is not None else load_device(plan.device)
+    if dev.thermal is None:
+        return plan
+    res = simulate_plan(plan, graph=graph, device=dev, duration_s=duration_s, ambient_c=ambient_c)
+    pred = plan.predicted
+    searched = {f"{k}_objective": float(v) for k, v in (("sustained_fps", pred.sustained_fps),
+                                                         ("peak_temp_c", pred.peak_temp_c),
+                                                         ("time_to_throttle_s", pred.time_to_throttle_s))
+                if v is not None}
+    pred.peak_temp_c = res.peak_die_c
+    pred.time_to_throttle_s = res.time_to_first_throttle_s
+    pred.sustained_fps = res.sustained_fps
+    extra = {"thermal_horizon_s": float(duration_s), "thermal_ambient_c": res.ambient_c,
+             "peak_skin_c": res.peak_skin_c, **searched}
+    if res.time_to_severe_s is not None:
+        extra["time_to_severe_s"] = res.time_to_severe_s
+    pred.extra = {**pred.extra, **extra}
+    return plan
+
+
+def _seconds_or_none(value: Any) -> float | None:
+    """A plan's recorded pre/post seconds; None (the cost table's default) when not recorded."""
+    return None if value is None else float(value)

@@ -1,0 +1,97 @@
+"""DESIGN.md's layering, checked: no module imports a higher layer, not even inside a function.
+
+graph/hardware -> cost -> thermal -> search -> plan -> workflow -> simulate/runtime/report -> batch -> cli
+(issue 21). Shared leaf modules (errors, fileio, yamlio, lazy) sit below everything. ``quantize``
+reads and writes model files (TFLite flatbuffers, INT8 conversion) beside ``graph``; ``measure``
+produces measured cost tables, so it sits with ``cost``."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "optimizer"
+LAYER = {
+    "errors": 0, "fileio": 0, "yamlio": 0, "lazy": 0,
+    "graph": 1, "hardware": 1, "quantize": 1,
+    "measure": 2, "cost": 2,
+    "thermal": 3,
+    "search": 4,
+    "plan": 5,
+    "workflow": 6,
+    "simulate": 7, "runtime": 7, "report": 7,
+    "batch": 8,
+    "cli": 9,
+}
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "optimizer" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every optimizer module a file imports, at any depth (functions included), with its line."""
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    pkg_parts = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg_parts[: len(pkg_parts) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.append((node.lineno, mod))
+            if mod == "optimizer":  # from optimizer import cost (not: from optimizer import __version__)
+                out += [(node.lineno, f"optimizer.{a.name}") for a in node.names if a.name in LAYER]
+    return out
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        own = _package("optimizer." + ".".join(path.relative_to(ROOT).with_suffix("").parts))
+        if own is None or own not in LAYER:  # optimizer/__init__.py, __main__
+            continue
+        for line, mod in _imports(path):
+            other = _package(mod)
+            if other is None or other == own or other.startswith("__"):
+                continue
+            if other not in LAYER:
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line} imports unknown layer {mod}")
+            elif LAYER[other] > LAYER[own]:
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {own} (layer {LAYER[own]}) imports "
+                           f"{mod} (layer {LAYER[other]})")
+    return bad
+
+
+def test_every_package_has_a_layer():
+    pkgs = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    mods = {p.stem for p in ROOT.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert (pkgs | mods) <= set(LAYER), sorted((pkgs | mods) - set(LAYER))
+
+
+def test_no_import_goes_up_a_layer():
+    bad = _violations()
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("src, expect", [
+    ("def f():\n    from optimizer.cli import app\n", 1),
+    ("from ..search import pipeline\n", 1),
+    ("from . import rc\n", 0),
+])
+def test_the_walker_sees_function_level_and_relative_imports(tmp_path, monkeypatch, src, expect):
+    pkg = tmp_path / "optimizer" / "thermal"
+    pkg.mkdir(parents=True)
+    (tmp_path / "optimizer" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "x.py").write_text(src)
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path / "optimizer")
+    assert len(_violations()) == expect
