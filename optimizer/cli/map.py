@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -88,10 +88,7 @@ def map_cmd(
         "measure_repeats": measure_repeats, "measure_frames": measure_frames,
         "measure_cache": str(cache) if measuring else None, "measure_cache_mb": measure_cache_mb,
     }, labels=MAP_OPTIONS)
-    host = None
-    if request.measure == "host":
-        from ..runtime.host_evaluator import HostPipelineMeasurer as host
-    search = prepare_pipeline(request, host_measurer=host)
+    search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
     try:
         outcome = _run(search, generations, command)
@@ -104,6 +101,15 @@ def map_cmd(
     if solver == "ga" and checkpoint is None:
         ckpt.unlink(missing_ok=True)
     _summary(search.problem, result, plan, out)
+
+
+def _host_measurer(measure: str | None) -> Any:
+    """The runner that measures GA candidates on this host's cores (``--measure host``), else None."""
+    if measure != "host":
+        return None
+    from ..runtime.host_evaluator import HostPipelineMeasurer
+
+    return HostPipelineMeasurer
 
 
 def _seconds(ms: float | None) -> float | None:
