@@ -7,11 +7,11 @@ ONNX2TF_VERSION := 1.29.24
 export TF_CPP_MIN_LOG_LEVEL := 3
 export PYTHONHASHSEED := 0
 
-.PHONY: install demo test fixtures bench clean help
+.PHONY: install demo test lint fixtures bench clean help
 
 help:
 	@echo "make demo   - run the whole mission on embedded defaults into results/demo/"
-	@echo "make test   - install if needed, then run the test suite"
+	@echo "make test   - install if needed, then lint (ruff, mypy) and run the test suite"
 	@echo "make bench  - run the benchmarks (figures recorded in BENCHMARKS.md)"
 
 install: $(STAMP)
@@ -63,8 +63,12 @@ demo: install
 	$(DNNPLAN) report $(DEMO)/split_plan.json $(DEMO)/split_front.csv $(DEMO)/map_plan.json $(DEMO)/batch --out $(DEMO) --title "dnnplan demo: $(MODEL)"
 	@echo "demo outputs in $(DEMO)/"
 
-test: install
+test: install lint
 	$(PY) -m pytest -q
+
+lint: install
+	$(PY) -m ruff check optimizer tests benchmarks models
+	$(PY) -m mypy
 
 fixtures: install
 	$(PY) tests/third_party/fetch_models.py

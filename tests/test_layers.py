@@ -95,3 +95,14 @@ def test_the_walker_sees_function_level_and_relative_imports(tmp_path, monkeypat
     (pkg / "x.py").write_text(src)
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path / "optimizer")
     assert len(_violations()) == expect
+
+
+def test_no_function_over_80_lines():
+    """Issue 21: functions in optimizer/ stay short enough to read (signature and docstring included)."""
+    long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {node.name} "
+                            f"({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, "\n".join(long)
