@@ -66,7 +66,7 @@ def main() -> None:
         for device in job.devices:
             costs = build_split_costs(graph, device, job.network, job.server, dtype="int8")
             p = SplitProblem(costs)
-            exact = p.exact_front()[1]
+            exact = p.pareto_front()[0]
             ratios, evals, times, found = [], [], [], []
             exact_set = {tuple(r) for r in exact}
             for seed in range(args.seeds):
@@ -79,16 +79,17 @@ def main() -> None:
                 evals.append(len(adapter.archive()))
             all_ratios += ratios
             X = p.enumerate()
-            F, G = p.evaluate(X)
-            Fi = p.evaluate(index_only_decisions(p))[0]
-            F8 = p.evaluate(index_only_decisions(p, wire_dtype="int8"))[0]
+            ev = p.evaluate(X)
+            F, G = ev.F, ev.G
+            Fi = p.evaluate(index_only_decisions(p)).F
+            F8 = p.evaluate(index_only_decisions(p, wire_dtype="int8")).F
             ok = G[:, 0] <= 0
             lat_j, lat_i, lat_8 = F[ok, 0].min(), Fi[:, 0].min(), F8[:, 0].min()
             e_j, e_i, e_8 = F[ok, 1].min(), Fi[:, 1].min(), F8[:, 1].min()
-            print(f"{graph.name:<14}{gran:<6}{device:<13}{p.space_size:>6}{len(exact):>6}"
+            print(f"{graph.name:<14}{gran:<6}{device:<13}{p.space_size():>6}{len(exact):>6}"
                   f"{statistics.median(ratios):>9.2%}{min(ratios):>9.2%}{statistics.median(found):>7.0%}"
                   f"{statistics.median(evals):>10.0f}"
-                  f"{statistics.median(evals) / p.space_size:>9.1%}{statistics.median(times):>7.2f}   "
+                  f"{statistics.median(evals) / p.space_size():>9.1%}{statistics.median(times):>7.2f}   "
                   f"{lat_j * 1e3:>10.1f}/{lat_i * 1e3:<11.1f}{1 - lat_j / lat_i:>7.1%}   "
                   f"{e_j * 1e3:>9.1f}/{e_i * 1e3:<10.1f}{1 - e_j / e_i:>7.1%}   "
                   f"{1 - lat_j / lat_8:>9.1%}{1 - e_j / e_8:>9.1%}", flush=True)

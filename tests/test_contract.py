@@ -70,8 +70,7 @@ def test_result_invariants(kind, name):
     res = _run(kind, name, problem)
     assert (res.problem, res.solver, res.seed) == (kind, name, 3)
     assert res.best.feasible and res.best.violation == 0.0
-    size = problem.space_size() if callable(problem.space_size) else problem.space_size
-    assert res.space_size == size > 0
+    assert res.space_size == problem.space_size() > 0
     assert 1 <= res.evaluations and 0.0 < res.explored_fraction <= 1.0
     assert res.wall_time_s >= 0.0 and res.objectives
     for c in (res.best, *res.front):

@@ -9,6 +9,7 @@ from optimizer.errors import ConfigError
 from optimizer.search import solve
 from optimizer.search.ga import PipelineGA, Termination
 from optimizer.search.pipeline import PipelineProblem
+from optimizer.search.problem import Evaluation
 
 from test_search_pipeline import synthetic_table
 
@@ -26,7 +27,7 @@ class StageTimeEvaluator:
         for x in X:
             b = np.concatenate([[0], np.cumsum(x[:K])])
             F.append([-1.0 / max(lat[s:e, p].sum() for s, e, p in zip(b[:-1], b[1:], x[K:]))])
-        return {"F": np.array(F), "G": np.zeros(len(X))}
+        return Evaluation(np.array(F), np.zeros((len(X), 1)))
 
 
 @pytest.mark.parametrize("seed, counts, procs, evaluations, generations", [

@@ -158,13 +158,14 @@ def test_evaluate_matches_per_layer_reference(seed):
             X.append([cuts[0], cuts[1] - cuts[0], 30 - cuts[1], *rng.permutation(4)[:3]])
         X = np.asarray(X)
         out = pb.evaluate(X)
-        assert out["F"].shape == (200, 2)
+        assert out.F.shape == (200, 2)
         for i, x in enumerate(X):
             ref = reference_metrics(pb, x)
             for key, val in ref.items():
-                assert out[key][i] == pytest.approx(val, rel=1e-9, abs=1e-12), (key, x)
-        assert np.allclose(out["F"][:, 0], -out["throughput_fps"]) and np.allclose(out["F"][:, 1], out["energy_j"])
-        assert (out["G"] > 0).any() and (out["G"] == 0).any()  # the memory constraint binds somewhere
+                got = out.G[i, 0] if key == "G" else out[key][i]
+                assert got == pytest.approx(val, rel=1e-9, abs=1e-12), (key, x)
+        assert np.allclose(out.F[:, 0], -out["throughput_fps"]) and np.allclose(out.F[:, 1], out["energy_j"])
+        assert (out.G[:, 0] > 0).any() and (out.G[:, 0] == 0).any()  # the memory constraint binds somewhere
         if cores == 5:  # a CPU stage pushes threads to 8 > 5 cores, a fallback stage too to 12
             assert {1.0, 1.6} <= set(np.round(out["cpu_slowdown"], 6)) <= {1.0, 1.6, 2.4}
 
@@ -249,10 +250,10 @@ def test_exact_fast_path_equals_full_enumeration(tseed):
         slow = _exact_generic(pb)
         f_fast = pb.evaluate(fast[None])
         f_slow = pb.evaluate(slow[None])
-        assert f_fast["G"][0] == 0
+        assert f_fast.G[0, 0] == 0
         assert f_fast["throughput_fps"][0] == pytest.approx(f_slow["throughput_fps"][0], rel=1e-12)
         # and nothing in the whole space beats it
-        best = max(pb.evaluate(X)["throughput_fps"][pb.evaluate(X)["G"] == 0].max(initial=0)
+        best = max(pb.evaluate(X)["throughput_fps"][pb.evaluate(X).feasible].max(initial=0)
                    for X in (pb._fill_unused(X) for X in pb.enumerate_mappings()))
         assert f_fast["throughput_fps"][0] == pytest.approx(best, rel=1e-12)
 
@@ -269,13 +270,13 @@ def test_exact_400_layers_4_processors_space():
 def test_true_pareto_front_is_nondominated_and_complete():
     pb = PipelineProblem(synthetic_table(14, seed=2), stages=3, objectives=("throughput", "energy"))
     F, X = pb.pareto_front()
-    allF = np.vstack([pb.evaluate(pb._fill_unused(X))["F"] for X in pb.enumerate_mappings()])
+    allF = np.vstack([pb.evaluate(pb._fill_unused(X)).F for X in pb.enumerate_mappings()])
     # no point of the space dominates a front point; every space point is weakly dominated by the front
     for f in F:
         assert not np.any(np.all(allF <= f, axis=1) & np.any(allF < f, axis=1))
     for g in allF:
         assert np.any(np.all(F <= g + 1e-15, axis=1))
-    assert np.allclose(pb.evaluate(X)["F"], F)
+    assert np.allclose(pb.evaluate(X).F, F)
     assert len(F) >= 3 and np.all(np.diff(F[:, 0]) > 0) and np.all(np.diff(F[:, 1]) < 0)
 
 

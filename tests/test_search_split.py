@@ -42,7 +42,8 @@ def test_objectives_by_hand(costs):
     p = SplitProblem(c)
     link = ToyLink()
     x = p.encode(3, "gpu", 1.0e9, "fp16")
-    F, G = p.evaluate(x[None, :])
+    ev = p.evaluate(x[None, :])
+    F, G = ev.F, ev.G
     k = int(x[1])
     nbytes = 2 * (32 * 32 * 16 + 16 * 16 * 32)  # t1 (skip) and t3 at fp16
     up_s = nbytes * 8 / 10e6
@@ -74,10 +75,10 @@ def test_population_evaluation_matches_row_by_row(costs):
     _, c = costs
     p = SplitProblem(c, include_extremes=True)
     X = p.enumerate()
-    F, G = p.evaluate(X)
-    rows = np.vstack([p.evaluate(x[None, :])[0] for x in X[::7]])
+    F = p.evaluate(X).F
+    rows = np.vstack([p.evaluate(x[None, :]).F for x in X[::7]])
     np.testing.assert_allclose(F[::7], rows)
-    assert len(X) == p.space_size == (len(c.layer_names) + 1) * len(c.options) * len(c.wire_dtypes)
+    assert len(X) == p.space_size() == (len(c.layer_names) + 1) * len(c.options) * len(c.wire_dtypes)
 
 
 def _dominated_by_any(F, front):
@@ -87,9 +88,10 @@ def _dominated_by_any(F, front):
 def test_exact_front_is_the_true_front(costs):
     _, c = costs
     p = SplitProblem(c, include_extremes=True, memory_limit_bytes=47_700)
-    X, F = p.exact_front()
+    F, X = p.pareto_front()
     allX = p.enumerate()
-    allF, allG = p.evaluate(allX)
+    ev = p.evaluate(allX)
+    allF, allG = ev.F, ev.G
     ok = allG[:, 0] <= 0
     assert (F[:, 2] <= 47_700).all()  # the all-on-phone split (47 978 B) is excluded
     assert not _dominated_by_any(F, allF[ok]).any()  # nothing feasible dominates the front
@@ -119,11 +121,11 @@ def test_nsga2_front_quality_and_determinism(costs, seed):
     r1 = solve(p, "nsga2", seed=seed, population=12, generations=15)
     r2 = solve(p, "nsga2", seed=seed, population=12, generations=15)
     assert r1.best == r2.best and [f.decision for f in r1.front] == [f.decision for f in r2.front]
-    assert r1.evaluations <= p.space_size and 0 < r1.explored_fraction <= 1
+    assert r1.evaluations <= p.space_size() and 0 < r1.explored_fraction <= 1
     assert r1.decision_rule["variant"] == "paper" and r1.seed == seed
     assert set(r1.baselines) == {"lbo", "ebo", "cos", "coc", "rs"}
     exact = PymooSplitProblem(p).pareto_front()  # pymoo sees the exact front
-    np.testing.assert_allclose(exact, p.exact_front()[1])
+    np.testing.assert_allclose(exact, p.pareto_front()[0])
     F = np.array([[f.objectives[k] for k in p.objectives] for f in r1.front])
     lo, hi = exact.min(0), exact.max(0)
     hv = HV(ref_point=np.full(3, 1.1))
@@ -142,7 +144,8 @@ def test_pymoo_adapter_fills_F_and_G(costs):
     core = SplitProblem(c)
     X = np.array([[1, 0, 0], [4.4, 2.6, 1.2]])
     pop = Evaluator().eval(PymooSplitProblem(core), Population.new("X", X))
-    F, G = core.evaluate(np.array([[1, 0, 0], [4, 3, 1]]))
+    ev = core.evaluate(np.array([[1, 0, 0], [4, 3, 1]]))
+    F, G = ev.F, ev.G
     np.testing.assert_allclose(pop.get("F"), F)
     np.testing.assert_allclose(pop.get("G"), G)
 
@@ -151,7 +154,7 @@ def test_exact_solver_and_topsis_settings(costs):
     _, c = costs
     p = SplitProblem(c)
     r = solve(p, "exact", weights=[1, 0, 0], topsis_variant="classic")
-    assert r.evaluations == p.space_size and r.explored_fraction == 1.0
+    assert r.evaluations == p.space_size() and r.explored_fraction == 1.0
     assert r.decision_rule["weights"] == [1.0, 0.0, 0.0] and r.decision_rule["variant"] == "classic"
     # latency-only weights choose the least-latency front point (= LBO)
     assert r.best.objectives["latency_s"] == pytest.approx(r.baselines["lbo"].objectives["latency_s"])
@@ -163,7 +166,8 @@ def test_baselines(costs, seed):
     g, c = costs
     p = SplitProblem(c, memory_limit_bytes=47_700)
     X = p.enumerate()
-    F, G = p.evaluate(X)
+    ev = p.evaluate(X)
+    F, G = ev.F, ev.G
     ok = G[:, 0] <= 0
     base = solve(p, "lbo").baselines
     assert base["lbo"].objectives["latency_s"] == pytest.approx(F[ok, 0].min())
@@ -184,8 +188,8 @@ def test_joint_choice_never_loses_to_index_only(costs):
     assert (Xi[:, 1] == Xi[0, 1]).all() and c.options[Xi[0, 1]].kind == "cpu"
     assert c.options[Xi[0, 1]].clock_hz == 2.0e9 and c.wire_dtypes[Xi[0, 2]] == "fp32"
     assert list(Xi[:, 0]) == list(range(1, len(g)))
-    Fi = p.evaluate(Xi)[0]
-    F = p.evaluate(p.enumerate())[0]
+    Fi = p.evaluate(Xi).F
+    F = p.evaluate(p.enumerate()).F
     assert F[:, 0].min() < Fi[:, 0].min() and F[:, 1].min() < Fi[:, 1].min()
 
 
@@ -250,12 +254,12 @@ def test_mobilenet_v2_on_galaxy_j6_real_costs(zoo_graph):
     x = p.encode(two, "cpu", None, "int8")
     assert p.breakdown(x[None])["crossing_bytes"][0] == sum(t.nbytes("int8") for t in g.cut_tensors(two))
     r = solve(p, "nsga2", seed=0)
-    exact = p.exact_front()[1]
+    exact = p.pareto_front()[0]
     F = np.array([[f.objectives[k] for k in p.objectives] for f in r.front])
     lo, hi = exact.min(0), exact.max(0)
     hv = HV(ref_point=np.full(3, 1.1))
     assert hv((F - lo) / (hi - lo)) >= 0.995 * hv((exact - lo) / (hi - lo))
-    assert r.evaluations < 0.5 * p.space_size
+    assert r.evaluations < 0.5 * p.space_size()
     # with the extremes in the space, LBO / EBO are at least as good as COS and COC
     b = solve(SplitProblem(costs, include_extremes=True), "lbo").baselines
     for key, name in (("latency_s", "lbo"), ("energy_j", "ebo")):

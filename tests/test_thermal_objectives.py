@@ -66,7 +66,7 @@ def test_split_objectives_match_simulator(graph):
     X = prob.enumerate()
     X = X[np.random.default_rng(0).choice(len(X), 8, replace=False)]
     X[:3, 0] = len(graph)  # all on the phone: the hottest cases
-    F, _ = prob.evaluate(X)
+    F = prob.evaluate(X).F
     b = prob.breakdown(X)
     obj = {"sustained_fps": -F[:, 3], "peak_temp_c": F[:, 4], "time_to_throttle_s": -F[:, 5]}
     tables = CappedTables(graph, dev, "int8")

@@ -103,14 +103,14 @@ def _auto_log(values: np.ndarray) -> bool:
 
 
 def _nondominated_2d(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Indices of the points no other point beats in both (minimisation), sorted by x."""
-    order = np.lexsort((ys, xs))
-    keep, best = [], np.inf
-    for i in order:
-        if ys[i] < best:
-            keep.append(i)
-            best = ys[i]
-    return np.asarray(keep, dtype=int)
+    """Indices of the points no other point beats in both (minimisation), sorted by x; one per
+    distinct point (:func:`optimizer.search.problem.nondominated`)."""
+    from ..search.problem import nondominated
+
+    F = np.column_stack([xs, ys])
+    idx = nondominated(F)
+    _, first = np.unique(F[idx], axis=0, return_index=True)  # unique rows come sorted by x, then y
+    return idx[first]
 
 
 def plot_front(df: Any, x: str = "latency_s", y: str = "energy_j", *, z: str | None = None,

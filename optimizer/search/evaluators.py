@@ -1,7 +1,7 @@
 """Where a search's numbers come from: modeled (CostTable) or measured, cached and persisted.
 
-An evaluator turns a population ``X`` [N, 2K] into ``{"F": [N, M], "G": [N]}`` (objectives in
-minimisation form, constraint violation) for a problem. The modeled evaluator is the problem's
+An evaluator turns a population ``X`` [N, 2K] into an :class:`~optimizer.search.problem.Evaluation`
+(objectives ``F`` [N, M] in minimisation form, constraints ``G`` [N, k], metrics) for a problem. The modeled evaluator is the problem's
 own vectorised :meth:`~optimizer.search.pipeline.PipelineProblem.evaluate`. The measured one
 follows Park & Ha's device-in-the-loop fitness (METHODS.md §2): each distinct mapping is sent to
 a ``measure(decision) -> fps`` callable (a host runner, or the external ``--measure-cmd``
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputFileError, MeasurementError
+from .problem import Evaluation
 
 
 class ModeledEvaluator:
@@ -28,8 +29,8 @@ class ModeledEvaluator:
 
     name = "modeled"
 
-    def evaluate(self, problem: Any, X: np.ndarray) -> dict[str, np.ndarray]:
-        """Evaluate a population ``X`` [N, 2K]; returns ``F`` [N, M], ``G`` [N] and metrics."""
+    def evaluate(self, problem: Any, X: np.ndarray) -> Evaluation:
+        """Evaluate a population ``X`` [N, 2K] (:class:`~optimizer.search.problem.Evaluation`)."""
         return problem.evaluate(X)
 
 
@@ -99,7 +100,7 @@ class MeasuredEvaluator:
         finally:
             os.close(fd)
 
-    def evaluate(self, problem: Any, X: np.ndarray) -> dict[str, np.ndarray]:
+    def evaluate(self, problem: Any, X: np.ndarray) -> Evaluation:
         """Evaluate a population ``X`` [N, 2K]: measured throughput, modeled rest."""
         cache = self._load()
         out = problem.evaluate(X)
@@ -121,14 +122,12 @@ class MeasuredEvaluator:
                 cache[key] = value
                 self._append(key, decision, value)
             fps[i] = cache[key]
-        out["modeled_throughput_fps"] = out["throughput_fps"]
-        out["throughput_fps"] = fps
-        F = out["F"].copy()
+        metrics = {**out.metrics, "modeled_throughput_fps": out["throughput_fps"], "throughput_fps": fps}
+        F = out.F.copy()
         for m, key in enumerate(problem.objective_keys):
             if key == "throughput_fps":
                 F[:, m] = -fps
-        out["F"] = F
-        return out
+        return Evaluation(F, out.G, metrics)
 
 
 def external_measure(measurer: Any, artifact: str | os.PathLike[str], *, dtype: str = "int8",

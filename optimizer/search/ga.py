@@ -59,6 +59,7 @@ from ..fileio import atomic_write_bytes
 from .evaluators import ModeledEvaluator
 from .pipeline import PipelineProblem
 from .pipeline_baselines import flops_split
+from .problem import build_result
 from .result import Candidate, SearchResult
 
 CHECKPOINT_VERSION = 1
@@ -262,7 +263,7 @@ class PipelineGA:
                 todo[key] = list(ind)
         if todo:
             out = self.evaluator.evaluate(problem, np.asarray(list(todo.values()), dtype=np.int64))
-            for key, F, G in zip(todo, out["F"], out["G"]):
+            for key, F, G in zip(todo, out.F, out.violation, strict=True):
                 cache[key] = (tuple(float(v) for v in F), float(G))
         for key, ind in zip(keys, inds):
             F, G = cache[key]
@@ -433,15 +434,11 @@ class PipelineGA:
         else:
             best = _with_cached(problem, X[:1], cache)[0]
             front, rule = (), None
-        size = problem.space_size()
         settings = dict(self.settings, generations=self.gen, stopped_by=stopped_by)
         if hasattr(self.evaluator, "calls"):
             settings["measurements"] = self.evaluator.calls
-        return SearchResult(problem="pipeline", solver="ga", best=best, front=front, evaluations=len(cache),
-                            space_size=float(size), space_counting=problem.space_counting,
-                            explored_fraction=len(cache) / size, wall_time_s=wall_s, seed=self.seed,
-                            settings=settings, objectives=tuple(problem.objective_names),
-                            history=tuple(self.history), decision_rule=rule)
+        return build_result(problem, "ga", best, evaluations=len(cache), wall_time_s=wall_s, seed=self.seed,
+                            settings=settings, front=front, history=self.history, decision_rule=rule)
 
 
 def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, population: int = 32,

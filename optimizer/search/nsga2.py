@@ -34,8 +34,9 @@ from pymoo.optimize import minimize
 
 from ..errors import ConfigError
 from .result import SearchResult
-from .split import SplitProblem, pareto_indices, unique_rows
-from .split_baselines import _result, choose, split_baselines
+from .problem import nondominated, unique_rows
+from .split import SplitProblem
+from .split_baselines import choose, solver_result, split_baselines
 
 
 MATING_TRIES = 5
@@ -55,13 +56,13 @@ class PymooSplitProblem(Problem):
 
     def _evaluate(self, X: np.ndarray, out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
         Xi = np.rint(np.asarray(X, dtype=np.float64)).astype(np.int64)
-        F, G = self.core.evaluate(Xi)
-        out["F"], out["G"] = F, G
+        ev = self.core.evaluate(Xi)
+        out["F"], out["G"] = ev.F, ev.G
         self.archive_X.append(Xi)
         self.n_evaluated += len(Xi)
 
     def _calc_pareto_front(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        return self.core.exact_front()[1]
+        return self.core.pareto_front()[0]
 
     def archive(self) -> np.ndarray:
         """Every distinct decision vector evaluated so far, [n, 3]."""
@@ -104,10 +105,10 @@ def run_nsga2(problem: SplitProblem, *, seed: int | None = None, population: int
     minimize(adapter, algorithm, ("n_gen", generations), seed=seed, callback=history,
              verbose=False, save_history=False)
     X = adapter.archive()
-    F, G = problem.evaluate(X)
-    ok = G[:, 0] <= 0
-    idx = pareto_indices(F[ok])
-    Xf, Ff = unique_rows(X[ok][idx], F[ok][idx])
+    ev = problem.evaluate(X)
+    ok = ev.feasible
+    idx = nondominated(ev.F[ok])
+    Xf, Ff = unique_rows(X[ok][idx], ev.F[ok][idx])
     return Xf, Ff, adapter, history.rows
 
 
@@ -119,7 +120,7 @@ def solve_split_nsga2(problem: SplitProblem, *, seed: int | None = None, populat
     problem.check()
     X, F, adapter, history = run_nsga2(problem, seed=seed, population=population, generations=generations)
     front, best, rule = choose(problem, X, F, weights, topsis_variant)
-    return _result(problem, "nsga2", best, seed=seed, start=start, evaluations=len(adapter.archive()),
+    return solver_result(problem, "nsga2", best, seed=seed, start=start, evaluations=len(adapter.archive()),
                    front=front,
                    settings={"population": population, "generations": generations,
                              "pymoo_evaluations": adapter.n_evaluated,

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..cost.table import CostTable
 from ..errors import ConfigError, ConstraintError, UnknownNameError
+from .problem import Evaluation, nondominated, unique_rows
 from .result import Candidate
 
 #: objective name -> (metric key, sense)
@@ -231,6 +232,19 @@ class PipelineProblem:
         return 2 * self.prepare().K
 
     @property
+    def n_var(self) -> int:
+        """Decision-vector length (the chromosome's, 2K)."""
+        return self.n_genes
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Inclusive integer bounds of a chromosome: counts ``0..L``, processor indices ``0..P-1``
+        (rows must also satisfy :meth:`check_population`: counts summing to L, distinct processors)."""
+        prep = self.prepare()
+        P = len(self.cost_table.processors)
+        return (np.zeros(2 * prep.K, np.int64),
+                np.array([prep.L] * prep.K + [P - 1] * prep.K, np.int64))
+
+    @property
     def objective_names(self) -> tuple[str, ...]:
         return tuple(o[0] for o in self.prepare().objectives)
 
@@ -272,7 +286,7 @@ class PipelineProblem:
                              f"(counts >= 0 summing to {prep.L}, distinct allowed processors on used stages)")
         return X
 
-    def evaluate(self, X: np.ndarray) -> dict[str, np.ndarray]:
+    def evaluate(self, X: np.ndarray) -> Evaluation:
         """Model a whole population at once.
 
         Parameters
@@ -284,9 +298,9 @@ class PipelineProblem:
 
         Returns
         -------
-        dict
-            ``F`` [N, M] objectives in minimisation form (maximised ones negated), ``G`` [N]
-            constraint violation in bytes (0 = feasible), and per-candidate metrics:
+        Evaluation
+            ``F`` [N, M] objectives in minimisation form (maximised ones negated), ``G`` [N, 1]
+            memory over the cap in bytes (0 = feasible), and per-candidate metrics:
             ``throughput_fps``, ``latency_s``, ``energy_j``, ``memory_bytes`` (largest stage),
             ``bottleneck_s``, ``stage_time_s`` [N, K], ``stage_compute_s`` [N, K],
             ``stage_memory_bytes`` [N, K], ``pre_s``, ``post_s``, ``cpu_slowdown``.
@@ -343,15 +357,14 @@ class PipelineProblem:
             "throughput_fps": throughput, "latency_s": latency, "energy_j": energy,
             "memory_bytes": mem.max(axis=1), "bottleneck_s": bottleneck, "stage_time_s": stage_time,
             "stage_compute_s": compute, "stage_memory_bytes": mem, "pre_s": pre, "post_s": post,
-            "cpu_slowdown": slow, "G": violation,
+            "cpu_slowdown": slow,
         }
         F = np.empty((len(X), len(prep.objectives)))
         for m, (_, key, sense, hook) in enumerate(prep.objectives):
             if hook is not None:
                 out[key] = np.asarray(hook.fn(self, X, out), dtype=np.float64)
             F[:, m] = -out[key] if sense == "max" else out[key]
-        out["F"] = F
-        return out
+        return Evaluation(F, violation[:, None], out)
 
     def _cpu_sharing(self, used: np.ndarray, cpu_users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(serial [N], CPU slowdown [N]) from the used stages and those running on the CPU [N, K]."""
@@ -407,7 +420,7 @@ class PipelineProblem:
         counts = list(counts) + [0] * (prep.K - len(counts))
         return np.asarray([*counts, *idx], dtype=np.int64)
 
-    def candidates(self, X: np.ndarray, out: dict[str, np.ndarray] | None = None) -> list[Candidate]:
+    def candidates(self, X: np.ndarray, out: Evaluation | None = None) -> list[Candidate]:
         """Evaluated :class:`Candidate` objects for the rows of ``X``."""
         prep = self.prepare()
         if out is None:
@@ -425,7 +438,7 @@ class PipelineProblem:
                        "post_s": float(out["post_s"][i]), "cpu_slowdown": float(out["cpu_slowdown"][i]),
                        "chromosome": [int(v) for v in x]}
             result.append(Candidate(decision=self.decode(x), objectives=objectives,
-                                    feasible=bool(out["G"][i] <= 0), violation=float(out["G"][i]),
+                                    feasible=bool(out.feasible[i]), violation=float(out.violation[i]),
                                     metrics=metrics))
         return result
 
@@ -484,12 +497,13 @@ class PipelineProblem:
         for X in prob.enumerate_mappings():
             X = prob._fill_unused(X)
             out = prob.evaluate(X)
-            ok = out["G"] <= 0
-            F = np.vstack([best_F, out["F"][ok]])
+            ok = out.feasible
+            F = np.vstack([best_F, out.F[ok]])
             XX = np.vstack([best_X, X[ok]])
-            keep = _nondominated_2d(F)
-            best_F, best_X = F[keep], XX[keep]
-        return best_F, best_X
+            keep = nondominated(F)
+            best_X, best_F = unique_rows(XX[keep], F[keep])
+        order = np.lexsort(best_F.T[::-1])
+        return best_F[order], best_X[order]
 
     def _kwargs(self) -> dict[str, Any]:
         return {"cost_table": self.cost_table, "stages": self.stages, "objectives": self.objectives,
@@ -511,7 +525,7 @@ class PipelineProblem:
         for X in self.enumerate_mappings():
             X = self._fill_unused(X)
             out = self.evaluate(X)
-            if (out["G"] <= 0).any():
+            if out.feasible.any():
                 return
             used = X[:, :prep.K] > 0
             ratio = np.where(used, out["stage_memory_bytes"] / prep.caps[X[:, prep.K:].clip(0)], 0).max(axis=1)
@@ -560,14 +574,3 @@ def _combinations(n: int, r: int) -> np.ndarray:
     flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), r)),
                        dtype=np.int64, count=math.comb(n, r) * r)
     return flat.reshape(-1, r)
-
-
-def _nondominated_2d(F: np.ndarray) -> np.ndarray:
-    """Indices of the non-dominated rows of a 2-column minimisation matrix (first of ties)."""
-    if len(F) == 0:
-        return np.zeros(0, np.int64)
-    order = np.lexsort((F[:, 1], F[:, 0]))
-    f2 = F[order, 1]
-    prev_min = np.concatenate([[np.inf], np.minimum.accumulate(f2)[:-1]])
-    keep = f2 < prev_min
-    return order[keep]

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from .pipeline import PipelineProblem
+from .problem import build_result
 from .result import Candidate, SearchResult
 
 
@@ -68,19 +69,10 @@ def flops_mappings(problem: PipelineProblem) -> np.ndarray:
 def _pick(problem: PipelineProblem, X: np.ndarray) -> tuple[Candidate, list[Candidate], np.ndarray]:
     """Candidates of ``X`` and the best by the first objective (feasible first, then latency)."""
     out = problem.evaluate(X)
-    f = out["F"][:, 0]
-    order = np.lexsort((out["latency_s"], f, out["G"] > 0))
+    f = out.F[:, 0]
+    order = np.lexsort((out["latency_s"], f, ~out.feasible))
     cands = problem.candidates(X, out)
-    return cands[int(order[0])], cands, out["F"]
-
-
-def _result(problem: PipelineProblem, solver: str, best: Candidate, n: int, t0: float, seed: int | None,
-            baselines: dict[str, Candidate]) -> SearchResult:
-    size = problem.space_size()
-    return SearchResult(problem="pipeline", solver=solver, best=best, evaluations=n, space_size=float(size),
-                        space_counting=problem.space_counting, explored_fraction=n / size,
-                        wall_time_s=time.perf_counter() - t0, seed=seed, settings={},
-                        objectives=tuple(problem.objective_names), baselines=baselines)
+    return cands[int(order[0])], cands, out.F
 
 
 def solve_pipeline_single(problem: PipelineProblem, *, seed: int | None = None) -> SearchResult:
@@ -93,7 +85,8 @@ def solve_pipeline_single(problem: PipelineProblem, *, seed: int | None = None) 
     best, cands, _ = _pick(problem, X)
     names = problem.cost_table.processors
     baselines = {f"single:{names[int(p)]}": c for p, c in zip(problem.prepare().allowed, cands)}
-    return _result(problem, "single", best, len(X), t0, seed, baselines)
+    return build_result(problem, "single", best, evaluations=len(X), wall_time_s=time.perf_counter() - t0,
+                        seed=seed, baselines=baselines)
 
 
 def solve_pipeline_flops(problem: PipelineProblem, *, seed: int | None = None) -> SearchResult:
@@ -106,4 +99,5 @@ def solve_pipeline_flops(problem: PipelineProblem, *, seed: int | None = None) -
     _, unique_rows = np.unique(problem.canonical(X), axis=0, return_index=True)
     X = X[np.sort(unique_rows)]
     best, _, _ = _pick(problem, X)
-    return _result(problem, "flops", best, len(X), t0, seed, {})
+    return build_result(problem, "flops", best, evaluations=len(X), wall_time_s=time.perf_counter() - t0,
+                        seed=seed)

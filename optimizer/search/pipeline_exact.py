@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .pipeline import PipelineProblem, _range_max
+from .problem import build_result
 from .result import Candidate, SearchResult
 
 
@@ -133,11 +134,8 @@ def solve_pipeline_exact(problem: PipelineProblem, *, seed: int | None = None) -
         rule = {"rule": f"best {names[first]} on the front"}
     else:
         raise ConfigError(f"solver 'exact': supports 1 or 2 objectives, got {list(names)}")
-    size = problem.space_size()
-    return SearchResult(problem="pipeline", solver="exact", best=best, front=front, evaluations=size,
-                        space_size=float(size), space_counting=problem.space_counting, explored_fraction=1.0,
-                        wall_time_s=time.perf_counter() - t0, seed=seed, settings={},
-                        objectives=tuple(names), decision_rule=rule)
+    return build_result(problem, "exact", best, evaluations=problem.space_size(),
+                        wall_time_s=time.perf_counter() - t0, seed=seed, front=front, decision_rule=rule)
 
 
 def _exact_generic(problem: PipelineProblem) -> np.ndarray | None:
@@ -147,7 +145,7 @@ def _exact_generic(problem: PipelineProblem) -> np.ndarray | None:
     for X in problem.enumerate_mappings():
         X = problem._fill_unused(X)
         out = problem.evaluate(X)
-        f = np.where(out["G"] <= 0, out["F"][:, 0], np.inf)
+        f = np.where(out.feasible, out.F[:, 0], np.inf)
         i = int(np.lexsort((out["latency_s"], f))[0])
         if not np.isfinite(f[i]):
             continue

@@ -35,9 +35,13 @@ import numpy as np
 
 from ..errors import ConfigError, ConstraintError
 from ..graph.layergraph import DTYPE_BYTES, LayerGraph, dtype_bytes
+from .problem import Evaluation, nondominated, unique_rows
 from .result import Candidate
 
 OBJECTIVES: tuple[str, ...] = ("latency_s", "energy_j", "memory_bytes")
+#: per-candidate components of latency and energy (:meth:`SplitProblem.breakdown`), kept as metrics
+BREAKDOWN: tuple[str, ...] = ("client_s", "upload_s", "server_s", "download_s", "rtt_s", "client_j", "upload_j",
+                              "download_j", "crossing_bytes", "memory_bytes")
 WIRE_DTYPES: tuple[str, ...] = ("int8", "fp16", "fp32")
 COST_MODELS: tuple[str, ...] = ("table", "smartsplit")
 SMARTSPLIT_K = 1.172  # W per (core GHz^3), fitted in SmartSplit
@@ -343,6 +347,16 @@ class SplitProblem:
                                   "and each other, senses 'min' or 'max'")
             self.objectives = OBJECTIVES + tuple(names)
 
+    @property
+    def objective_names(self) -> tuple[str, ...]:
+        """Objective names, as :attr:`objectives` (keys of :attr:`Candidate.objectives`)."""
+        return tuple(self.objectives)
+
+    @property
+    def objective_senses(self) -> tuple[str, ...]:
+        """``min`` for latency, energy and memory; each extra objective's own sense."""
+        return ("min",) * len(OBJECTIVES) + tuple(o.sense for o in self.extra_objectives)
+
     # ------------------------------------------------------------------ space
     @property
     def limit_bytes(self) -> float:
@@ -359,7 +373,6 @@ class SplitProblem:
         return (np.array([lo_l, 0, 0]),
                 np.array([hi_l, len(self.costs.options) - 1, len(self.costs.wire_dtypes) - 1]))
 
-    @property
     def space_size(self) -> int:
         xl, xu = self.bounds()
         return int(np.prod(xu - xl + 1))
@@ -411,11 +424,12 @@ class SplitProblem:
             "memory_bytes": c.memory_bytes[l],
         }
 
-    def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Objectives ``F`` [N, 3] and constraint values ``G`` [N, 1] (``<= 0`` feasible)
-        of a whole population ``X`` [N, 3] (values are rounded to integers and clipped to the
-        valid ranges ``0..L``, ``0..K-1``, ``0..W-1``; the extremes are evaluable even when
-        the search excludes them)."""
+    def evaluate(self, X: np.ndarray) -> Evaluation:
+        """Objectives ``F`` [N, M] (latency, energy, memory, then the extra objectives), constraint
+        values ``G`` [N, 1] (head memory over the budget, ``<= 0`` feasible) and the
+        :meth:`breakdown` metrics of a whole population ``X`` [N, 3] (values are rounded to integers
+        and clipped to the valid ranges ``0..L``, ``0..K-1``, ``0..W-1``; the extremes are
+        evaluable even when the search excludes them)."""
         b = self.breakdown(X)
         latency = b["client_s"] + b["upload_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
         energy = b["client_j"] + b["upload_j"] + b["download_j"]
@@ -425,19 +439,20 @@ class SplitProblem:
             cols.append(-v if o.sense == "max" else v)
         F = np.stack(cols, axis=1)
         G = (b["memory_bytes"] - self.limit_bytes)[:, None]
-        return F, G
+        return Evaluation(F, G, {**b, "latency_s": latency, "energy_j": energy})
 
     # ------------------------------------------------------------------ exact front
     @cached_property
     def _exact(self) -> tuple[np.ndarray, np.ndarray]:
         X = self.enumerate()
-        F, G = self.evaluate(X)
-        ok = G[:, 0] <= 0
-        idx = pareto_indices(F[ok])
-        return unique_rows(X[ok][idx], F[ok][idx])
+        ev = self.evaluate(X)
+        ok = ev.feasible
+        idx = nondominated(ev.F[ok])
+        Xf, Ff = unique_rows(X[ok][idx], ev.F[ok][idx])
+        return Ff, Xf
 
-    def exact_front(self) -> tuple[np.ndarray, np.ndarray]:
-        """The true Pareto set and front ``(X, F)`` of the feasible space, by enumeration;
+    def pareto_front(self) -> tuple[np.ndarray, np.ndarray]:
+        """The true Pareto front and set ``(F, X)`` of the feasible space, by enumeration;
         one representative (lexicographically first decision) per distinct objective vector."""
         return self._exact
 
@@ -455,18 +470,18 @@ class SplitProblem:
         X = np.asarray(X).reshape(-1, 3)
         if len(X) == 0:
             return []
-        F, G = self.evaluate(X)
-        b = self.breakdown(X)
+        ev = self.evaluate(X)
+        F, b = ev.F, ev.metrics
         out = []
         for i in range(len(X)):
-            viol = max(float(G[i, 0]), 0.0)
+            viol = float(ev.violation[i])
             out.append(Candidate(
                 decision=self.decode(X[i]),
                 objectives={name: float(-F[i, j] if j >= len(OBJECTIVES) and
                                         self.extra_objectives[j - len(OBJECTIVES)].sense == "max" else F[i, j])
                             for j, name in enumerate(self.objectives)},
                 feasible=viol == 0.0, violation=viol,
-                metrics={key: float(v[i]) for key, v in b.items()},
+                metrics={key: float(b[key][i]) for key in BREAKDOWN},
             ))
         return out
 
@@ -487,7 +502,7 @@ class SplitProblem:
             raise ConfigError(f"wire dtype {wire!r} is not searched; valid: {', '.join(self.costs.wire_dtypes)}")
         return np.array([split, k, self.costs.wire_dtypes.index(wire)])
 
-    def settings(self) -> dict[str, Any]:
+    def get_params(self) -> dict[str, Any]:
         """The problem's settings, JSON-serialisable (recorded in results and plans)."""
         c = self.costs
         return {"model": c.model, "granularity": c.granularity, "dtype": c.dtype, "device": c.device,
@@ -496,22 +511,3 @@ class SplitProblem:
                 "include_extremes": self.include_extremes,
                 **({"extra_objectives": [o.name for o in self.extra_objectives]} if self.extra_objectives else {}),
                 "head_options": [f"{o.processor}@{o.clock_hz / 1e9:.3g}GHz" for o in c.options]}
-
-
-def unique_rows(X: np.ndarray, F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Keep the first row of each distinct objective vector (rows keep their order)."""
-    if len(F) == 0:
-        return X, F
-    _, first = np.unique(F, axis=0, return_index=True)
-    keep = np.sort(first)
-    return X[keep], F[keep]
-
-
-def pareto_indices(F: np.ndarray) -> np.ndarray:
-    """Indices of the non-dominated rows of ``F`` (pymoo's non-dominated sorting), sorted."""
-    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
-
-    if len(F) == 0:
-        return np.zeros(0, dtype=np.int64)
-    idx = NonDominatedSorting(method="efficient_non_dominated_sort").do(np.asarray(F), only_non_dominated_front=True)
-    return np.sort(np.asarray(idx, dtype=np.int64))

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, ConstraintError
 from .decision import topsis
+from .problem import build_result
 from .result import Candidate, SearchResult
 from .split import SplitProblem
 
@@ -43,9 +44,8 @@ def _lexmin(F: np.ndarray, primary: int) -> int:
 def _feasible_space(problem: SplitProblem) -> tuple[np.ndarray, np.ndarray]:
     problem.check()
     X = problem.enumerate()
-    F, G = problem.evaluate(X)
-    ok = G[:, 0] <= 0
-    return X[ok], F[ok]
+    ev = problem.evaluate(X)
+    return X[ev.feasible], ev.F[ev.feasible]
 
 
 def baseline_decisions(problem: SplitProblem, seed: int | None = None) -> dict[str, np.ndarray]:
@@ -55,9 +55,9 @@ def baseline_decisions(problem: SplitProblem, seed: int | None = None) -> dict[s
     n, n_opt, n_wire = c.n_layers, len(c.options), len(c.wire_dtypes)
     out = {"lbo": X[_lexmin(F, 0)], "ebo": X[_lexmin(F, 1)]}
     cos = np.stack([np.full(n_opt, n), np.arange(n_opt), np.zeros(n_opt, dtype=np.int64)], axis=1)
-    out["cos"] = cos[_lexmin(problem.evaluate(cos)[0], 0)]
+    out["cos"] = cos[_lexmin(problem.evaluate(cos).F, 0)]
     coc = np.stack([np.zeros(n_wire, dtype=np.int64), np.zeros(n_wire, dtype=np.int64), np.arange(n_wire)], axis=1)
-    out["coc"] = coc[_lexmin(problem.evaluate(coc)[0], 0)]
+    out["coc"] = coc[_lexmin(problem.evaluate(coc).F, 0)]
     rng = np.random.default_rng(seed)
     out["rs"] = X[int(rng.integers(len(X)))]
     return out
@@ -89,21 +89,11 @@ def index_only_decisions(problem: SplitProblem, *, processor_kind: str = "cpu",
     return np.stack([ls, np.full_like(ls, k), np.full_like(ls, c.wire_dtypes.index(wire_dtype))], axis=1)
 
 
-def _result(problem: SplitProblem, solver: str, best: Candidate, *, seed: int | None,
-            start: float, evaluations: int, distinct: int | None = None,
-            front: Sequence[Candidate] = (), settings: dict[str, Any] | None = None,
-            history: Sequence[dict[str, float]] = (), decision_rule: dict[str, Any] | None = None,
-            baselines: dict[str, Candidate] | None = None) -> SearchResult:
-    size = problem.space_size
-    explored = (distinct if distinct is not None else evaluations) / size
-    return SearchResult(
-        problem="split", solver=solver, best=best, front=tuple(front), evaluations=int(evaluations),
-        space_size=float(size), space_counting=problem.space_counting,
-        explored_fraction=float(min(explored, 1.0)), wall_time_s=time.perf_counter() - start,
-        seed=seed, settings={**problem.settings(), **(settings or {})}, objectives=tuple(problem.objectives),
-        history=tuple(history), baselines=dict(baselines or {}), decision_rule=decision_rule,
-    )
-
+def solver_result(problem: SplitProblem, solver: str, best: Candidate, *, seed: int | None,
+            start: float, evaluations: int, settings: dict[str, Any] | None = None, **parts: Any) -> SearchResult:
+    """:func:`~optimizer.search.problem.build_result` with the problem's settings recorded first."""
+    return build_result(problem, solver, best, evaluations=evaluations, wall_time_s=time.perf_counter() - start,
+                        seed=seed, settings={**problem.get_params(), **(settings or {})}, **parts)
 
 def choose(problem: SplitProblem, X: np.ndarray, F: np.ndarray, weights: Sequence[float] | None,
            variant: str) -> tuple[list[Candidate], Candidate, dict[str, Any]]:
@@ -120,9 +110,9 @@ def solve_split_exact(problem: SplitProblem, *, seed: int | None = None,
     """Enumerate the whole space: the true Pareto front, one point chosen by TOPSIS."""
     start = time.perf_counter()
     problem.check()
-    X, F = problem.exact_front()
+    F, X = problem.pareto_front()
     front, best, rule = choose(problem, X, F, weights, topsis_variant)
-    return _result(problem, "exact", best, seed=seed, start=start, evaluations=problem.space_size,
+    return solver_result(problem, "exact", best, seed=seed, start=start, evaluations=problem.space_size(),
                    front=front, settings={"weights": None if weights is None else list(weights),
                                                  "topsis": topsis_variant},
                    decision_rule=rule, baselines=split_baselines(problem, seed))
@@ -132,8 +122,8 @@ def _solve_baseline(name: str, problem: SplitProblem, seed: int | None) -> Searc
     start = time.perf_counter()
     base = split_baselines(problem, seed)
     evals = 1 if name in ("rs",) else (len(problem.costs.options) if name == "cos" else
-                                       len(problem.costs.wire_dtypes) if name == "coc" else problem.space_size)
-    return _result(problem, name, base[name], seed=seed, start=start, evaluations=evals,
+                                       len(problem.costs.wire_dtypes) if name == "coc" else problem.space_size())
+    return solver_result(problem, name, base[name], seed=seed, start=start, evaluations=evals,
                    decision_rule={"method": name}, baselines=base)
 
 

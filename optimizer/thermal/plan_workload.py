@@ -127,7 +127,7 @@ def native_cum(ct: Any) -> np.ndarray:
     return cached
 
 
-def pipeline_power(problem: Any, X: np.ndarray, out: Mapping[str, np.ndarray], static_w: np.ndarray,
+def pipeline_power(problem: Any, X: np.ndarray, out: Any, static_w: np.ndarray,
                    pre_s: float = 0.0, post_s: float = 0.0) -> np.ndarray:
     """Per-processor power [N, P] (cost-table order) of pipeline mappings ``X`` [N, 2K].
 
