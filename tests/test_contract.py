@@ -1,6 +1,7 @@
-"""One contract for every registered solver (in the spirit of scikit-learn's
+"""One contract for every registered solver and cost backend (in the spirit of scikit-learn's
 ``parametrize_with_checks``): determinism from a seed, result invariants, the exact solver as a
-bound, and monotonicity of the optimum in bandwidth and clock.
+bound, monotonicity of the optimum in bandwidth and clock, the search-problem protocol, and a
+golden figure per seed setting (SmartSplit, Park & Ha, SPLASH).
 
 New solvers registered with :func:`optimizer.search.solve.register_solver` are picked up
 automatically: the parametrisation walks the registry.
@@ -9,10 +10,12 @@ automatically: the parametrisation walks the registry.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
 import pytest
+import yaml
 from _split_fixtures import ToyLink, small_costs
 
 from optimizer.search.pipeline import PipelineProblem
@@ -117,3 +120,107 @@ def test_pipeline_optimum_rises_with_the_clock():
     fps = [solve(_pipeline_problem(scale=s), "exact").best.objectives["throughput_fps"] for s in (2.0, 1.0, 0.5)]
     assert fps[0] < fps[1] < fps[2]
     assert fps[2] == pytest.approx(2 * fps[1], rel=1e-9)  # every time halved: exactly twice the rate
+
+
+# ------------------------------------------------------------------ the problem protocol
+@pytest.mark.parametrize("kind", list(PROBLEMS))
+def test_problems_meet_the_search_protocol(kind):
+    from optimizer.search.problem import Evaluation, SearchProblem
+
+    problem = PROBLEMS[kind]()
+    assert isinstance(problem, SearchProblem)
+    xl, xu = problem.bounds()
+    assert xl.shape == xu.shape == (problem.n_var,) and (xl <= xu).all()
+    F, X = problem.pareto_front() if kind == "split" else _pipeline_problem(("throughput", "energy")).pareto_front()
+    assert len(F) == len(X) > 0
+    ev = (problem if kind == "split" else _pipeline_problem(("throughput", "energy"))).evaluate(X)
+    assert isinstance(ev, Evaluation) and ev.G.ndim == 2 and ev.feasible.all()
+    np.testing.assert_allclose(ev.F, F)
+    assert len(problem.objective_senses) == len(problem.objective_names)
+    json.dumps(problem.get_params(), default=str)
+
+
+# ------------------------------------------------------------------ cost backends
+@pytest.fixture
+def toy(tmp_path):
+    from test_cost import TOY_DEVICE
+
+    from optimizer.hardware import load_device
+
+    p = tmp_path / "toy.yaml"
+    p.write_text(yaml.safe_dump(TOY_DEVICE))
+    return load_device(p)
+
+
+@pytest.fixture
+def backend_options(toy):
+    """Each registered backend's inputs on the toy device (the measured and learned ones from the
+    analytic tables of other networks, as a user would measure/fit them)."""
+    from test_cost import _table_from, chain_graph
+
+    from optimizer.cost import build_cost_table
+    from optimizer.cost.learned import fit_learned_model
+
+    g = chain_graph(9)
+    graphs = [chain_graph(9, name=f"n{s}", hw=8 + 4 * s, seed=s) for s in range(4)]
+    model = fit_learned_model([(h, _table_from(build_cost_table(h, toy, "fp32"))) for h in graphs], dtype="fp32")
+    opts = {"analytic": {}, "measured": {"table": _table_from(build_cost_table(g, toy, "fp32"))},
+            "learned": {"model": model}}
+    return g, opts
+
+
+def test_every_backend_is_deterministic_well_shaped_and_slower_at_a_lower_clock(toy, backend_options):
+    from optimizer.cost import backend_names, build_cost_table
+
+    g, opts = backend_options
+    assert set(backend_names()) <= set(opts), "a new backend needs its inputs in this contract"
+    cpu = toy.processors[0]
+    for name in backend_names():
+        a = build_cost_table(g, toy, "fp32", name, **opts[name])
+        b = build_cost_table(g, toy, "fp32", name, **opts[name])
+        np.testing.assert_array_equal(a.latency_s, b.latency_s)
+        assert a.latency_s.shape == a.energy_j.shape == a.supported.shape == (len(g), len(toy.processors))
+        lat = a.latency_s[a.supported]
+        assert np.isfinite(lat).all() and (lat >= 0).all() and (a.energy_j[a.supported] >= 0).all()
+        assert a.backend == name
+        slow = build_cost_table(g, toy, "fp32", name, clock_hz={cpu.name: cpu.clock_levels_hz[0]}, **opts[name])
+        assert (slow.latency_s[:, 0] >= a.latency_s[:, 0] - 1e-15).all(), name
+        assert slow.latency_s[:, 0].sum() > a.latency_s[:, 0].sum(), name
+
+
+# ------------------------------------------------------------------ golden figures of the seed settings
+def test_golden_smartsplit_setting():
+    """SmartSplit (METHODS.md §2): MobileNetV2 on galaxy_j6 over 10 Mbps Wi-Fi, exact front + TOPSIS.
+    A change here changes every split plan: re-record it deliberately (BENCHMARKS.md)."""
+    from optimizer.workflow import SplitRequest, parse_request, plan_split
+
+    plan = plan_split(parse_request(SplitRequest, {"model": "mobilenet_v2", "device": "galaxy_j6",
+                                                   "network": "wifi_10", "solver": "exact"})).plan
+    assert (plan.split.layer, plan.split.head_processor, plan.split.wire_dtype) == (8, "cpu", "int8")
+    assert plan.predicted.latency_s == pytest.approx(0.041354640376334836, rel=1e-6)
+    assert plan.predicted.energy_j == pytest.approx(0.0408328055258176, rel=1e-6)
+
+
+def test_golden_park_ha_setting():
+    """Park & Ha (METHODS.md §3): MobileNetV2 INT8 on pixel6, block granularity, exact optimum."""
+    from optimizer.workflow import PipelineRequest, parse_request, plan_pipeline
+
+    plan = plan_pipeline(parse_request(PipelineRequest, {"model": "mobilenet_v2", "device": "pixel6",
+                                                         "solver": "exact", "granularity": "block"})).plan
+    assert [(s.processor, s.first_layer, s.last_layer) for s in plan.stages] == [("tpu", 0, 11), ("cpu", 12, 20)]
+    assert plan.predicted.throughput_fps == pytest.approx(865.6130671442145, rel=1e-6)
+
+
+def test_golden_splash_setting():
+    """SPLASH (METHODS.md §5): Person Finder on pixel4 at 30 FPS for 400 s, HEFT vs Min-Heat."""
+    from optimizer.hardware.thermal_spec import load_thermal_spec
+    from optimizer.thermal.policies.splash import run_schedule
+    from optimizer.thermal.policies.workload import load_workload, worker_profiles
+
+    pf = worker_profiles(load_workload("person_finder"), "pixel4", "wifi_249")
+    spec = load_thermal_spec("pixel4")
+    heft = run_schedule(pf, spec, "heft", 30.0, duration_s=400)
+    minheat = run_schedule(pf, spec, "minheat", 30.0, duration_s=400)
+    assert (heft.time_to_severe_s, minheat.time_to_severe_s) == (128.0, 261.0)
+    assert heft.peak_temp_c["skin"] == pytest.approx(51.172210374613755, rel=1e-6)
+    assert minheat.share["cloud"] == pytest.approx(0.5104097222222223, rel=1e-6)
