@@ -54,6 +54,15 @@ def _names(value: Any) -> Any:
     return [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else value
 
 
+
+def _registered_solver(kind: str, name: str) -> str:
+    """``name`` if a solver of that name is registered for ``kind`` problems (else UnknownNameError)."""
+    from ..search import solver_names
+
+    if name not in solver_names(kind):
+        raise UnknownNameError("solver", name, solver_names(kind))
+    return name
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -102,11 +111,7 @@ class PipelineRequest(_Request):
     @field_validator("solver")
     @classmethod
     def _solver(cls, v: str) -> str:
-        from ..search import solver_names
-
-        if v not in solver_names("pipeline"):
-            raise UnknownNameError("solver", v, solver_names("pipeline"))
-        return v
+        return _registered_solver("pipeline", v)
 
     @field_validator("measure")
     @classmethod
@@ -194,11 +199,7 @@ class SplitRequest(_Request):
     @field_validator("solver")
     @classmethod
     def _solver(cls, v: str) -> str:
-        from ..search import solver_names
-
-        if v not in solver_names("split"):
-            raise UnknownNameError("solver", v, solver_names("split"))
-        return v
+        return _registered_solver("split", v)
 
     @field_validator("cost_model")
     @classmethod
