@@ -17,7 +17,8 @@ SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solver", "granularity": "--granularity",
                  "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
-                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed"}
+                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed",
+                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -84,6 +85,11 @@ def split_cmd(
     weights: str | None = typer.Option(None, "--weights",
                                        help="TOPSIS weights latency,energy,memory[,thermal objectives...]."),
     topsis: str = typer.Option("paper", "--topsis", help="paper (distance to ideal) or classic."),
+    bandwidth_trace: str | None = typer.Option(
+        None, "--bandwidth-trace", help="Uplink trace (Mahimahi packet-delivery file, t_s,mbps CSV, or a name "
+                                        "in search_spaces/bandwidth): adds a risk objective over it."),
+    risk: str | None = typer.Option(None, "--risk", help="Risk objective over the trace: cvar95 (default), "
+                                                         "p95, mean or regret (also pNN, cvarNN)."),
     population: int = typer.Option(40, "--population", help="NSGA-II population."),
     generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
@@ -110,6 +116,7 @@ def split_cmd(
         "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed,
+        "bandwidth_trace": bandwidth_trace, "risk": risk,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights))
@@ -140,6 +147,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
             "--cost-model", r.cost_model, "--topsis", r.topsis, "--seed", str(r.seed)]
     if r.thermal_objectives:
         argv += ["--objectives", ",".join(r.objectives)]
+    if r.bandwidth_trace is not None:
+        argv += ["--bandwidth-trace", r.bandwidth_trace, "--risk", r.risk or "cvar95"]
     for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
         if value is not None:
             argv += [flag, value]

@@ -159,6 +159,10 @@ class SplitRequest(_Request):
     objectives: tuple[str, ...] = ("latency", "energy", "memory")
     weights: tuple[float, ...] | None = None
     topsis: str = "paper"
+    bandwidth_trace: str | None = Field(default=None, description="Uplink trace (Mahimahi or t_s,mbps CSV)")
+    risk: str | None = Field(default=None, description="Risk objective over the trace: mean, pNN, cvarNN, "
+                                                       "regret (default cvar95 with a trace)")
+    trace_step_s: float = Field(default=0.1, gt=0, description="Spacing of the trace's upload start samples")
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 
@@ -216,11 +220,38 @@ class SplitRequest(_Request):
             raise ConfigError(f"{_label(info, 'topsis')} {v!r}: expected one of {', '.join(VARIANTS)}")
         return v
 
+    @field_validator("risk")
+    @classmethod
+    def _risk(cls, v: str | None, info: ValidationInfo) -> str | None:
+        from ..search.split_risk import parse_risk
+
+        if v is None:
+            return None
+        try:
+            parse_risk(v)
+        except ConfigError as exc:
+            raise ConfigError(f"{_label(info, 'risk')} {v!r}: {str(exc).split(': ', 1)[1]}") from None
+        return v.strip().lower()
+
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> SplitRequest:
+        if self.risk is not None and self.bandwidth_trace is None:
+            raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
         if self.weights is not None:
-            split_weights(self.weights, self.objectives, _label(info, "weights"))
+            split_weights(self.weights, self.all_objectives, _label(info, "weights"))
         return self
+
+    @property
+    def risk_objective(self) -> str | None:
+        """The risk objective's name (``latency_cvar95_s``...) when a bandwidth trace is given."""
+        from ..search.split_risk import risk_objective_name
+
+        return None if self.bandwidth_trace is None else risk_objective_name(self.risk or "cvar95")
+
+    @property
+    def all_objectives(self) -> tuple[str, ...]:
+        """Objectives in TOPSIS weight order: latency, energy, memory, thermal ones, then the risk one."""
+        return self.objectives + ((self.risk_objective,) if self.risk_objective else ())
 
     @property
     def thermal_objectives(self) -> tuple[str, ...]:

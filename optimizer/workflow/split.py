@@ -122,10 +122,21 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         status(f"searching splits of {graph.name} ({len(graph)} layers) with {request.solver}")
     if costs is None:
         costs = split_costs(request, graph)
-    return make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
-                           seed=request.seed, memory_limit=request.memory_limit,
-                           include_extremes=request.include_extremes, settings=solver_settings(request),
-                           command=command, costs=costs, extra_objectives=extra)
+    risk = None
+    if request.bandwidth_trace is not None:
+        from .robust import risk_setup
+
+        costs, risk = risk_setup(request, costs)
+        extra = (*extra, risk)
+    outcome = make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
+                              seed=request.seed, memory_limit=request.memory_limit,
+                              include_extremes=request.include_extremes, settings=solver_settings(request),
+                              command=command, costs=costs, extra_objectives=extra)
+    if risk is not None:
+        from .robust import annotate_risk
+
+        outcome = annotate_risk(outcome, risk)
+    return outcome
 
 
 def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
