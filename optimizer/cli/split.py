@@ -18,7 +18,7 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed",
-                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk"}
+                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -77,6 +77,9 @@ def split_cmd(
     wire: str = typer.Option("int8,fp16,fp32", "--wire", help="Wire dtypes searched, comma-separated."),
     cost_model: str = typer.Option("table", "--cost-model", help="table (CostTable) or smartsplit (closed form)."),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
+    memory_budget: str | None = typer.Option(
+        None, "--memory-budget", help="Head memory as a constraint instead of an objective, e.g. '512MB' "
+                                      "(limit = budget; memory's TOPSIS weight set to 0)."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
     extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
     objectives: str = typer.Option("latency,energy,memory", "--objectives",
@@ -116,10 +119,10 @@ def split_cmd(
         "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed,
-        "bandwidth_trace": bandwidth_trace, "risk": risk,
+        "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
-    command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights))
+    command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
         outcome = plan_split(request, command=command, status=None if status is None else status.update)
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
@@ -130,6 +133,10 @@ def split_cmd(
     if not STATE.quiet:
         _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
                                      f"to {costs.server} ({request.granularity}, {costs.cost_model})")
+        from ..workflow.advice import warning_lines
+
+        for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
+            console.print(f"[yellow]{line}[/]", highlight=False)
         pr = plan.predicted
         if pr.peak_temp_c is not None:
             ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
@@ -139,7 +146,8 @@ def split_cmd(
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
 
 
-def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None) -> list[str]:
+def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None,
+          memory_budget: str | None = None) -> list[str]:
     """The command line that reproduces ``request`` (the plan's provenance)."""
     r = request
     argv = [r.model, "--device", r.device, "--network", r.network, "--server", r.server, "--solver", r.solver,
@@ -149,7 +157,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
         argv += ["--objectives", ",".join(r.objectives)]
     if r.bandwidth_trace is not None:
         argv += ["--bandwidth-trace", r.bandwidth_trace, "--risk", r.risk or "cvar95"]
-    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
+    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights),
+                        ("--memory-budget", memory_budget)):
         if value is not None:
             argv += [flag, value]
     if r.solver == "nsga2":

@@ -154,6 +154,8 @@ class SplitRequest(_Request):
     cost_model: str = "table"
     runtime: str | None = Field(default=None, description="Inference runtime profile of the device")
     memory_limit: float | None = Field(default=None, description="Head memory budget, bytes or '1 GB'")
+    memory_budget: float | None = Field(default=None, description="Head memory as a constraint, not an objective: "
+                                                                  "limit = budget and memory's TOPSIS weight 0")
     bandwidth_bps: float | None = Field(default=None, description="Link bandwidth override, bit/s or '5 Mbps'")
     include_extremes: bool = False
     objectives: tuple[str, ...] = ("latency", "energy", "memory")
@@ -170,6 +172,11 @@ class SplitRequest(_Request):
     @classmethod
     def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
         return _quantity(_label(info, "memory_limit"), v, "bytes", positive=False)
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _budget(cls, v: Any, info: ValidationInfo) -> float | None:
+        return _quantity(_label(info, "memory_budget"), v, "bytes", positive=True)
 
     @field_validator("bandwidth_bps", mode="before")
     @classmethod
@@ -235,11 +242,19 @@ class SplitRequest(_Request):
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> SplitRequest:
+        if self.memory_budget is not None and self.memory_limit is not None:
+            raise ConfigError(f"{_label(info, 'memory_budget')} and {_label(info, 'memory_limit')} both given; "
+                              "choose one (a budget also takes memory out of the TOPSIS weights)")
         if self.risk is not None and self.bandwidth_trace is None:
             raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
         if self.weights is not None:
             split_weights(self.weights, self.all_objectives, _label(info, "weights"))
         return self
+
+    @property
+    def head_memory_limit(self) -> float | None:
+        """The head-memory constraint: the budget, else the limit (None = the device's memory)."""
+        return self.memory_budget if self.memory_budget is not None else self.memory_limit
 
     @property
     def risk_objective(self) -> str | None:

@@ -88,7 +88,12 @@ def solver_settings(request: SplitRequest) -> dict[str, Any]:
     (``nsga2``, ``exact``), then ``request.settings`` (which win)."""
     decision: dict[str, Any] = {}
     if request.solver in ("nsga2", "exact"):
-        decision = {"weights": list(request.weights) if request.weights is not None else None,
+        weights = request.weights
+        if request.memory_budget is not None:
+            from .advice import budget_weights
+
+            weights = budget_weights(weights, len(request.all_objectives))
+        decision = {"weights": list(weights) if weights is not None else None,
                     "topsis_variant": request.topsis}
     return {**decision, **request.settings}
 
@@ -129,14 +134,16 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         costs, risk = risk_setup(request, costs)
         extra = (*extra, risk)
     outcome = make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
-                              seed=request.seed, memory_limit=request.memory_limit,
+                              seed=request.seed, memory_limit=request.head_memory_limit,
                               include_extremes=request.include_extremes, settings=solver_settings(request),
                               command=command, costs=costs, extra_objectives=extra)
     if risk is not None:
         from .robust import annotate_risk
 
         outcome = annotate_risk(outcome, risk)
-    return outcome
+    from .advice import annotate_dominance
+
+    return annotate_dominance(outcome)
 
 
 def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
