@@ -110,9 +110,19 @@ class RunReport:
         return d
 
 
+def trace_wire_stats(trace: Any, upload_s: list[float], plan: Plan) -> dict[str, Any]:
+    """Wire statistics of a trace replay: the trace, measured upload p95 and the plan's trace
+    predictions (``predicted.extra`` of a plan searched with that trace, when present)."""
+    extra = plan.predicted.extra
+    return {"bandwidth_trace": trace.name, "trace_mean_bps": float(trace.mean_bps),
+            "upload_s_p95": float(np.percentile(upload_s, 95)),
+            "predicted_p50_s": extra.get("trace_latency_p50_s"), "predicted_p95_s": extra.get("trace_latency_p95_s")}
+
+
 def _percentiles(x: list[float]) -> dict[str, float]:
     a = np.asarray(x, dtype=np.float64)
     return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p95": float(np.percentile(a, 95)),
             "p99": float(np.percentile(a, 99)), "mean": float(a.mean()), "max": float(a.max())}
 
 
@@ -161,10 +171,11 @@ class _Remote:
     """Worker body of the server part: send the request tensors, receive the outputs."""
 
     def __init__(self, manifest: Manifest, host: str, port: int, bandwidth_bps: float | None,
-                 timeout_s: float) -> None:
+                 timeout_s: float, bandwidth_trace: Any = None) -> None:
         assert manifest.wire is not None
         self.wire = manifest.wire
-        self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s)
+        self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s,
+                                  bandwidth_trace=bandwidth_trace)
         self.bytes_sent: list[int] = []
         self.upload_s: list[float] = []
         self.rtt_s: list[float] = []
@@ -180,13 +191,15 @@ class _Remote:
     def warm_up(self) -> None:
         self.client.request({t.name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.wire.request})
         self.bytes_sent.clear(), self.upload_s.clear(), self.rtt_s.clear()
+        if hasattr(self.client.bucket, "restart"):
+            self.client.bucket.restart()  # the trace starts with the first real frame
 
 
 def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: Any = None,
              server: tuple[str, int] | None = None, bandwidth_bps: float | None = None,
              pin: bool = True, keep_outputs: bool = False, timeout_s: float = 30.0,
              input_fps: float | None = None, seed: int = 0,
-             check_min_agreement: float | None = None) -> RunReport:
+             check_min_agreement: float | None = None, bandwidth_trace: Any = None) -> RunReport:
     """Execute ``plan`` from its exported artifacts and measure it.
 
     Parameters
@@ -212,6 +225,9 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         Pace the input at this frame rate (a camera); default: as fast as the slowest part
         accepts frames (saturated: throughput is the bottleneck's, and latency includes
         waiting in the bounded queues).
+    bandwidth_trace : BandwidthTrace, optional
+        Replay this uplink trace on the crossing tensors instead of a fixed rate
+        (:class:`~optimizer.runtime.client.TracePacer`; time 0 = the first frame).
     check_min_agreement : float, optional
         Also run the single-file reference on the same frames and compare every output
         (:mod:`optimizer.runtime.check`); the result is ``RunReport.check``.
@@ -232,7 +248,7 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         server = ("127.0.0.1", own_server.port)
     try:
         report = _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin,
-                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps)
+                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps, bandwidth_trace)
     finally:
         if own_server is not None:
             own_server.stop()
@@ -243,8 +259,9 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
 
 def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,
              server: tuple[str, int] | None, bandwidth_bps: float | None, pin: bool,
-             keep_outputs: bool, timeout_s: float, input_fps: float | None) -> RunReport:
-    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s)
+             keep_outputs: bool, timeout_s: float, input_fps: float | None,
+             bandwidth_trace: Any = None) -> RunReport:
+    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s, bandwidth_trace)
     run.start()
     lat, outputs, wall = run.stream(inputs, frames, input_fps, keep_outputs)
     return run.report(lat, outputs, wall, frames)
@@ -254,9 +271,10 @@ class _PipelineRun:
     """One run of the parts: a worker thread per part, bounded queues between them (module docstring)."""
 
     def __init__(self, plan: Plan, manifest: Manifest, d: Path, server: tuple[str, int] | None,
-                 bandwidth_bps: float | None, pin: bool, timeout_s: float) -> None:
+                 bandwidth_bps: float | None, pin: bool, timeout_s: float,
+                 bandwidth_trace: Any = None) -> None:
         self.plan, self.manifest, self.d, self.server = plan, manifest, d, server
-        self.bandwidth_bps, self.timeout_s = bandwidth_bps, timeout_s
+        self.bandwidth_bps, self.bandwidth_trace, self.timeout_s = bandwidth_bps, bandwidth_trace, timeout_s
         self.parts = manifest.device_parts + manifest.server_parts[:1]
         self.groups = core_groups(plan, self.parts) if pin else {p.name: None for p in self.parts}
         n = len(self.parts)
@@ -281,7 +299,8 @@ class _PipelineRun:
     def _body(self, part: Part) -> Any:
         if part.location == "server":
             assert self.server is not None
-            return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s)
+            return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s,
+                           self.bandwidth_trace)
         return PartRunner(part, self.d)
 
     def _worker(self, k: int) -> None:
@@ -404,6 +423,8 @@ class _PipelineRun:
                           "round_trip_s_p50": float(np.median(remote.rtt_s)),
                           "bandwidth_bps": float(self.bandwidth_bps or 0.0),
                           "reconnects": float(remote.client.reconnects)}
+            if self.bandwidth_trace is not None:
+                wire_stats.update(trace_wire_stats(self.bandwidth_trace, remote.upload_s, plan))
         return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
                          throughput_fps=frames / wall if wall > 0 else float("inf"),
                          latency_s=_percentiles(lat), stages=stages,
