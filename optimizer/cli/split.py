@@ -18,7 +18,8 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed",
-                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget"}
+                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
+                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -77,6 +78,11 @@ def split_cmd(
     wire: str = typer.Option("int8,fp16,fp32", "--wire", help="Wire dtypes searched, comma-separated."),
     cost_model: str = typer.Option("table", "--cost-model", help="table (CostTable) or smartsplit (closed form)."),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
+    accuracy_data: str | None = typer.Option(
+        None, "--accuracy-data", help="Labelled .npz (x, y[, calib]): measure the accuracy of each partition "
+                                      "(INT8 head, wire dtype, FP32 tail); MODEL must be a .keras file."),
+    min_accuracy: str | None = typer.Option(None, "--min-accuracy", help="Top-1 accuracy floor, e.g. 0.95 or "
+                                                                         "95% (needs --accuracy-data)."),
     memory_budget: str | None = typer.Option(
         None, "--memory-budget", help="Head memory as a constraint instead of an objective, e.g. '512MB' "
                                       "(limit = budget; memory's TOPSIS weight set to 0)."),
@@ -120,6 +126,7 @@ def split_cmd(
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed,
         "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
+        "accuracy_data": accuracy_data, "min_accuracy": min_accuracy,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
@@ -138,6 +145,9 @@ def split_cmd(
         for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
             console.print(f"[yellow]{line}[/]", highlight=False)
         pr = plan.predicted
+        if "accuracy" in pr.extra:
+            console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
+                          f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)
         if pr.peak_temp_c is not None:
             ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
             console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {costs.device}: first "
@@ -157,6 +167,10 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
         argv += ["--objectives", ",".join(r.objectives)]
     if r.bandwidth_trace is not None:
         argv += ["--bandwidth-trace", r.bandwidth_trace, "--risk", r.risk or "cvar95"]
+    if r.accuracy_data is not None:
+        argv += ["--accuracy-data", r.accuracy_data]
+    if r.min_accuracy is not None:
+        argv += ["--min-accuracy", f"{r.min_accuracy:g}"]
     for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights),
                         ("--memory-budget", memory_budget)):
         if value is not None:

@@ -165,6 +165,9 @@ class SplitRequest(_Request):
     risk: str | None = Field(default=None, description="Risk objective over the trace: mean, pNN, cvarNN, "
                                                        "regret (default cvar95 with a trace)")
     trace_step_s: float = Field(default=0.1, gt=0, description="Spacing of the trace's upload start samples")
+    accuracy_data: str | None = Field(default=None, description="Labelled .npz (x, y[, calib]) for the accuracy "
+                                                                "of each partition (model: a .keras file)")
+    min_accuracy: float | None = Field(default=None, description="Top-1 accuracy floor (fraction or '95%')")
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 
@@ -172,6 +175,21 @@ class SplitRequest(_Request):
     @classmethod
     def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
         return _quantity(_label(info, "memory_limit"), v, "bytes", positive=False)
+
+    @field_validator("min_accuracy", mode="before")
+    @classmethod
+    def _min_accuracy(cls, v: Any, info: ValidationInfo) -> float | None:
+        if v is None:
+            return None
+        text = str(v).strip()
+        try:
+            value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{_label(info, 'min_accuracy')} {v!r}: expected a fraction in 0..1 or a "
+                              "percentage such as 95%")
+        return value
 
     @field_validator("memory_budget", mode="before")
     @classmethod
@@ -245,6 +263,12 @@ class SplitRequest(_Request):
         if self.memory_budget is not None and self.memory_limit is not None:
             raise ConfigError(f"{_label(info, 'memory_budget')} and {_label(info, 'memory_limit')} both given; "
                               "choose one (a budget also takes memory out of the TOPSIS weights)")
+        if self.min_accuracy is not None and self.accuracy_data is None:
+            raise ConfigError(f"{_label(info, 'min_accuracy')} needs {_label(info, 'accuracy_data')} "
+                              "(a labelled .npz with arrays x and y)")
+        if self.accuracy_data is not None and not self.model.endswith(".keras"):
+            raise ConfigError(f"{_label(info, 'accuracy_data')}: model {self.model!r} is not a .keras file; "
+                              "accuracy per partition runs the Keras model's parts")
         if self.risk is not None and self.bandwidth_trace is None:
             raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
         if self.weights is not None:
