@@ -227,3 +227,28 @@ def test_malformed_trace_file_exits_2(run_cli, tiny_onnx, tmp_path):
                   "--bandwidth-trace", bad, "--out", tmp_path / "plan.json")
     assert res.exit_code == 2 and "bad.up:3: 'foo' is not a millisecond timestamp" in res.stderr
     assert not (tmp_path / "plan.json").exists()
+
+
+def test_batch_split_task_runs_with_trace_risk_and_memory_budget(tmp_path, tiny_onnx):
+    """A batch task can do what 'dnnplan split' can: trace + risk objective, memory as a budget."""
+    from optimizer.batch import load_job
+    from optimizer.batch.tasks import build_inputs, execute_task
+
+    job = _write(tmp_path, "job.yaml", f"""\
+name: robust
+tasks:
+  - {{kind: split, model: {tiny_onnx}, device: galaxy_j6, network: lte, solver: exact, granularity: op,
+     bandwidth_trace: ATT-LTE-driving-2016, risk: p95, memory_budget: 512MB}}
+  - {{kind: split, model: {tiny_onnx}, device: galaxy_j6, network: lte, solver: exact, granularity: op}}
+""")
+    robust, plain = load_job(job).expand()
+    assert robust.task_id != plain.task_id and "bandwidth_trace" not in plain.canonical()
+    out = execute_task(robust, build_inputs(robust.input_key, [robust]))
+    assert out.status == "done", out.error
+    assert out.plan["search"]["objectives"][-1] == "latency_p95_s"
+    assert out.plan["search"]["decision"]["weights"] == [1.0, 1.0, 0.0, 1.0]
+    assert out.plan["search"]["settings"]["bandwidth_trace"]["trace"]["name"] == "ATT-LTE-driving-2016"
+    assert "trace_latency_p95_s" in out.plan["predicted"]["extra"]
+    bad = robust.model_copy(update={"risk": "worst"})
+    failed = execute_task(bad, build_inputs(bad.input_key, [bad]))
+    assert failed.status == "failed" and "risk 'worst'" in failed.error
