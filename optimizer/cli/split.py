@@ -140,20 +140,25 @@ def split_cmd(
     if not STATE.quiet:
         _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
                                      f"to {costs.server} ({request.granularity}, {costs.cost_model})")
-        from ..workflow.advice import warning_lines
-
-        for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
-            console.print(f"[yellow]{line}[/]", highlight=False)
-        pr = plan.predicted
-        if "accuracy" in pr.extra:
-            console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
-                          f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)
-        if pr.peak_temp_c is not None:
-            ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
-            console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {costs.device}: first "
-                          f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
-                          highlight=False)
+        _notes(plan, costs.device)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
+
+
+def _notes(plan: Any, device: str) -> None:
+    """Lines under the table: baselines dominating the choice, accuracy, thermal simulation."""
+    from ..workflow.advice import warning_lines
+
+    for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
+        console.print(f"[yellow]{line}[/]", highlight=False)
+    pr = plan.predicted
+    if "accuracy" in pr.extra:
+        console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
+                      f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)
+    if pr.peak_temp_c is not None:
+        ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
+        console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {device}: first "
+                      f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
+                      highlight=False)
 
 
 def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None,

@@ -119,14 +119,15 @@ class _Split:
         self.calib_in = [calib]
         self.calib_cut = predict_float(self.head, self.calib_in)
         self.rep = representative_dataset
-        self.dir, self.cache = workdir, {}
+        self.dir = workdir
+        self.cache: dict[str, Path] = {}
 
     def int8(self, which: str) -> Path:
         from .export import convert_part
 
         if which not in self.cache:
             model, data = (self.head, self.calib_in) if which == "head" else (self.tail, self.calib_cut)
-            self.cache[which] = convert_part(model, self.dir / f"{which}.int8.tflite", "int8", self.rep(data))
+            self.cache[which] = Path(convert_part(model, self.dir / f"{which}.int8.tflite", "int8", self.rep(data)))
         return self.cache[which]
 
     def received(self, x: np.ndarray, head: str, wire: str) -> list[np.ndarray]:
@@ -141,7 +142,7 @@ class _Split:
         from .export import predict_float
 
         out = _tflite_outputs(self.int8("tail"), received) if tail == "int8" else predict_float(self.tail, received)
-        return out[0]
+        return np.asarray(out[0])
 
 
 def partition_accuracy(model: Any, x: np.ndarray, y: np.ndarray, splits: list[int], *, calib: np.ndarray,
@@ -206,7 +207,7 @@ def _whole(model: Any, x: np.ndarray, calib: np.ndarray, dtype: str, workdir: Pa
     ins, outs = part_io(g, 0, len(g))
     sub = KerasCutter(model).submodel(g, 0, len(g), ins, outs, "whole")
     path = convert_part(sub, workdir / "whole.int8.tflite", "int8", representative_dataset([calib]))
-    return _tflite_outputs(path, [x])[0].argmax(axis=1)
+    return np.asarray(_tflite_outputs(path, [x])[0].argmax(axis=1))
 
 
 def accuracy_table(model: Any, x: np.ndarray, y: np.ndarray, *, calib: np.ndarray, n_layers: int,
@@ -251,15 +252,10 @@ def load_labelled(path: str | Path, *, calib_samples: int = 128) -> dict[str, np
         Missing or unreadable file, missing arrays, or mismatched lengths.
     """
     from ..errors import InputFileError
+    from ..fileio import read_npz
 
     p = Path(path)
-    if not p.is_file():
-        raise InputFileError(f"{p}: no such labelled data file; expected an .npz with arrays x and y")
-    try:
-        with np.load(p, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None
+    arrays = read_npz(p, "no such labelled data file; expected an .npz with arrays x and y")
     if "x" not in arrays or "y" not in arrays or len(arrays["x"]) != len(arrays["y"]):
         raise InputFileError(f"{p}: arrays {sorted(arrays)}; expected x [N, ...] and y [N] of the same length")
     x, y = arrays["x"].astype(np.float32), arrays["y"].astype(np.int64).reshape(-1)

@@ -35,7 +35,7 @@ class AccuracyConstrainedSplitProblem(SplitProblem):
     def accuracy_of(self, X: np.ndarray) -> np.ndarray:
         """Top-1 accuracy of each candidate's deployed configuration, shape [N]."""
         l, _, w = self._columns(X)
-        return self.accuracy[w, l]
+        return np.asarray(self.accuracy[w, l], dtype=np.float64)
 
     def evaluate(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         F, G = super().evaluate(X)

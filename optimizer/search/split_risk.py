@@ -64,28 +64,28 @@ def risk_objective_name(risk: str) -> str:
 
 def cvar(samples: np.ndarray, beta: float) -> np.ndarray:
     """CVaR_beta of each row of ``samples`` [N, S] (Rockafellar & Uryasev 2000), shape [N]."""
-    var = np.quantile(samples, beta, axis=1, method="inverted_cdf")
-    return var + np.maximum(samples - var[:, None], 0.0).mean(axis=1) / (1.0 - beta)
+    var = np.asarray(np.quantile(samples, beta, axis=1, method="inverted_cdf"), dtype=np.float64)
+    return np.asarray(var + np.maximum(samples - var[:, None], 0.0).mean(axis=1) / (1.0 - beta), dtype=np.float64)
 
 
 def statistic(samples: np.ndarray, kind: str, beta: float, best: np.ndarray | None = None) -> np.ndarray:
     """One risk statistic per row of ``samples`` [N, S]; ``best`` [S] is needed for ``regret``."""
     if kind == "mean":
-        return samples.mean(axis=1)
+        return np.asarray(samples.mean(axis=1), dtype=np.float64)
     if kind == "p":
-        return np.quantile(samples, beta, axis=1)
+        return np.asarray(np.quantile(samples, beta, axis=1), dtype=np.float64)
     if kind == "cvar":
         return cvar(samples, beta)
     if best is None:
         raise ConfigError("regret needs the per-sample best latency")
-    return (samples - best[None, :]).mean(axis=1)
+    return np.asarray((samples - best[None, :]).mean(axis=1), dtype=np.float64)
 
 
 def latency_samples(breakdown: dict[str, np.ndarray], trace: Any, starts_s: np.ndarray) -> np.ndarray:
     """End-to-end latency [N, S] of the candidates of ``breakdown`` at each upload start time."""
     b = breakdown
     fixed = b["client_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
-    return fixed[:, None] + trace.transfer_s(b["crossing_bytes"], starts_s)
+    return np.asarray(fixed[:, None] + trace.transfer_s(b["crossing_bytes"], starts_s), dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +114,7 @@ class RiskObjective:
 
     @property
     def starts_s(self) -> np.ndarray:
-        return self.trace.start_times(self.step_s)
+        return np.asarray(self.trace.start_times(self.step_s), dtype=np.float64)
 
     def best_per_sample(self, problem: Any) -> np.ndarray:
         """``min_j lat[j, s]`` over the feasible decisions of ``problem`` (cached per problem)."""

@@ -27,13 +27,14 @@ def accuracy_setup(request: SplitRequest, costs: Any) -> tuple[np.ndarray, dict[
     from ..graph.keras_import import load_keras_model
     from ..plan.accuracy import accuracy_table, load_labelled, predict_classes
 
-    data = load_labelled(str(request.accuracy_data))
+    path = str(request.accuracy_data)
+    data = load_labelled(path)
     model = load_keras_model(request.model)
     table = accuracy_table(model, data["x"], data["y"], calib=data["calib"], n_layers=costs.n_layers,
                            head_dtype=costs.dtype, wire_dtypes=tuple(costs.wire_dtypes),
                            granularity=request.granularity)
     fp32 = float(np.mean(predict_classes(model, data["x"]) == data["y"]))
-    record = {"data": str(request.accuracy_data), "data_sha256": sha256_file(request.accuracy_data),
+    record = {"data": path, "data_sha256": sha256_file(path),
               "samples": int(len(data["y"])), "calibration_samples": int(len(data["calib"])),
               "head_dtype": costs.dtype, "tail_dtype": "fp32", "min_accuracy": request.min_accuracy,
               "fp32_accuracy": fp32}

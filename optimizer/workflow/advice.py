@@ -32,7 +32,8 @@ MEMORY_SLACK = 0.01  # of the phone's memory: below this, more head memory is no
 
 
 def _vector(problem: Any, decision: dict[str, Any]) -> np.ndarray:
-    return problem.encode(decision["split"], decision["processor"], decision["clock_hz"], decision["wire_dtype"])
+    return np.asarray(problem.encode(decision["split"], decision["processor"], decision["clock_hz"],
+                                     decision["wire_dtype"]))
 
 
 def dominating_baselines(problem: Any, result: Any) -> list[dict[str, Any]]:
