@@ -138,7 +138,10 @@ def _print_trace(report: RunReport) -> None:
         pred = w.get(f"predicted_{key}_s")
         t.add_row(key, f"{lat[key] * 1e3:.1f}", "-" if pred is None else f"{pred * 1e3:.1f}")
     console.print(t)
-    console.print(f"upload p95 {w['upload_s_p95'] * 1e3:.1f} ms", highlight=False)
+    console.print(f"upload p50/p95 {w['upload_s_p50'] * 1e3:.1f}/{w['upload_s_p95'] * 1e3:.1f} ms measured, "
+                  f"{w['trace_upload_s_p50'] * 1e3:.1f}/{w['trace_upload_s_p95'] * 1e3:.1f} ms from the trace over "
+                  f"the replayed {report.wall_s:.1f} s; predictions are the plan's modeled end-to-end times "
+                  "over the whole trace", highlight=False)
 
 
 def _print_check(check: CheckReport) -> None:

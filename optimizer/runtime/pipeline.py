@@ -35,7 +35,7 @@ from ..plan.export import plan_sha256
 from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
 from ..plan.schema import Plan
 from .check import CheckReport, check_outputs, reference_file
-from .client import SplitClient
+from .client import SplitClient, TracePacer
 from .server import TailServer
 from .tensors import PartRunner, Value, as_frames, convert_tensor, load_input
 
@@ -110,12 +110,17 @@ class RunReport:
         return d
 
 
-def trace_wire_stats(trace: Any, upload_s: list[float], plan: Plan) -> dict[str, Any]:
-    """Wire statistics of a trace replay: the trace, measured upload p95 and the plan's trace
-    predictions (``predicted.extra`` of a plan searched with that trace, when present)."""
+def trace_wire_stats(trace: Any, upload_s: list[float], plan: Plan, frame_bytes: float, wall_s: float) -> dict[str, Any]:
+    """Wire statistics of a trace replay: the trace; measured upload p50/p95 next to the trace's
+    own prediction for frames of ``frame_bytes`` sent evenly over the replayed ``wall_s`` seconds
+    (:meth:`BandwidthTrace.transfer_s`); and the plan's end-to-end trace predictions over the
+    whole trace (``predicted.extra`` of a plan searched with it, when present)."""
     extra = plan.predicted.extra
+    starts = np.linspace(0.0, wall_s, max(len(upload_s), 1), endpoint=False)
+    model = trace.transfer_s(np.array([frame_bytes]), starts)[0]
     return {"bandwidth_trace": trace.name, "trace_mean_bps": float(trace.mean_bps),
             "upload_s_p95": float(np.percentile(upload_s, 95)),
+            "trace_upload_s_p50": float(np.percentile(model, 50)), "trace_upload_s_p95": float(np.percentile(model, 95)),
             "predicted_p50_s": extra.get("trace_latency_p50_s"), "predicted_p95_s": extra.get("trace_latency_p95_s")}
 
 
@@ -191,7 +196,7 @@ class _Remote:
     def warm_up(self) -> None:
         self.client.request({t.name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.wire.request})
         self.bytes_sent.clear(), self.upload_s.clear(), self.rtt_s.clear()
-        if hasattr(self.client.bucket, "restart"):
+        if isinstance(self.client.bucket, TracePacer):
             self.client.bucket.restart()  # the trace starts with the first real frame
 
 
@@ -424,7 +429,8 @@ class _PipelineRun:
                           "bandwidth_bps": float(self.bandwidth_bps or 0.0),
                           "reconnects": float(remote.client.reconnects)}
             if self.bandwidth_trace is not None:
-                wire_stats.update(trace_wire_stats(self.bandwidth_trace, remote.upload_s, plan))
+                wire_stats.update(trace_wire_stats(self.bandwidth_trace, remote.upload_s, plan,
+                                                   wire_stats["bytes_per_frame"], wall))
         return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
                          throughput_fps=frames / wall if wall > 0 else float("inf"),
                          latency_s=_percentiles(lat), stages=stages,
