@@ -113,3 +113,18 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         raise SchemaError(f"{p}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError:
         raise SchemaError(f"{p}: not a UTF-8 text file; expected a {what}") from None
+
+
+def read_npz(path: str | os.PathLike[str], missing: str) -> dict[str, Any]:
+    """Every array of an ``.npz`` file (no pickles), as a dict; ``missing`` ends the message of
+    the :class:`InputFileError` raised for a file that does not exist."""
+    import numpy as np
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: {missing}")
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as exc:
+        raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None

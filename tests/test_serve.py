@@ -338,3 +338,43 @@ def test_server_refuses_non_loopback_hosts(split_export):
 
     with pytest.raises(ConfigError, match="loopback"):
         TailServer(split_export["dir"], "0.0.0.0", 0).start()
+
+
+def test_trace_pacer_follows_the_trace_over_time(tmp_path):
+    """An outage at the start holds the first packet back; afterwards the trace's rate paces."""
+    from optimizer.hardware.bandwidth import read_trace
+    from optimizer.runtime.client import TracePacer
+
+    trace_file = tmp_path / "outage.csv"
+    trace_file.write_text("t_s,mbps\n0,0\n0.15,8\n10,8\n")
+    pacer = TracePacer(read_trace(trace_file))
+    t0 = time.perf_counter()
+    pacer.consume(1500)
+    assert time.perf_counter() - t0 >= 0.149  # nothing leaves during the outage
+    t1 = time.perf_counter()
+    for _ in range(10):
+        pacer.consume(10_000)  # 100 kB at 1 MB/s
+    assert time.perf_counter() - t1 >= 0.098
+    pacer.restart()
+    assert pacer.next_g == 0 and pacer.residual == 0
+
+
+@pytest.mark.slow
+def test_cli_run_replays_a_bandwidth_trace(split_export, server, run_cli, tmp_path):
+    trace_file = tmp_path / "up.csv"
+    trace_file.write_text("t_s,mbps\n0,40\n0.3,5\n0.6,40\n")
+    res = run_cli("run", split_export["plan_file"], "--artifacts", split_export["dir"], "--server",
+                  f"127.0.0.1:{server.port}", "--frames", "6", "--fps", "20", "--bandwidth-trace", trace_file,
+                  "--json")
+    assert res.exit_code == 0, res.stderr
+    rep = json.loads(res.stdout)
+    w, lat = rep["wire"], rep["latency_s"]
+    assert w["bandwidth_trace"] == "up" and w["trace_mean_bps"] == pytest.approx(28.3e6, rel=0.01)
+    assert w["upload_s_p95"] >= w["upload_s_p50"] >= 0.8 * (w["bytes_per_frame"] - 16384) * 8 / 40e6
+    assert lat["p95"] >= lat["p50"] >= w["upload_s_p50"]
+    table = run_cli("run", split_export["plan_file"], "--artifacts", split_export["dir"], "--server",
+                    f"127.0.0.1:{server.port}", "--frames", "3", "--bandwidth-trace", trace_file)
+    assert table.exit_code == 0 and "trace up replayed" in table.stdout and "p95" in table.stdout
+    both = run_cli("run", split_export["plan_file"], "--artifacts", split_export["dir"], "--bandwidth", "5Mbps",
+                   "--bandwidth-trace", trace_file)
+    assert both.exit_code == 2 and "--bandwidth and --bandwidth-trace both given" in both.stderr

@@ -43,7 +43,9 @@ DEFAULT_SERVER = "smartsplit_i5"
 Dtype = Literal["int8", "fp16", "fp32"]
 # split-cost options; left out of a task's canonical form (and id) while at their defaults
 SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
-                                         "include_extremes": False}
+                                         "include_extremes": False, **dict.fromkeys(
+                                             ("bandwidth_trace", "risk", "memory_budget", "accuracy_data",
+                                              "min_accuracy"))}
 # measured GA fitness of map tasks (as ``dnnplan map --measure host`` / ``--measure-cmd``); same rule
 MAP_OPTION_DEFAULTS: dict[str, Any] = {"measure": None, "measure_cmd": None}
 
@@ -71,6 +73,13 @@ class TaskDefaults(_Strict):
     include_extremes: bool = False
     measure: Literal["host"] | None = None
     measure_cmd: str | None = Field(default=None, min_length=1)
+    # split search: uplink trace and risk objective, memory as a budget, accuracy per partition
+    # (checked by optimizer.workflow.SplitRequest, as 'dnnplan split' checks its options)
+    bandwidth_trace: str | None = None
+    risk: str | None = None
+    memory_budget: str | None = None
+    accuracy_data: str | None = None
+    min_accuracy: float | None = None
 
 
 class TaskSpec(_Strict):
@@ -95,6 +104,13 @@ class TaskSpec(_Strict):
     include_extremes: bool = False
     measure: Literal["host"] | None = None
     measure_cmd: str | None = Field(default=None, min_length=1)
+    # split search: uplink trace and risk objective, memory as a budget, accuracy per partition
+    # (checked by optimizer.workflow.SplitRequest, as 'dnnplan split' checks its options)
+    bandwidth_trace: str | None = None
+    risk: str | None = None
+    memory_budget: str | None = None
+    accuracy_data: str | None = None
+    min_accuracy: float | None = None
 
     _normalise_objectives = field_validator("objectives", mode="before")(_objective_list)
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from ..errors import ConfigError
 from . import app
 from .common import STATE, console, console_err, output_folder, print_json
 
@@ -56,6 +57,9 @@ def run(
     server: Optional[str] = typer.Option(None, "--server", help="Tail server HOST:PORT (loopback); "
                                          "default: an in-process server for split plans."),
     bandwidth: Optional[str] = typer.Option(None, "--bandwidth", help="Emulated uplink, e.g. 10Mbps."),
+    bandwidth_trace: Optional[str] = typer.Option(
+        None, "--bandwidth-trace", help="Replay an uplink trace on the split socket (Mahimahi file, t_s,mbps "
+                                        "CSV or a name in search_spaces/bandwidth); reports p50/p95."),
     fps: Optional[float] = typer.Option(None, "--fps", help="Pace the input at this frame rate "
                                         "(default: saturated, as fast as the slowest part accepts)."),
     no_pin: bool = typer.Option(False, "--no-pin", help="Do not pin stages to core groups."),
@@ -72,9 +76,16 @@ def run(
     plan = read_plan(plan_file)
     addr = parse_server(server) if server else None
     rate = parse_bandwidth(bandwidth)
+    trace = None
+    if bandwidth_trace is not None:
+        from ..hardware.bandwidth import load_trace
+
+        if rate is not None:
+            raise ConfigError("--bandwidth and --bandwidth-trace both given; choose one uplink")
+        trace = load_trace(bandwidth_trace)
     report = run_plan(plan, artifacts, frames=frames, input=input_file, server=addr,
                       bandwidth_bps=rate, pin=not no_pin, input_fps=fps,
-                      check_min_agreement=min_agreement if check else None)
+                      check_min_agreement=min_agreement if check else None, bandwidth_trace=trace)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -109,8 +120,28 @@ def _print_run(report: RunReport) -> None:
                       f"round trip p50 {w['round_trip_s_p50'] * 1e3:.2f} ms"
                       + (f" at {w['bandwidth_bps'] / 1e6:g} Mbps" if w["bandwidth_bps"] else ""),
                       highlight=False)
+        if w.get("bandwidth_trace"):
+            _print_trace(report)
     if report.check is not None:
         _print_check(report.check)
+
+
+def _print_trace(report: RunReport) -> None:
+    """Measured p50/p95 under a replayed trace next to the plan's trace predictions."""
+    from rich.table import Table
+
+    w, lat = report.wire or {}, report.latency_s
+    t = Table(title=f"trace {w['bandwidth_trace']} replayed (mean {w['trace_mean_bps'] / 1e6:.2f} Mbps)")
+    for col in ("end-to-end latency", "measured ms", "predicted ms"):
+        t.add_column(col)
+    for key in ("p50", "p95"):
+        pred = w.get(f"predicted_{key}_s")
+        t.add_row(key, f"{lat[key] * 1e3:.1f}", "-" if pred is None else f"{pred * 1e3:.1f}")
+    console.print(t)
+    console.print(f"upload p50/p95 {w['upload_s_p50'] * 1e3:.1f}/{w['upload_s_p95'] * 1e3:.1f} ms measured, "
+                  f"{w['trace_upload_s_p50'] * 1e3:.1f}/{w['trace_upload_s_p95'] * 1e3:.1f} ms from the trace over "
+                  f"the replayed {report.wall_s:.1f} s; predictions are the plan's modeled end-to-end times "
+                  "over the whole trace", highlight=False)
 
 
 def _print_check(check: CheckReport) -> None:

@@ -17,7 +17,9 @@ SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solver", "granularity": "--granularity",
                  "dtype": "--dtype", "wire_dtypes": "--wire", "cost_model": "--cost-model",
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
-                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime"}
+                 "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime",
+                 "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
+                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -78,6 +80,14 @@ def split_cmd(
     runtime: str | None = typer.Option(None, "--runtime", help="Phone inference runtime profile, e.g. "
                                        "pytorch_mobile_fp32 (default: the device's own)."),
     memory_limit: str | None = typer.Option(None, "--memory-limit", help="Head memory budget, e.g. '1 GB'."),
+    accuracy_data: str | None = typer.Option(
+        None, "--accuracy-data", help="Labelled .npz (x, y[, calib]): measure the accuracy of each partition "
+                                      "(INT8 head, wire dtype, FP32 tail); MODEL must be a .keras file."),
+    min_accuracy: str | None = typer.Option(None, "--min-accuracy", help="Top-1 accuracy floor, e.g. 0.95 or "
+                                                                         "95% (needs --accuracy-data)."),
+    memory_budget: str | None = typer.Option(
+        None, "--memory-budget", help="Head memory as a constraint instead of an objective, e.g. '512MB' "
+                                      "(limit = budget; memory's TOPSIS weight set to 0)."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
     extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
     objectives: str = typer.Option("latency,energy,memory", "--objectives",
@@ -86,6 +96,11 @@ def split_cmd(
     weights: str | None = typer.Option(None, "--weights",
                                        help="TOPSIS weights latency,energy,memory[,thermal objectives...]."),
     topsis: str = typer.Option("paper", "--topsis", help="paper (distance to ideal) or classic."),
+    bandwidth_trace: str | None = typer.Option(
+        None, "--bandwidth-trace", help="Uplink trace (Mahimahi packet-delivery file, t_s,mbps CSV, or a name "
+                                        "in search_spaces/bandwidth): adds a risk objective over it."),
+    risk: str | None = typer.Option(None, "--risk", help="Risk objective over the trace: cvar95 (default), "
+                                                         "p95, mean or regret (also pNN, cvarNN)."),
     population: int = typer.Option(40, "--population", help="NSGA-II population."),
     generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
@@ -112,9 +127,11 @@ def split_cmd(
         "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
+        "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
+        "accuracy_data": accuracy_data, "min_accuracy": min_accuracy,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
-    command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights))
+    command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
         outcome = plan_split(request, command=command, status=None if status is None else status.update)
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
@@ -125,16 +142,29 @@ def split_cmd(
     if not STATE.quiet:
         _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
                                      f"to {costs.server} ({request.granularity}, {costs.cost_model})")
-        pr = plan.predicted
-        if pr.peak_temp_c is not None:
-            ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
-            console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {costs.device}: first "
-                          f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
-                          highlight=False)
+        _notes(plan, costs.device)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
 
 
-def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None) -> list[str]:
+def _notes(plan: Any, device: str) -> None:
+    """Lines under the table: baselines dominating the choice, accuracy, thermal simulation."""
+    from ..workflow.advice import warning_lines
+
+    for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
+        console.print(f"[yellow]{line}[/]", highlight=False)
+    pr = plan.predicted
+    if "accuracy" in pr.extra:
+        console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
+                      f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)
+    if pr.peak_temp_c is not None:
+        ttt = "never" if pr.time_to_throttle_s is None else f"{pr.time_to_throttle_s:.0f} s"
+        console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {device}: first "
+                      f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
+                      highlight=False)
+
+
+def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None,
+          memory_budget: str | None = None) -> list[str]:
     """The command line that reproduces ``request`` (the plan's provenance)."""
     r = request
     argv = [r.model, "--device", r.device, "--network", r.network, "--server", r.server, "--solver", r.solver,
@@ -142,7 +172,14 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
             "--cost-model", r.cost_model, "--topsis", r.topsis, "--seed", str(r.seed)]
     if r.thermal_objectives:
         argv += ["--objectives", ",".join(r.objectives)]
-    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights)):
+    if r.bandwidth_trace is not None:
+        argv += ["--bandwidth-trace", r.bandwidth_trace, "--risk", r.risk or "cvar95"]
+    if r.accuracy_data is not None:
+        argv += ["--accuracy-data", r.accuracy_data]
+    if r.min_accuracy is not None:
+        argv += ["--min-accuracy", f"{r.min_accuracy:g}"]
+    for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights),
+                        ("--memory-budget", memory_budget)):
         if value is not None:
             argv += [flag, value]
     if r.solver == "nsga2":

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
-from ..fileio import atomic_write_json, sha256_bytes, sha256_file
+from ..fileio import atomic_write_json, read_npz, sha256_bytes, sha256_file
 from ..graph.layergraph import LayerGraph
 from .manifest import (
     MANIFEST_FILE,
@@ -349,13 +349,7 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
         arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
     else:
         p = Path(calib)
-        if not p.is_file():
-            raise InputFileError(f"{p}: no such calibration file; give an .npz file or 'synthetic'")
-        try:
-            with np.load(p, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as exc:
-            raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None
+        arrays = read_npz(p, "no such calibration file; give an .npz file or 'synthetic'")
         info = Calibration(source=p.name, samples=samples, seed=seed, file_sha256=sha256_file(p))
     data = {}
     keys = list(arrays)

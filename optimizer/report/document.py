@@ -177,6 +177,10 @@ def _plan_section(inp: ReportInput, front: ReportInput | None) -> Section:
         sec.text(f"{plan.model.name} ({L} {plan.model.granularity} layers, {plan.model.dtype}) split at boundary "
                  f"{s.layer}: {where}; predicted latency {_fmt(p.latency_s, 1e3)} ms, phone energy "
                  f"{_fmt(p.energy_j, 1e3)} mJ, memory {_fmt(p.memory_bytes, 1e-6)} MB.")
+        from ..workflow.advice import warning_lines
+
+        for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
+            sec.text(line[0].upper() + line[1:])
         sec.table("Chosen split against the baselines", _split_rows(plan))
         sec.figure("Where the time of one inference goes (largest part hatched)", plot_pipeline(plan))
         if front is not None:

@@ -2,7 +2,7 @@
 
 Bandwidth shaping is a token bucket on send (Turner's leaky/token-bucket shaper, as in Linux
 ``tc tbf``): the frame goes out in chunks and each chunk waits for its tokens, so upload time
-emulates the plan's uplink. Timeouts are explicit (connect and per-request); a request that
+emulates the plan's uplink; or a :class:`TracePacer` whose rate follows a bandwidth trace. Timeouts are explicit (connect and per-request); a request that
 fails on a broken connection is retried on a fresh one, ``retries`` times.
 """
 
@@ -46,6 +46,50 @@ class TokenBucket:
             time.sleep(wait)
 
 
+class TracePacer:
+    """Pacing that follows a bandwidth trace over time (Mahimahi's link rule, Netravali et al.,
+    ATC 2015): each 1500-byte packet leaves at the next unused delivery opportunity of
+    :class:`~optimizer.hardware.bandwidth.BandwidthTrace` at or after the moment it is queued;
+    opportunities nobody used expire; the trace repeats. Time 0 is the pacer's creation (or
+    :meth:`restart`). Same :meth:`consume` as :class:`TokenBucket`."""
+
+    def __init__(self, trace: object) -> None:
+        self.trace = trace
+        self._lock = threading.Lock()
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the trace again at time 0 (now)."""
+        self.t0 = time.perf_counter()
+        self.next_g = 0  # global index of the next usable opportunity
+        self.residual = 0  # bytes left in the last packet sent
+
+    def _time(self, g: int) -> float:
+        opp = self.trace.opportunities_s  # type: ignore[attr-defined]
+        return float(opp[g % len(opp)]) + (g // len(opp)) * float(self.trace.period_s)  # type: ignore[attr-defined]
+
+    def _first_at(self, t: float) -> int:
+        opp, period = self.trace.opportunities_s, float(self.trace.period_s)  # type: ignore[attr-defined]
+        cycles = int(t // period)
+        return cycles * len(opp) + int(np.searchsorted(opp, t - cycles * period, side="left"))
+
+    def consume(self, n: int) -> None:
+        from ..hardware.bandwidth import PACKET_BYTES
+
+        with self._lock:
+            now = time.perf_counter() - self.t0
+            need = n - self.residual
+            packets = -(-need // PACKET_BYTES) if need > 0 else 0
+            self.residual = packets * PACKET_BYTES - need if need > 0 else -need
+            if packets == 0:
+                return
+            g = max(self.next_g, self._first_at(now)) + packets - 1
+            self.next_g = g + 1
+            wait = self._time(g) - now
+        if wait > 0:
+            time.sleep(wait)
+
+
 def parse_server(address: str) -> tuple[str, int]:
     """``HOST:PORT`` (loopback only) → (host, port)."""
     host, sep, port = address.rpartition(":")
@@ -83,11 +127,15 @@ class SplitClient:
 
     def __init__(self, host: str, port: int, wire_spec: Wire, *, timeout_s: float = 10.0,
                  connect_timeout_s: float = 5.0, retries: int = 2,
-                 bandwidth_bps: float | None = None) -> None:
+                 bandwidth_bps: float | None = None, bandwidth_trace: object = None) -> None:
         self.host, self.port = check_loopback(host, "--server"), port
         self.wire = wire_spec
         self.timeout_s, self.connect_timeout_s, self.retries = timeout_s, connect_timeout_s, retries
-        self.bucket = TokenBucket(bandwidth_bps) if bandwidth_bps else None
+        if bandwidth_bps and bandwidth_trace is not None:
+            raise ConfigError("--bandwidth and --bandwidth-trace both given; choose one uplink")
+        self.bucket: TokenBucket | TracePacer | None = (
+            TracePacer(bandwidth_trace) if bandwidth_trace is not None else
+            TokenBucket(bandwidth_bps) if bandwidth_bps else None)
         self._sock: socket.socket | None = None
         self._next_id = 1
         self.reconnects = 0

@@ -35,7 +35,7 @@ from ..plan.export import plan_sha256
 from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
 from ..plan.schema import Plan
 from .check import CheckReport, check_outputs, reference_file
-from .client import SplitClient
+from .client import SplitClient, TracePacer
 from .server import TailServer
 from .tensors import PartRunner, Value, as_frames, convert_tensor, load_input
 
@@ -110,9 +110,24 @@ class RunReport:
         return d
 
 
+def trace_wire_stats(trace: Any, upload_s: list[float], plan: Plan, frame_bytes: float, wall_s: float) -> dict[str, Any]:
+    """Wire statistics of a trace replay: the trace; measured upload p50/p95 next to the trace's
+    own prediction for frames of ``frame_bytes`` sent evenly over the replayed ``wall_s`` seconds
+    (:meth:`BandwidthTrace.transfer_s`); and the plan's end-to-end trace predictions over the
+    whole trace (``predicted.extra`` of a plan searched with it, when present)."""
+    extra = plan.predicted.extra
+    starts = np.linspace(0.0, wall_s, max(len(upload_s), 1), endpoint=False)
+    model = trace.transfer_s(np.array([frame_bytes]), starts)[0]
+    return {"bandwidth_trace": trace.name, "trace_mean_bps": float(trace.mean_bps),
+            "upload_s_p95": float(np.percentile(upload_s, 95)),
+            "trace_upload_s_p50": float(np.percentile(model, 50)), "trace_upload_s_p95": float(np.percentile(model, 95)),
+            "predicted_p50_s": extra.get("trace_latency_p50_s"), "predicted_p95_s": extra.get("trace_latency_p95_s")}
+
+
 def _percentiles(x: list[float]) -> dict[str, float]:
     a = np.asarray(x, dtype=np.float64)
     return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p95": float(np.percentile(a, 95)),
             "p99": float(np.percentile(a, 99)), "mean": float(a.mean()), "max": float(a.max())}
 
 
@@ -161,10 +176,11 @@ class _Remote:
     """Worker body of the server part: send the request tensors, receive the outputs."""
 
     def __init__(self, manifest: Manifest, host: str, port: int, bandwidth_bps: float | None,
-                 timeout_s: float) -> None:
+                 timeout_s: float, bandwidth_trace: Any = None) -> None:
         assert manifest.wire is not None
         self.wire = manifest.wire
-        self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s)
+        self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s,
+                                  bandwidth_trace=bandwidth_trace)
         self.bytes_sent: list[int] = []
         self.upload_s: list[float] = []
         self.rtt_s: list[float] = []
@@ -180,13 +196,15 @@ class _Remote:
     def warm_up(self) -> None:
         self.client.request({t.name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.wire.request})
         self.bytes_sent.clear(), self.upload_s.clear(), self.rtt_s.clear()
+        if isinstance(self.client.bucket, TracePacer):
+            self.client.bucket.restart()  # the trace starts with the first real frame
 
 
 def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: Any = None,
              server: tuple[str, int] | None = None, bandwidth_bps: float | None = None,
              pin: bool = True, keep_outputs: bool = False, timeout_s: float = 30.0,
              input_fps: float | None = None, seed: int = 0,
-             check_min_agreement: float | None = None) -> RunReport:
+             check_min_agreement: float | None = None, bandwidth_trace: Any = None) -> RunReport:
     """Execute ``plan`` from its exported artifacts and measure it.
 
     Parameters
@@ -212,6 +230,9 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         Pace the input at this frame rate (a camera); default: as fast as the slowest part
         accepts frames (saturated: throughput is the bottleneck's, and latency includes
         waiting in the bounded queues).
+    bandwidth_trace : BandwidthTrace, optional
+        Replay this uplink trace on the crossing tensors instead of a fixed rate
+        (:class:`~optimizer.runtime.client.TracePacer`; time 0 = the first frame).
     check_min_agreement : float, optional
         Also run the single-file reference on the same frames and compare every output
         (:mod:`optimizer.runtime.check`); the result is ``RunReport.check``.
@@ -232,7 +253,7 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         server = ("127.0.0.1", own_server.port)
     try:
         report = _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin,
-                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps)
+                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps, bandwidth_trace)
     finally:
         if own_server is not None:
             own_server.stop()
@@ -243,8 +264,9 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
 
 def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,
              server: tuple[str, int] | None, bandwidth_bps: float | None, pin: bool,
-             keep_outputs: bool, timeout_s: float, input_fps: float | None) -> RunReport:
-    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s)
+             keep_outputs: bool, timeout_s: float, input_fps: float | None,
+             bandwidth_trace: Any = None) -> RunReport:
+    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s, bandwidth_trace)
     run.start()
     lat, outputs, wall = run.stream(inputs, frames, input_fps, keep_outputs)
     return run.report(lat, outputs, wall, frames)
@@ -254,9 +276,10 @@ class _PipelineRun:
     """One run of the parts: a worker thread per part, bounded queues between them (module docstring)."""
 
     def __init__(self, plan: Plan, manifest: Manifest, d: Path, server: tuple[str, int] | None,
-                 bandwidth_bps: float | None, pin: bool, timeout_s: float) -> None:
+                 bandwidth_bps: float | None, pin: bool, timeout_s: float,
+                 bandwidth_trace: Any = None) -> None:
         self.plan, self.manifest, self.d, self.server = plan, manifest, d, server
-        self.bandwidth_bps, self.timeout_s = bandwidth_bps, timeout_s
+        self.bandwidth_bps, self.bandwidth_trace, self.timeout_s = bandwidth_bps, bandwidth_trace, timeout_s
         self.parts = manifest.device_parts + manifest.server_parts[:1]
         self.groups = core_groups(plan, self.parts) if pin else {p.name: None for p in self.parts}
         n = len(self.parts)
@@ -281,7 +304,8 @@ class _PipelineRun:
     def _body(self, part: Part) -> Any:
         if part.location == "server":
             assert self.server is not None
-            return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s)
+            return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s,
+                           self.bandwidth_trace)
         return PartRunner(part, self.d)
 
     def _worker(self, k: int) -> None:
@@ -404,6 +428,9 @@ class _PipelineRun:
                           "round_trip_s_p50": float(np.median(remote.rtt_s)),
                           "bandwidth_bps": float(self.bandwidth_bps or 0.0),
                           "reconnects": float(remote.client.reconnects)}
+            if self.bandwidth_trace is not None:
+                wire_stats.update(trace_wire_stats(self.bandwidth_trace, remote.upload_s, plan,
+                                                   wire_stats["bytes_per_frame"], wall))
         return RunReport(kind=plan.kind, model=plan.model.name, frames=frames, wall_s=wall,
                          throughput_fps=frames / wall if wall > 0 else float("inf"),
                          latency_s=_percentiles(lat), stages=stages,

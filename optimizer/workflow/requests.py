@@ -161,11 +161,20 @@ class SplitRequest(_Request):
     cost_model: str = "table"
     runtime: str | None = Field(default=None, description="Inference runtime profile of the device")
     memory_limit: float | None = Field(default=None, description="Head memory budget, bytes or '1 GB'")
+    memory_budget: float | None = Field(default=None, description="Head memory as a constraint, not an objective: "
+                                                                  "limit = budget and memory's TOPSIS weight 0")
     bandwidth_bps: float | None = Field(default=None, description="Link bandwidth override, bit/s or '5 Mbps'")
     include_extremes: bool = False
     objectives: tuple[str, ...] = ("latency", "energy", "memory")
     weights: tuple[float, ...] | None = None
     topsis: str = "paper"
+    bandwidth_trace: str | None = Field(default=None, description="Uplink trace (Mahimahi or t_s,mbps CSV)")
+    risk: str | None = Field(default=None, description="Risk objective over the trace: mean, pNN, cvarNN, "
+                                                       "regret (default cvar95 with a trace)")
+    trace_step_s: float = Field(default=0.1, gt=0, description="Spacing of the trace's upload start samples")
+    accuracy_data: str | None = Field(default=None, description="Labelled .npz (x, y[, calib]) for the accuracy "
+                                                                "of each partition (model: a .keras file)")
+    min_accuracy: float | None = Field(default=None, description="Top-1 accuracy floor (fraction or '95%')")
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 
@@ -173,6 +182,26 @@ class SplitRequest(_Request):
     @classmethod
     def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
         return _quantity(_label(info, "memory_limit"), v, "bytes", positive=False)
+
+    @field_validator("min_accuracy", mode="before")
+    @classmethod
+    def _min_accuracy(cls, v: Any, info: ValidationInfo) -> float | None:
+        if v is None:
+            return None
+        text = str(v).strip()
+        try:
+            value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{_label(info, 'min_accuracy')} {v!r}: expected a fraction in 0..1 or a "
+                              "percentage such as 95%")
+        return value
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _budget(cls, v: Any, info: ValidationInfo) -> float | None:
+        return _quantity(_label(info, "memory_budget"), v, "bytes", positive=True)
 
     @field_validator("bandwidth_bps", mode="before")
     @classmethod
@@ -219,11 +248,52 @@ class SplitRequest(_Request):
             raise ConfigError(f"{_label(info, 'topsis')} {v!r}: expected one of {', '.join(VARIANTS)}")
         return v
 
+    @field_validator("risk")
+    @classmethod
+    def _risk(cls, v: str | None, info: ValidationInfo) -> str | None:
+        from ..search.split_risk import parse_risk
+
+        if v is None:
+            return None
+        try:
+            parse_risk(v)
+        except ConfigError as exc:
+            raise ConfigError(f"{_label(info, 'risk')} {v!r}: {str(exc).split(': ', 1)[1]}") from None
+        return v.strip().lower()
+
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> SplitRequest:
+        if self.memory_budget is not None and self.memory_limit is not None:
+            raise ConfigError(f"{_label(info, 'memory_budget')} and {_label(info, 'memory_limit')} both given; "
+                              "choose one (a budget also takes memory out of the TOPSIS weights)")
+        if self.min_accuracy is not None and self.accuracy_data is None:
+            raise ConfigError(f"{_label(info, 'min_accuracy')} needs {_label(info, 'accuracy_data')} "
+                              "(a labelled .npz with arrays x and y)")
+        if self.accuracy_data is not None and not self.model.endswith(".keras"):
+            raise ConfigError(f"{_label(info, 'accuracy_data')}: model {self.model!r} is not a .keras file; "
+                              "accuracy per partition runs the Keras model's parts")
+        if self.risk is not None and self.bandwidth_trace is None:
+            raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
         if self.weights is not None:
-            split_weights(self.weights, self.objectives, _label(info, "weights"))
+            split_weights(self.weights, self.all_objectives, _label(info, "weights"))
         return self
+
+    @property
+    def head_memory_limit(self) -> float | None:
+        """The head-memory constraint: the budget, else the limit (None = the device's memory)."""
+        return self.memory_budget if self.memory_budget is not None else self.memory_limit
+
+    @property
+    def risk_objective(self) -> str | None:
+        """The risk objective's name (``latency_cvar95_s``...) when a bandwidth trace is given."""
+        from ..search.split_risk import risk_objective_name
+
+        return None if self.bandwidth_trace is None else risk_objective_name(self.risk or "cvar95")
+
+    @property
+    def all_objectives(self) -> tuple[str, ...]:
+        """Objectives in TOPSIS weight order: latency, energy, memory, thermal ones, then the risk one."""
+        return self.objectives + ((self.risk_objective,) if self.risk_objective else ())
 
     @property
     def thermal_objectives(self) -> tuple[str, ...]:

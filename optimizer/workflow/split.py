@@ -42,11 +42,13 @@ def make_split_plan(
     command: str | None = None,
     costs: Any = None,
     extra_objectives: tuple[Any, ...] = (),
+    accuracy: tuple[Any, float] | None = None,
 ) -> PlanOutcome:
     """Split ``graph`` between ``device`` and ``server`` over ``network`` and build the plan;
     ``costs`` reuses SplitCosts already built for them; ``extra_objectives`` are appended to
-    latency, energy, memory (e.g. thermal ones). The plan's thermal predictions come from one
-    simulation when the device has a thermal spec."""
+    latency, energy, memory (e.g. thermal ones); ``accuracy = (table [W, L+1], floor)`` adds the
+    accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`).
+    The plan's thermal predictions come from one simulation when the device has a thermal spec."""
     from ..plan.from_search import split_plan
     from ..search import solve
     from ..search.split import SplitProblem, build_split_costs
@@ -55,8 +57,15 @@ def make_split_plan(
         costs = build_split_costs(graph, device, network, server, dtype=dtype, cost_model=cost_model,
                                   wire_dtypes=list(wire_dtypes), bandwidth_bps=bandwidth_bps,
                                   processors=processors)
-    problem = SplitProblem(costs, memory_limit_bytes=memory_limit, include_extremes=include_extremes,
-                           extra_objectives=tuple(extra_objectives))
+    options = {"memory_limit_bytes": memory_limit, "include_extremes": include_extremes,
+               "extra_objectives": tuple(extra_objectives)}
+    if accuracy is not None:
+        from ..search.split_accuracy import AccuracyConstrainedSplitProblem
+
+        problem: Any = AccuracyConstrainedSplitProblem(costs, accuracy=accuracy[0], min_accuracy=accuracy[1],
+                                                       **options)
+    else:
+        problem = SplitProblem(costs, **options)
     result = solve(problem, solver, seed=seed, **(settings or {}))
     plan = split_plan(result, graph, variant=variant,
                       inputs={"model": graph.source_sha256 or graph.name}, command=command)
@@ -80,7 +89,12 @@ def solver_settings(request: SplitRequest) -> dict[str, Any]:
     (``nsga2``, ``exact``), then ``request.settings`` (which win)."""
     decision: dict[str, Any] = {}
     if request.solver in ("nsga2", "exact"):
-        decision = {"weights": list(request.weights) if request.weights is not None else None,
+        weights = request.weights
+        if request.memory_budget is not None:
+            from .advice import budget_weights
+
+            weights = budget_weights(weights, len(request.all_objectives))
+        decision = {"weights": list(weights) if weights is not None else None,
                     "topsis_variant": request.topsis}
     return {**decision, **request.settings}
 
@@ -115,10 +129,35 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         status(f"searching splits of {graph.name} ({len(graph)} layers) with {request.solver}")
     if costs is None:
         costs = split_costs(request, graph)
-    return make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
-                           seed=request.seed, memory_limit=request.memory_limit,
-                           include_extremes=request.include_extremes, settings=solver_settings(request),
-                           command=command, costs=costs, extra_objectives=extra)
+    risk = None
+    if request.bandwidth_trace is not None:
+        from .robust import risk_setup
+
+        costs, risk = risk_setup(request, costs)
+        extra = (*extra, risk)
+    accuracy = None
+    if request.accuracy_data is not None:
+        from .accuracy import accuracy_setup
+
+        if status is not None:
+            status(f"measuring the accuracy of every partition of {graph.name} on {request.accuracy_data}")
+        accuracy = accuracy_setup(request, costs)
+    outcome = make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
+                              seed=request.seed, memory_limit=request.head_memory_limit,
+                              include_extremes=request.include_extremes, settings=solver_settings(request),
+                              command=command, costs=costs, extra_objectives=extra,
+                              accuracy=None if accuracy is None else (accuracy[0], request.min_accuracy or 0.0))
+    if accuracy is not None:
+        from .accuracy import annotate_accuracy
+
+        outcome = annotate_accuracy(outcome, request, *accuracy)
+    if risk is not None:
+        from .robust import annotate_risk
+
+        outcome = annotate_risk(outcome, risk)
+    from .advice import annotate_dominance
+
+    return annotate_dominance(outcome)
 
 
 def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:

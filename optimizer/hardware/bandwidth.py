@@ -1,0 +1,267 @@
+"""Uplink bandwidth as a distribution: trace files, a seeded synthetic generator, transfer times.
+
+A trace is held the way Mahimahi's link emulator holds it (Netravali et al., "Mahimahi: Accurate
+Record-and-Replay for HTTP", USENIX ATC 2015; traces recorded with Saturator, Winstein et al.,
+NSDI 2013): a sorted list of *delivery opportunities*, each the moment one 1500-byte packet may
+leave the bottleneck queue, over a period after which the trace repeats.
+
+Two file formats are read:
+
+* Mahimahi packet-delivery (``.up``/``.down``/``.trace``/anything not ``.csv``): one integer
+  millisecond timestamp per line, non-decreasing; the same timestamp repeated = several packets
+  in that millisecond. The period is the last timestamp (Mahimahi's ``mm-link`` rule).
+* CSV ``t_s,mbps`` (header optional): the rate ``mbps`` holds from ``t_s`` to the next row's
+  ``t_s``; the last row holds for the median step. Opportunities are placed where the
+  cumulative delivered bits cross each multiple of 12000 bits (one packet).
+
+:meth:`BandwidthTrace.transfer_s` gives the exact time to push ``B`` bytes through the trace
+starting at each of a grid of start times (Mahimahi's drain rule: packet ``n`` of a frame queued
+at ``t`` leaves at the ``n``-th opportunity at or after ``t``); the split risk objectives
+(:mod:`optimizer.search.split_risk`) and the replay benchmark read it.
+:meth:`BandwidthTrace.window_rates_bps` gives windowed uplink rates (for tables and pacing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, InputFileError, SchemaError, UnknownNameError
+
+PACKET_BYTES = 1500
+PACKET_BITS = PACKET_BYTES * 8
+TRACE_SUFFIXES = (".csv", ".up", ".down", ".trace", ".txt")
+
+
+@dataclass(frozen=True, eq=False)
+class BandwidthTrace:
+    """Delivery opportunities ``opportunities_s`` (sorted, in ``[0, period_s]``) repeating every
+    ``period_s`` seconds. ``source`` names the file or generator and ``sha256`` its content."""
+
+    name: str
+    opportunities_s: np.ndarray
+    period_s: float
+    source: str = ""
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.opportunities_s) == 0 or not self.period_s > 0:
+            raise ConfigError(f"bandwidth trace {self.name!r} delivers nothing (no opportunity or zero "
+                              "duration); expected at least one packet")
+
+    @property
+    def mean_bps(self) -> float:
+        """Long-run uplink rate: bits deliverable per period / period."""
+        return len(self.opportunities_s) * PACKET_BITS / self.period_s
+
+    def window_rates_bps(self, window_s: float = 1.0) -> np.ndarray:
+        """Uplink rate in each consecutive ``window_s`` window of one period, bit/s [n_windows]."""
+        if not window_s > 0:
+            raise ConfigError(f"trace window {window_s:g} s: expected a value > 0")
+        n = max(1, int(np.ceil(self.period_s / window_s - 1e-9)))
+        idx = np.minimum((self.opportunities_s // window_s).astype(np.int64), n - 1)
+        return np.bincount(idx, minlength=n) * PACKET_BITS / window_s
+
+    def start_times(self, step_s: float = 0.1) -> np.ndarray:
+        """A grid of upload start times over one period (the samples of the distribution)."""
+        if not step_s > 0:
+            raise ConfigError(f"trace sample step {step_s:g} s: expected a value > 0")
+        return np.arange(0.0, self.period_s, step_s)
+
+    def transfer_s(self, nbytes: np.ndarray, starts_s: np.ndarray) -> np.ndarray:
+        """Seconds to deliver ``nbytes`` [N] queued at each start time [S], shape [N, S].
+
+        Packet ``n`` (1-based) of a frame queued at ``t`` leaves at the ``n``-th opportunity at
+        or after ``t``, the trace repeating every period; 0 bytes take 0 s. Vectorised over the
+        distinct sizes.
+        """
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        starts = np.asarray(starts_s, dtype=np.float64)
+        sizes, inverse = np.unique(nbytes, return_inverse=True)
+        packets = np.ceil(sizes / PACKET_BYTES).astype(np.int64)
+        opp, m = self.opportunities_s, len(self.opportunities_s)
+        first = np.searchsorted(opp, np.mod(starts, self.period_s), side="left")
+        base = np.floor_divide(starts, self.period_s) * self.period_s
+        g = first[None, :] + np.maximum(packets, 1)[:, None] - 1  # global index of the last packet
+        finish = opp[g % m] + (g // m) * self.period_s + base[None, :]
+        out = np.where(packets[:, None] > 0, finish - starts[None, :], 0.0)
+        return out[inverse.reshape(-1)]
+
+    def halves(self) -> tuple[BandwidthTrace, BandwidthTrace]:
+        """The first and second half of one period, each a trace of its own (held-out evaluation)."""
+        mid = self.period_s / 2
+        opp = self.opportunities_s
+        a, b = opp[opp < mid], opp[opp >= mid] - mid
+        return (BandwidthTrace(f"{self.name}[1/2]", a, mid, self.source, self.sha256),
+                BandwidthTrace(f"{self.name}[2/2]", b, self.period_s - mid, self.source, self.sha256))
+
+    def describe(self) -> dict[str, object]:
+        """JSON-serialisable provenance and summary (recorded in plans)."""
+        rates = self.window_rates_bps(1.0)
+        return {"name": self.name, "source": self.source, "sha256": self.sha256,
+                "duration_s": round(self.period_s, 6), "mean_mbps": round(self.mean_bps / 1e6, 6),
+                "p5_mbps_1s": round(float(np.percentile(rates, 5)) / 1e6, 6),
+                "p95_mbps_1s": round(float(np.percentile(rates, 95)) / 1e6, 6)}
+
+
+# ---------------------------------------------------------------------------- readers
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path}: not a text file; expected a Mahimahi trace or a t_s,mbps CSV") from None
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read bandwidth trace ({exc.strerror or exc})") from None
+
+
+def parse_mahimahi(lines: list[str], where: str) -> tuple[np.ndarray, float]:
+    """Opportunity times (s) and period (s) of Mahimahi packet-delivery lines."""
+    stamps: list[int] = []
+    for no, raw in enumerate(lines, 1):
+        text = raw.strip()
+        if not text:
+            continue
+        if not text.isdigit():
+            raise SchemaError(f"{where}:{no}: {text[:40]!r} is not a millisecond timestamp; expected one "
+                              "non-negative integer per line (Mahimahi packet-delivery format)")
+        ms = int(text)
+        if stamps and ms < stamps[-1]:
+            raise SchemaError(f"{where}:{no}: timestamp {ms} ms is before the previous {stamps[-1]} ms; "
+                              "expected non-decreasing timestamps")
+        stamps.append(ms)
+    if not stamps or stamps[-1] == 0:
+        raise SchemaError(f"{where}: no delivery opportunity after 0 ms; expected a trace lasting > 0 ms")
+    return np.asarray(stamps, dtype=np.float64) / 1e3, stamps[-1] / 1e3
+
+
+def _csv_rows(lines: list[str], where: str) -> np.ndarray:
+    rows: list[tuple[float, float]] = []
+    for no, raw in enumerate(lines, 1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        cells = [c.strip() for c in text.split(",")]
+        if not rows and cells[:2] == ["t_s", "mbps"]:
+            continue
+        try:
+            t, r = (float(c) for c in cells) if len(cells) == 2 else (np.nan, np.nan)
+        except ValueError:
+            t = r = np.nan
+        if not (np.isfinite(t) and np.isfinite(r) and r >= 0 and t >= 0):
+            raise SchemaError(f"{where}:{no}: {text[:40]!r}; expected 't_s,mbps' with t_s >= 0 and mbps >= 0")
+        if rows and t <= rows[-1][0]:
+            raise SchemaError(f"{where}:{no}: t_s {t:g} is not after the previous {rows[-1][0]:g}; "
+                              "expected increasing times")
+        rows.append((t, r))
+    if not rows:
+        raise SchemaError(f"{where}: no 't_s,mbps' rows")
+    return np.asarray(rows)
+
+
+def rates_to_opportunities(t_s: np.ndarray, rate_bps: np.ndarray, end_s: float) -> tuple[np.ndarray, float]:
+    """Opportunities of a piecewise-constant rate (``rate_bps[i]`` from ``t_s[i]`` to the next
+    time, the last to ``end_s``): where cumulative bits cross each multiple of one packet."""
+    edges = np.append(np.asarray(t_s, dtype=np.float64), end_s) - float(t_s[0])
+    bits = np.concatenate([[0.0], np.cumsum(np.asarray(rate_bps) * np.diff(edges))])
+    n = int(bits[-1] // PACKET_BITS)
+    if n == 0:
+        return np.zeros(0), float(edges[-1])
+    targets = np.arange(1, n + 1) * PACKET_BITS
+    # segment j-1..j with bits[j-1] < target <= bits[j] has a positive rate (zero-rate segments skipped)
+    j = np.searchsorted(bits, targets, side="left")
+    frac = (targets - bits[j - 1]) / (bits[j] - bits[j - 1])
+    return edges[j - 1] + frac * (edges[j] - edges[j - 1]), float(edges[-1])
+
+
+def parse_csv(lines: list[str], where: str) -> tuple[np.ndarray, float]:
+    """Opportunity times (s) and period (s) of ``t_s,mbps`` CSV lines."""
+    rows = _csv_rows(lines, where)
+    step = float(np.median(np.diff(rows[:, 0]))) if len(rows) > 1 else 1.0
+    return rates_to_opportunities(rows[:, 0], rows[:, 1] * 1e6, float(rows[-1, 0]) + step)
+
+
+def read_trace(path: str | os.PathLike[str]) -> BandwidthTrace:
+    """Read a trace file (``.csv`` = ``t_s,mbps``; anything else = Mahimahi packet delivery)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such bandwidth trace file")
+    lines = _lines(p)
+    opp, period = (parse_csv if p.suffix.lower() == ".csv" else parse_mahimahi)(lines, str(p))
+    if len(opp) == 0:
+        raise SchemaError(f"{p}: the trace delivers less than one 1500-byte packet; expected a positive rate")
+    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    return BandwidthTrace(p.stem, opp, period, source=_shown(p), sha256=digest)
+
+
+def _shown(path: Path) -> str:
+    """``search_spaces/bandwidth/...`` for a shipped trace, else the path as given."""
+    from .loader import search_spaces_dir
+
+    root = search_spaces_dir()
+    try:
+        return str(Path(root.name) / path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def trace_names() -> list[str]:
+    """Names of the traces shipped under ``search_spaces/bandwidth/`` (any depth)."""
+    from .loader import search_spaces_dir
+
+    root = search_spaces_dir() / "bandwidth"
+    return sorted(p.stem for p in root.rglob("*") if p.suffix.lower() in TRACE_SUFFIXES)
+
+
+def load_trace(name_or_path: str | os.PathLike[str]) -> BandwidthTrace:
+    """A trace by path, or by the name of a file under ``search_spaces/bandwidth/``."""
+    from .loader import search_spaces_dir
+
+    s = str(name_or_path)
+    if Path(s).is_file() or os.sep in s or Path(s).suffix.lower() in TRACE_SUFFIXES:
+        return read_trace(s)
+    found = [p for p in (search_spaces_dir() / "bandwidth").rglob("*")
+             if p.stem == s and p.suffix.lower() in TRACE_SUFFIXES]
+    if not found:
+        raise UnknownNameError("bandwidth trace", s, trace_names())
+    return read_trace(sorted(found)[0])
+
+
+# ---------------------------------------------------------------------------- generators
+def constant_trace(mbps: float, duration_s: float = 10.0) -> BandwidthTrace:
+    """A fixed-rate link as a trace (every sample the same rate)."""
+    if not mbps > 0:
+        raise ConfigError(f"constant trace rate {mbps:g} Mbps: expected a value > 0")
+    opp, period = rates_to_opportunities(np.array([0.0]), np.array([mbps * 1e6]), duration_s)
+    return BandwidthTrace(f"constant_{mbps:g}mbps", opp, period, source="constant_trace")
+
+
+def synthetic_trace(seed: int, *, mean_mbps: float = 8.0, duration_s: float = 60.0, step_s: float = 0.1,
+                    sigma: float = 0.5, bad_ratio: float = 0.25, p_good_to_bad: float = 0.02,
+                    p_bad_to_good: float = 0.1, fade_prob: float = 0.005, fade_steps: int = 10,
+                    fade_depth: float = 0.05) -> BandwidthTrace:
+    """A seeded Markov-modulated log-normal uplink with deep fades.
+
+    A two-state (good/bad) Gilbert–Elliott chain (Gilbert 1960; Elliott 1963) sets the median
+    rate per ``step_s`` (bad = ``bad_ratio`` × good); each step's rate is log-normal around it
+    (shadowing, ``sigma`` in natural-log units); a fade starts with probability ``fade_prob`` per
+    step and multiplies the rate by ``fade_depth`` for ``fade_steps`` steps. The result is scaled
+    so the mean rate is ``mean_mbps``. Same seed, same trace.
+    """
+    rng = np.random.default_rng(seed)
+    n = max(1, int(round(duration_s / step_s)))
+    state = np.zeros(n, dtype=bool)  # True = bad
+    u = rng.random(n)
+    for i in range(1, n):
+        state[i] = u[i] < p_good_to_bad if not state[i - 1] else u[i] >= p_bad_to_good
+    rate = np.where(state, bad_ratio, 1.0) * np.exp(rng.normal(0.0, sigma, n))
+    fade = np.zeros(n)
+    for start in np.flatnonzero(rng.random(n) < fade_prob):
+        fade[start:start + fade_steps] = 1.0
+    rate = rate * np.where(fade > 0, fade_depth, 1.0)
+    rate *= mean_mbps * 1e6 / rate.mean()
+    opp, period = rates_to_opportunities(np.arange(n) * step_s, rate, n * step_s)
+    return BandwidthTrace(f"synthetic_{seed}", opp, period, source=f"synthetic_trace(seed={seed})")

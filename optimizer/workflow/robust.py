@@ -1,0 +1,57 @@
+"""Bandwidth-robust splits in the workflow: a trace becomes a risk objective and a plan annotation.
+
+With ``SplitRequest.bandwidth_trace`` the split search keeps SmartSplit's latency, energy and
+memory — evaluated at the trace's mean uplink unless ``bandwidth_bps`` is given — and appends
+one risk objective over the trace (:class:`optimizer.search.split_risk.RiskObjective`: mean,
+pNN, CVaR_beta after Rockafellar & Uryasev 2000, or regret). The plan records the trace's
+provenance and summary in ``search.settings["bandwidth_trace"]`` and the chosen split's risk
+statistics (mean, p95, CVaR-0.95 of latency over the trace) in ``predicted.extra``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .outcome import PlanOutcome
+    from .requests import SplitRequest
+
+
+def risk_setup(request: SplitRequest, costs: Any) -> tuple[Any, Any]:
+    """The split costs at the trace's mean uplink (unless the request sets a bandwidth) and the
+    request's risk objective."""
+    from ..hardware import load_link
+    from ..hardware.bandwidth import load_trace
+    from ..search.split_risk import RiskObjective, costs_at_uplink
+
+    trace = load_trace(str(request.bandwidth_trace))
+    if request.bandwidth_bps is None:
+        costs = costs_at_uplink(costs, load_link(request.network), trace.mean_bps)
+    return costs, RiskObjective(trace, request.risk or "cvar95", request.trace_step_s)
+
+
+def trace_statistics(problem: Any, risk: Any, x: np.ndarray) -> dict[str, float]:
+    """Mean, p50, p95 and CVaR-0.95 latency (s) of decision ``x`` over the risk objective's trace."""
+    from ..search.split_risk import cvar, latency_samples
+
+    lat = latency_samples(problem.breakdown(np.asarray([x])), risk.trace, risk.starts_s)
+    return {"trace_latency_mean_s": float(lat.mean()),
+            "trace_latency_p50_s": float(np.quantile(lat, 0.5)),
+            "trace_latency_p95_s": float(np.quantile(lat, 0.95)),
+            "trace_latency_cvar95_s": float(cvar(lat, 0.95)[0])}
+
+
+def annotate_risk(outcome: PlanOutcome, risk: Any) -> PlanOutcome:
+    """The outcome with the trace recorded in the plan (see the module docstring)."""
+    from dataclasses import replace
+
+    problem, plan = outcome.problem, outcome.plan
+    d = outcome.result.best.decision
+    x = problem.encode(d["split"], d["processor"], d["clock_hz"], d["wire_dtype"])
+    stats = trace_statistics(problem, risk, x)
+    predicted = plan.predicted.model_copy(update={"extra": {**plan.predicted.extra, **stats}})
+    settings = {**plan.search.settings, "bandwidth_trace": risk.describe()}
+    search = plan.search.model_copy(update={"settings": settings})
+    return replace(outcome, plan=plan.model_copy(update={"predicted": predicted, "search": search}))
