@@ -82,35 +82,17 @@ class TaskDefaults(_Strict):
     min_accuracy: float | None = None
 
 
-class TaskSpec(_Strict):
-    """One search: what to run, on what, with which solver and seed."""
+class TaskSpec(TaskDefaults):
+    """One search: what to run, on what, with which solver and seed (plus every
+    :class:`TaskDefaults` field)."""
 
     kind: Kind
     model: str
     device: str
     network: str | None = None
-    server: str | None = None
     solver: str | None = None
     objectives: list[str] | None = None
     seed: int = 0
-    dtype: Literal["int8", "fp16", "fp32"] = "int8"
-    granularity: Literal["op", "block"] | None = None
-    stages: int = Field(default=3, ge=1, le=8)
-    memory_limit: str | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
-    cost_model: Literal["table", "smartsplit"] = "table"
-    wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
-    processors: list[str] | None = Field(default=None, min_length=1)
-    include_extremes: bool = False
-    measure: Literal["host"] | None = None
-    measure_cmd: str | None = Field(default=None, min_length=1)
-    # split search: uplink trace and risk objective, memory as a budget, accuracy per partition
-    # (checked by optimizer.workflow.SplitRequest, as 'dnnplan split' checks its options)
-    bandwidth_trace: str | None = None
-    risk: str | None = None
-    memory_budget: str | None = None
-    accuracy_data: str | None = None
-    min_accuracy: float | None = None
 
     _normalise_objectives = field_validator("objectives", mode="before")(_objective_list)
 
