@@ -230,22 +230,15 @@ class SplitRequest(_Request):
     def _solver(cls, v: str) -> str:
         return _registered_solver("split", v)
 
-    @field_validator("cost_model")
+    @field_validator("cost_model", "topsis")
     @classmethod
-    def _cost_model(cls, v: str, info: ValidationInfo) -> str:
+    def _choice(cls, v: str, info: ValidationInfo) -> str:
+        from ..search.decision import VARIANTS
         from ..search.split import COST_MODELS
 
-        if v not in COST_MODELS:
-            raise ConfigError(f"{_label(info, 'cost_model')} {v!r}: expected one of {', '.join(COST_MODELS)}")
-        return v
-
-    @field_validator("topsis")
-    @classmethod
-    def _topsis(cls, v: str, info: ValidationInfo) -> str:
-        from ..search.decision import VARIANTS
-
-        if v not in VARIANTS:
-            raise ConfigError(f"{_label(info, 'topsis')} {v!r}: expected one of {', '.join(VARIANTS)}")
+        choices = COST_MODELS if info.field_name == "cost_model" else VARIANTS
+        if v not in choices:
+            raise ConfigError(f"{_label(info, str(info.field_name))} {v!r}: expected one of {', '.join(choices)}")
         return v
 
     @field_validator("risk")
