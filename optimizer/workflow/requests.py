@@ -14,7 +14,7 @@ pydantic's validation context, so ``dnnplan map --memory-limit lots`` and a job 
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -63,6 +63,7 @@ def _registered_solver(kind: str, name: str) -> str:
         raise UnknownNameError("solver", name, solver_names(kind))
     return name
 
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,9 +75,22 @@ class _Request(BaseModel):
 
     _split_processors = field_validator("processors", mode="before")(_names)
 
+    #: quantity fields: name -> (dimension, must be > 0); '2 GB', '5 Mbps' or a number in SI units
+    QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {}
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _quantities(cls, v: Any, info: ValidationInfo) -> Any:
+        spec = cls.QUANTITIES.get(str(info.field_name))
+        if spec is None:
+            return v
+        return _quantity(_label(info, str(info.field_name)), v, spec[0], positive=spec[1])
+
 
 class PipelineRequest(_Request):
     """Map a network onto a phone's processors as a pipeline (``dnnplan map``, batch ``map`` tasks)."""
+
+    QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {"memory_limit": ("bytes", True)}
 
     dtype: Dtype | None = Field(default=None, description="Default int8; fp32 with measure='host'")
     granularity: Literal["op", "block"] = "op"
@@ -96,11 +110,6 @@ class PipelineRequest(_Request):
     measure_frames: int = Field(default=100, ge=1)
     measure_cache: str | None = Field(default=None, description="JSON-lines cache of measurements")
     measure_cache_mb: float = 2048.0
-
-    @field_validator("memory_limit", mode="before")
-    @classmethod
-    def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
-        return _quantity(_label(info, "memory_limit"), v, "bytes", positive=True)
 
     @field_validator("objectives", mode="before")
     @classmethod
@@ -152,6 +161,9 @@ class PipelineRequest(_Request):
 class SplitRequest(_Request):
     """Split a network between phone and server (``dnnplan split``, batch ``split`` tasks)."""
 
+    QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {
+        "memory_limit": ("bytes", False), "memory_budget": ("bytes", True), "bandwidth_bps": ("bitrate", True)}
+
     network: str = Field(min_length=1, description="Link (search_spaces/networks)")
     server: str = "smartsplit_i5"
     solver: str = "nsga2"
@@ -178,11 +190,6 @@ class SplitRequest(_Request):
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 
-    @field_validator("memory_limit", mode="before")
-    @classmethod
-    def _memory(cls, v: Any, info: ValidationInfo) -> float | None:
-        return _quantity(_label(info, "memory_limit"), v, "bytes", positive=False)
-
     @field_validator("min_accuracy", mode="before")
     @classmethod
     def _min_accuracy(cls, v: Any, info: ValidationInfo) -> float | None:
@@ -197,16 +204,6 @@ class SplitRequest(_Request):
             raise ConfigError(f"{_label(info, 'min_accuracy')} {v!r}: expected a fraction in 0..1 or a "
                               "percentage such as 95%")
         return value
-
-    @field_validator("memory_budget", mode="before")
-    @classmethod
-    def _budget(cls, v: Any, info: ValidationInfo) -> float | None:
-        return _quantity(_label(info, "memory_budget"), v, "bytes", positive=True)
-
-    @field_validator("bandwidth_bps", mode="before")
-    @classmethod
-    def _bandwidth(cls, v: Any, info: ValidationInfo) -> float | None:
-        return _quantity(_label(info, "bandwidth_bps"), v, "bitrate", positive=True)
 
     @field_validator("objectives", mode="before")
     @classmethod
