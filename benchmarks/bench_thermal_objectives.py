@@ -21,6 +21,7 @@ import numpy as np
 
 from optimizer.graph import load_graph
 from optimizer.hardware import load_device
+from optimizer.search.split import build_split_costs
 from optimizer.workflow import make_pipeline_plan, make_split_plan, pipeline_problem
 from optimizer.search import solve
 from optimizer.search.thermal_objectives import pipeline_thermal_objectives
@@ -50,7 +51,7 @@ def main() -> None:
           f"{res.peak_skin_c:.1f} °C, peak die {res.peak_die_c:.1f} °C; 600 simulated s in {wall * 1e3:.0f} ms")
 
     print("\n== 2. split plan on pixel4 over wifi_13 (exact + TOPSIS)")
-    sp = make_split_plan(block, "pixel4", "wifi_13", solver="exact").plan
+    sp = make_split_plan(block, build_split_costs(block, "pixel4", "wifi_13"), solver="exact").plan
     t = time.perf_counter()
     r = simulate_plan(sp, graph=block, ambient_c=25)
     wall = time.perf_counter() - t

@@ -9,6 +9,7 @@ import pytest
 
 from optimizer.plan.io import read_plan, write_plan
 from optimizer.workflow import make_pipeline_plan, make_split_plan
+from optimizer.search.split import build_split_costs
 from optimizer.workflow.simulate import plan_workload, simulate_plan
 
 
@@ -25,7 +26,7 @@ def map_plan(graph):
 
 @pytest.fixture(scope="module")
 def split_plan(graph):
-    return make_split_plan(graph, "pixel4", "wifi_13", solver="exact").plan
+    return make_split_plan(graph, build_split_costs(graph, "pixel4", "wifi_13"), solver="exact").plan
 
 
 def test_full_load_pipeline_throttles_within_minutes(map_plan, graph):

@@ -24,39 +24,27 @@ if TYPE_CHECKING:
 
 def make_split_plan(
     graph: LayerGraph,
-    device: str,
-    network: str,
+    costs: Any,
     *,
-    server: str = "smartsplit_i5",
-    dtype: str = "int8",
     solver: str = "nsga2",
     seed: int | None = 0,
     memory_limit: float | None = None,
     include_extremes: bool = False,
-    cost_model: str = "table",
-    wire_dtypes: tuple[str, ...] = ("int8", "fp16", "fp32"),
-    bandwidth_bps: float | None = None,
-    processors: list[str] | None = None,
     settings: dict[str, Any] | None = None,
     variant: dict[str, Any] | None = None,
     command: str | None = None,
-    costs: Any = None,
     extra_objectives: tuple[Any, ...] = (),
     accuracy: tuple[Any, float] | None = None,
 ) -> PlanOutcome:
-    """Split ``graph`` between ``device`` and ``server`` over ``network`` and build the plan;
-    ``costs`` reuses SplitCosts already built for them; ``extra_objectives`` are appended to
-    latency, energy, memory (e.g. thermal ones); ``accuracy = (table [W, L+1], floor)`` adds the
-    accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`).
+    """Search the splits of ``graph`` priced by ``costs`` (:func:`split_costs` or
+    :func:`optimizer.search.split.build_split_costs`) and build the plan; ``extra_objectives`` are
+    appended to latency, energy, memory (e.g. thermal ones); ``accuracy = (table [W, L+1], floor)``
+    adds the accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`).
     The plan's thermal predictions come from one simulation when the device has a thermal spec."""
     from ..plan.from_search import split_plan
     from ..search import solve
-    from ..search.split import SplitProblem, build_split_costs
+    from ..search.split import SplitProblem
 
-    if costs is None:
-        costs = build_split_costs(graph, device, network, server, dtype=dtype, cost_model=cost_model,
-                                  wire_dtypes=list(wire_dtypes), bandwidth_bps=bandwidth_bps,
-                                  processors=processors)
     options = {"memory_limit_bytes": memory_limit, "include_extremes": include_extremes,
                "extra_objectives": tuple(extra_objectives)}
     if accuracy is not None:
@@ -69,7 +57,7 @@ def make_split_plan(
     result = solve(problem, solver, seed=seed, **(settings or {}))
     plan = split_plan(result, graph, variant=variant,
                       inputs={"model": graph.source_sha256 or graph.name}, command=command)
-    return PlanOutcome(annotate_thermal(plan, graph, device), result, problem)
+    return PlanOutcome(annotate_thermal(plan, graph, costs.device), result, problem)
 
 
 def split_costs(request: SplitRequest, graph: LayerGraph) -> Any:
@@ -142,10 +130,9 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         if status is not None:
             status(f"measuring the accuracy of every partition of {graph.name} on {request.accuracy_data}")
         accuracy = accuracy_setup(request, costs)
-    outcome = make_split_plan(graph, request.device, request.network, server=request.server, solver=request.solver,
-                              seed=request.seed, memory_limit=request.head_memory_limit,
-                              include_extremes=request.include_extremes, settings=solver_settings(request),
-                              command=command, costs=costs, extra_objectives=extra,
+    outcome = make_split_plan(graph, costs, solver=request.solver, seed=request.seed,
+                              memory_limit=request.head_memory_limit, include_extremes=request.include_extremes,
+                              settings=solver_settings(request), command=command, extra_objectives=extra,
                               accuracy=None if accuracy is None else (accuracy[0], request.min_accuracy or 0.0))
     if accuracy is not None:
         from .accuracy import annotate_accuracy
