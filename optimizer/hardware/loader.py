@@ -27,27 +27,30 @@ def search_spaces_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "search_spaces"
 
 
-def _names(folder: str) -> list[str]:
+def shipped_names(folder: str) -> list[str]:
+    """Names (file stems) of the YAML files in ``search_spaces/<folder>/``."""
     d = search_spaces_dir() / folder
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
 
 
 def device_names() -> list[str]:
     """Names of the device files in ``search_spaces/devices/``."""
-    return _names("devices")
+    return shipped_names("devices")
 
 
 def link_names() -> list[str]:
     """Names of the network link files in ``search_spaces/networks/``."""
-    return _names("networks")
+    return shipped_names("networks")
 
 
 def server_names() -> list[str]:
     """Names of the server files in ``search_spaces/servers/``."""
-    return _names("servers")
+    return shipped_names("servers")
 
 
-def _resolve(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
+def resolve_shipped(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
+    """A YAML file by path (``.yaml``/``.yml`` or containing a separator) or by name in
+    ``search_spaces/<folder>/``; an unknown name lists the valid ones."""
     s = str(ref)
     p = Path(s)
     if p.suffix in (".yaml", ".yml") or os.sep in s:
@@ -56,7 +59,7 @@ def _resolve(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
         return p
     cand = search_spaces_dir() / folder / f"{s}.yaml"
     if not cand.is_file():
-        raise UnknownNameError(kind, s, _names(folder))
+        raise UnknownNameError(kind, s, shipped_names(folder))
     return cand
 
 
@@ -75,12 +78,12 @@ def _load_file(path: Path, model: type[M]) -> M:
 
 def load_device(name_or_path: str | os.PathLike[str]) -> Device:
     """A device by name (``pixel6``) or path to its YAML file."""
-    return _load_file(_resolve(name_or_path, "devices", "device"), Device)
+    return _load_file(resolve_shipped(name_or_path, "devices", "device"), Device)
 
 
 def load_server(name_or_path: str | os.PathLike[str]) -> Device:
     """A server (a Device with a ``cloud`` processor) by name (``smartsplit_i5``) or path."""
-    dev = _load_file(_resolve(name_or_path, "servers", "server"), Device)
+    dev = _load_file(resolve_shipped(name_or_path, "servers", "server"), Device)
     if not any(p.kind == "cloud" for p in dev.processors):
         raise SchemaError(f"{name_or_path}: a server needs a processor of kind 'cloud'")
     return dev
@@ -88,4 +91,4 @@ def load_server(name_or_path: str | os.PathLike[str]) -> Device:
 
 def load_link(name_or_path: str | os.PathLike[str]) -> Link:
     """A network link by name (``wifi_10``, ``lte``) or path to its YAML file."""
-    return _load_file(_resolve(name_or_path, "networks", "network"), Link)
+    return _load_file(resolve_shipped(name_or_path, "networks", "network"), Link)

@@ -23,12 +23,10 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ..errors import InputFileError, UnknownNameError
+from ..errors import UnknownNameError
 from ..yamlio import load_model_yaml
+from .loader import resolve_shipped, shipped_names
 from .units import parse_quantity, reject_duplicates
-
-#: where named thermal specs live: search_spaces/thermal/<name>.yaml
-THERMAL_DIR = Path(__file__).resolve().parents[2] / "search_spaces" / "thermal"
 
 #: name of the ambient pseudo-node in ``conductances``
 AMBIENT = "ambient"
@@ -296,7 +294,7 @@ class ThermalSpec(_Model):
 
 def available_thermal_specs() -> list[str]:
     """Names of the thermal specs shipped in ``search_spaces/thermal``."""
-    return sorted(p.stem for p in THERMAL_DIR.glob("*.yaml"))
+    return shipped_names("thermal")
 
 
 def load_thermal_spec(name_or_path: str | Path) -> ThermalSpec:
@@ -311,12 +309,4 @@ def load_thermal_spec(name_or_path: str | Path) -> ThermalSpec:
     SchemaError
         The document does not match the schema (message names file, field, value, expectation).
     """
-    text = str(name_or_path)
-    path = Path(text)
-    if not (text.endswith((".yaml", ".yml")) or path.exists()):
-        path = THERMAL_DIR / f"{text}.yaml"
-        if not path.exists():
-            raise UnknownNameError("thermal spec", text, available_thermal_specs())
-    if not path.is_file():
-        raise InputFileError(f"{path}: thermal spec file not found")
-    return load_model_yaml(path, ThermalSpec)
+    return load_model_yaml(resolve_shipped(name_or_path, "thermal", "thermal spec"), ThermalSpec)

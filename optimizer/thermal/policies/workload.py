@@ -20,11 +20,9 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...errors import UnknownNameError
+from ...hardware.loader import resolve_shipped, shipped_names
 from ...yamlio import load_model_yaml
 
-#: where named workloads live
-WORKLOAD_DIR = Path(__file__).resolve().parents[3] / "search_spaces" / "workloads"
 
 #: the name of the offloading worker
 CLOUD = "cloud"
@@ -74,7 +72,7 @@ class WorkloadSpec(_Model):
 
 def workload_names() -> list[str]:
     """Names of the workloads shipped in ``search_spaces/workloads``."""
-    return sorted(p.stem for p in WORKLOAD_DIR.glob("*.yaml"))
+    return shipped_names("workloads")
 
 
 def load_workload(name_or_path: str | Path) -> WorkloadSpec:
@@ -87,13 +85,7 @@ def load_workload(name_or_path: str | Path) -> WorkloadSpec:
     SchemaError
         Invalid file, e.g. a request naming a network the zoo does not have (file, line, field).
     """
-    text = str(name_or_path)
-    path = Path(text)
-    if not (text.endswith((".yaml", ".yml")) or path.exists()):
-        path = WORKLOAD_DIR / f"{text}.yaml"
-        if not path.exists():
-            raise UnknownNameError("workload", text, workload_names())
-    return load_model_yaml(path, WorkloadSpec)
+    return load_model_yaml(resolve_shipped(name_or_path, "workloads", "workload"), WorkloadSpec)
 
 
 @dataclass(frozen=True)
