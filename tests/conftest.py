@@ -63,3 +63,32 @@ def tiny_onnx(tmp_path_factory):
     from _byom import write_tiny_onnx
 
     return write_tiny_onnx(tmp_path_factory.mktemp("onnx") / "tiny.onnx")
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """The toy two-processor device of ``tests/test_cost.py`` (modules may override it)."""
+    import yaml
+    from test_cost import TOY_DEVICE
+
+    from optimizer.hardware import load_device
+
+    p = tmp_path / "toy.yaml"
+    p.write_text(yaml.safe_dump(TOY_DEVICE))
+    return load_device(p)
+
+
+@pytest.fixture
+def options(toy):
+    """The option each built-in cost backend needs, fitted/measured on the toy device:
+    ``(graph, its analytic table, {backend: options})``."""
+    from test_cost import _table_from, chain_graph
+
+    from optimizer.cost import build_cost_table
+    from optimizer.cost.learned import fit_learned_model
+
+    g = chain_graph(9)
+    ref = build_cost_table(g, toy, "fp32")
+    graphs = [chain_graph(9, name=f"n{s}", hw=8 + 4 * s, seed=s) for s in range(4)]
+    model = fit_learned_model([(h, _table_from(build_cost_table(h, toy, "fp32"))) for h in graphs], dtype="fp32")
+    return g, ref, {"analytic": {}, "measured": {"table": _table_from(ref)}, "learned": {"model": model}}

@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 from _split_fixtures import ToyLink, small_costs
 
 from optimizer.search.pipeline import PipelineProblem
@@ -141,38 +140,12 @@ def test_problems_meet_the_search_protocol(kind):
 
 
 # ------------------------------------------------------------------ cost backends
-@pytest.fixture
-def toy(tmp_path):
-    from test_cost import TOY_DEVICE
-
-    from optimizer.hardware import load_device
-
-    p = tmp_path / "toy.yaml"
-    p.write_text(yaml.safe_dump(TOY_DEVICE))
-    return load_device(p)
-
-
-@pytest.fixture
-def backend_options(toy):
-    """Each registered backend's inputs on the toy device (the measured and learned ones from the
-    analytic tables of other networks, as a user would measure/fit them)."""
-    from test_cost import _table_from, chain_graph
-
-    from optimizer.cost import build_cost_table
-    from optimizer.cost.learned import fit_learned_model
-
-    g = chain_graph(9)
-    graphs = [chain_graph(9, name=f"n{s}", hw=8 + 4 * s, seed=s) for s in range(4)]
-    model = fit_learned_model([(h, _table_from(build_cost_table(h, toy, "fp32"))) for h in graphs], dtype="fp32")
-    opts = {"analytic": {}, "measured": {"table": _table_from(build_cost_table(g, toy, "fp32"))},
-            "learned": {"model": model}}
-    return g, opts
-
-
-def test_every_backend_is_deterministic_well_shaped_and_slower_at_a_lower_clock(toy, backend_options):
+def test_every_backend_is_deterministic_well_shaped_and_slower_at_a_lower_clock(toy, options):
+    """Each registered backend on the toy device, with the inputs ``tests/test_cost_backends.py``
+    gives it (measured and learned ones from the analytic tables of other networks)."""
     from optimizer.cost import backend_names, build_cost_table
 
-    g, opts = backend_options
+    g, _, opts = options
     assert set(backend_names()) <= set(opts), "a new backend needs its inputs in this contract"
     cpu = toy.processors[0]
     for name in backend_names():

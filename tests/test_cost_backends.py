@@ -1,35 +1,16 @@
 """The cost-backend registry: every backend listed and built through one interface; measured and
-learned tables are built without the analytic latency model; options are checked."""
+learned tables are built without the analytic latency model; options are checked. The ``toy`` device
+and each backend's ``options`` are fixtures of ``tests/conftest.py`` (the contract suite uses them too)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
-from test_cost import TOY_DEVICE, _table_from, chain_graph
+from test_cost import chain_graph
 
 from optimizer.cost import backend_names, build_cost_table, register_backend
 from optimizer.cost.backends import BackendCosts, backend_options, get_backend
-from optimizer.cost.learned import fit_learned_model
 from optimizer.errors import ConfigError, UnknownNameError
-from optimizer.hardware import load_device
-
-
-@pytest.fixture
-def toy(tmp_path):
-    p = tmp_path / "toy.yaml"
-    p.write_text(yaml.safe_dump(TOY_DEVICE))
-    return load_device(p)
-
-
-@pytest.fixture
-def options(toy):
-    """The option each built-in backend needs, fitted/measured on the toy device."""
-    g = chain_graph(9)
-    ref = build_cost_table(g, toy, "fp32")
-    graphs = [chain_graph(9, name=f"n{s}", hw=8 + 4 * s, seed=s) for s in range(4)]
-    model = fit_learned_model([(h, _table_from(build_cost_table(h, toy, "fp32"))) for h in graphs], dtype="fp32")
-    return g, ref, {"analytic": {}, "measured": {"table": _table_from(ref)}, "learned": {"model": model}}
 
 
 def test_registry_lists_every_backend_and_each_builds_a_table(toy, options):
