@@ -35,7 +35,7 @@ def _check_int8(plan, art, manifest, size, label):
     from optimizer.plan.export import load_plan_model
     from optimizer.runtime import run_plan
 
-    assert manifest.calibration.aligned_to_single_file and manifest.reference is not None
+    assert manifest.calibration.aligned_to_single_file and manifest.reference.file == "reference.int8.tflite"
     x = np.random.default_rng(42).uniform(-1, 1, (N, size, size, 3)).astype(np.float32)
     rep = run_plan(plan, art, frames=N, input=x, keep_outputs=True)
     parts = rep.outputs[manifest.outputs[0].name]

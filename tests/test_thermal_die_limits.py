@@ -71,7 +71,7 @@ def test_map_mobilenet_v2_pixel6_simulates_below_100_c(run_cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["peak_die_c"] <= 100.0
-    assert out["time_to_first_throttle_s"] is not None
+    assert 0 < out["time_to_first_throttle_s"] < 600  # a full-load pipeline throttles within the 10 minutes
 
 
 def test_share_caps_parse_and_reach_the_governor(tmp_path):
