@@ -83,13 +83,22 @@ class BandwidthTrace:
         starts = np.asarray(starts_s, dtype=np.float64)
         sizes, inverse = np.unique(nbytes, return_inverse=True)
         packets = np.ceil(sizes / PACKET_BYTES).astype(np.int64)
-        opp, m = self.opportunities_s, len(self.opportunities_s)
-        first = np.searchsorted(opp, np.mod(starts, self.period_s), side="left")
-        base = np.floor_divide(starts, self.period_s) * self.period_s
-        g = first[None, :] + np.maximum(packets, 1)[:, None] - 1  # global index of the last packet
-        finish = opp[g % m] + (g // m) * self.period_s + base[None, :]
-        out = np.where(packets[:, None] > 0, finish - starts[None, :], 0.0)
+        g = self.first_opportunity(starts)[None, :] + np.maximum(packets, 1)[:, None] - 1  # the last packet's
+        out = np.where(packets[:, None] > 0, self.opportunity_s(g) - starts[None, :], 0.0)
         return out[inverse.reshape(-1)]
+
+    def first_opportunity(self, t_s: np.ndarray | float) -> np.ndarray:
+        """Global index (counting over repeated periods) of the first opportunity at or after ``t_s``."""
+        t = np.asarray(t_s, dtype=np.float64)
+        cycles = np.floor_divide(t, self.period_s).astype(np.int64)
+        local = np.searchsorted(self.opportunities_s, t - cycles * self.period_s, side="left")
+        return cycles * len(self.opportunities_s) + local
+
+    def opportunity_s(self, g: np.ndarray | int) -> np.ndarray:
+        """Time of global opportunity ``g`` (the trace repeating every ``period_s``)."""
+        g = np.asarray(g, dtype=np.int64)
+        m = len(self.opportunities_s)
+        return self.opportunities_s[g % m] + (g // m) * self.period_s
 
     def halves(self) -> tuple[BandwidthTrace, BandwidthTrace]:
         """The first and second half of one period, each a trace of its own (held-out evaluation)."""

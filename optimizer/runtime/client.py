@@ -64,15 +64,6 @@ class TracePacer:
         self.next_g = 0  # global index of the next usable opportunity
         self.residual = 0  # bytes left in the last packet sent
 
-    def _time(self, g: int) -> float:
-        opp = self.trace.opportunities_s  # type: ignore[attr-defined]
-        return float(opp[g % len(opp)]) + (g // len(opp)) * float(self.trace.period_s)  # type: ignore[attr-defined]
-
-    def _first_at(self, t: float) -> int:
-        opp, period = self.trace.opportunities_s, float(self.trace.period_s)  # type: ignore[attr-defined]
-        cycles = int(t // period)
-        return cycles * len(opp) + int(np.searchsorted(opp, t - cycles * period, side="left"))
-
     def consume(self, n: int) -> None:
         from ..hardware.bandwidth import PACKET_BYTES
 
@@ -83,9 +74,9 @@ class TracePacer:
             self.residual = packets * PACKET_BYTES - need if need > 0 else -need
             if packets == 0:
                 return
-            g = max(self.next_g, self._first_at(now)) + packets - 1
+            g = max(self.next_g, int(self.trace.first_opportunity(now))) + packets - 1  # type: ignore[attr-defined]
             self.next_g = g + 1
-            wait = self._time(g) - now
+            wait = float(self.trace.opportunity_s(g)) - now  # type: ignore[attr-defined]
         if wait > 0:
             time.sleep(wait)
 
