@@ -157,7 +157,7 @@ def test_image_directory_is_preprocessed_like_inference(tmp_path):
     pre = {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3}
     spec = InputSpec("input", (4, 4, 3), "float32")
     cal = load_calibration(tmp_path, [spec], pre, samples=3, heldout=2, seed=1)
-    assert cal.n_calib == 3 and cal.n_heldout == 2
+    assert cal.size() == 3 and cal.size("heldout") == 2
     x = np.concatenate([cal.calib["input"], cal.heldout["input"]])
     # same size: no resampling, so every value must be (p - 127.5) / 127.5 for some saved pixel
     originals = {tuple(np.asarray(Image.open(p), dtype=np.float64).ravel()) for p in tmp_path.glob("*.png")}
@@ -179,7 +179,7 @@ def test_fewer_samples_than_asked_is_said(tmp_path):
     np.savez(tmp_path / "c.npz", x=np.zeros((50, 3), np.float32))
     cal = load_calibration(tmp_path / "c.npz", [InputSpec("x", (3,), "float32")], None,
                            samples=1000, heldout=100, seed=0)
-    assert cal.n_calib == 40 and cal.n_heldout == 10
+    assert cal.size() == 40 and cal.size("heldout") == 10
     assert any("50 samples" in n and "asked 1000" in n for n in cal.notes)
 
 
@@ -192,7 +192,7 @@ def test_synthetic_tokens_and_pixels_in_range():
     img = load_calibration("synthetic", [InputSpec("x", (5, 5, 3), "float32")],
                            {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3},
                            samples=8, heldout=2)
-    assert img.calib["x"].min() >= -1 and img.calib["x"].max() <= 1 and img.n_heldout == 2
+    assert img.calib["x"].min() >= -1 and img.calib["x"].max() <= 1 and img.size("heldout") == 2
 
 
 def test_sample_images_are_real_photographs_preprocessed_like_inference():
@@ -203,7 +203,7 @@ def test_sample_images_are_real_photographs_preprocessed_like_inference():
     pre = {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3}
     spec = InputSpec("input", (32, 32, 3), "float32")
     cal = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=3)
-    assert cal.calib["input"].shape == (24, 32, 32, 3) and cal.n_heldout == 6
+    assert cal.calib["input"].shape == (24, 32, 32, 3) and cal.size("heldout") == 6
     assert "sample-images" in cal.source
     x = cal.calib["input"]
     assert x.min() >= -1.0 and x.max() <= 1.0 and x.std() > 0.2

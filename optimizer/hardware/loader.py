@@ -8,9 +8,10 @@ becomes a :class:`~optimizer.errors.SchemaError` naming the file, the field and 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,21 +34,6 @@ def shipped_names(folder: str) -> list[str]:
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
 
 
-def device_names() -> list[str]:
-    """Names of the device files in ``search_spaces/devices/``."""
-    return shipped_names("devices")
-
-
-def link_names() -> list[str]:
-    """Names of the network link files in ``search_spaces/networks/``."""
-    return shipped_names("networks")
-
-
-def server_names() -> list[str]:
-    """Names of the server files in ``search_spaces/servers/``."""
-    return shipped_names("servers")
-
-
 def resolve_shipped(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
     """A YAML file by path (``.yaml``/``.yml`` or containing a separator) or by name in
     ``search_spaces/<folder>/``; an unknown name lists the valid ones."""
@@ -63,32 +49,53 @@ def resolve_shipped(ref: str | os.PathLike[str], folder: str, kind: str) -> Path
     return cand
 
 
-def _load(path: Path, model: type[M]) -> M:
-    return load_model_yaml(path, model)
-
-
 @lru_cache(maxsize=64)
 def _load_cached(path: str, mtime: float, model: type[M]) -> M:
-    return _load(Path(path), model)
+    return load_model_yaml(Path(path), model)
 
 
 def _load_file(path: Path, model: type[M]) -> M:
     return _load_cached(str(path.resolve()), path.stat().st_mtime, model)
 
 
-def load_device(name_or_path: str | os.PathLike[str]) -> Device:
-    """A device by name (``pixel6``) or path to its YAML file."""
-    return _load_file(resolve_shipped(name_or_path, "devices", "device"), Device)
+@dataclass(frozen=True)
+class ShippedYaml(Generic[M]):
+    """One kind of YAML file shipped in ``search_spaces/<folder>/``: its names, and a validated
+    model read by name or by path.
+
+    :meth:`load` raises :class:`~optimizer.errors.UnknownNameError` for a name that is not
+    shipped (listing the valid ones), :class:`~optimizer.errors.InputFileError` for a missing
+    path or invalid YAML and :class:`~optimizer.errors.SchemaError` naming file, field, value and
+    expectation. ``cached`` models are shared between loads of an unchanged file (read-only use).
+    """
+
+    folder: str
+    kind: str
+    model: type[M]
+    cached: bool = False
+
+    def names(self) -> list[str]:
+        """Names (file stems) of the shipped files."""
+        return shipped_names(self.folder)
+
+    def load(self, name_or_path: str | os.PathLike[str]) -> M:
+        """The model of a shipped file by name, or of any file by path."""
+        path = resolve_shipped(name_or_path, self.folder, self.kind)
+        return _load_file(path, self.model) if self.cached else load_model_yaml(path, self.model)
+
+
+#: device files (``pixel6``), network links (``wifi_10``, ``lte``) and servers (``smartsplit_i5``)
+DEVICES = ShippedYaml("devices", "device", Device, cached=True)
+LINKS = ShippedYaml("networks", "network", Link, cached=True)
+SERVERS = ShippedYaml("servers", "server", Device, cached=True)
+device_names, load_device = DEVICES.names, DEVICES.load
+link_names, load_link = LINKS.names, LINKS.load
+server_names = SERVERS.names
 
 
 def load_server(name_or_path: str | os.PathLike[str]) -> Device:
     """A server (a Device with a ``cloud`` processor) by name (``smartsplit_i5``) or path."""
-    dev = _load_file(resolve_shipped(name_or_path, "servers", "server"), Device)
+    dev = SERVERS.load(name_or_path)
     if not any(p.kind == "cloud" for p in dev.processors):
         raise SchemaError(f"{name_or_path}: a server needs a processor of kind 'cloud'")
     return dev
-
-
-def load_link(name_or_path: str | os.PathLike[str]) -> Link:
-    """A network link by name (``wifi_10``, ``lte``) or path to its YAML file."""
-    return _load_file(resolve_shipped(name_or_path, "networks", "network"), Link)

@@ -259,6 +259,7 @@ class Device(_Model):
 
     @property
     def processor_names(self) -> tuple[str, ...]:
+        """Processor names in file order (the order of a cost table's columns)."""
         return tuple(p.name for p in self.processors)
 
     @property

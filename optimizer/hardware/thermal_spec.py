@@ -17,15 +17,13 @@ while active) plus Android thermal status levels with one hysteresis (METHODS.md
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from ..errors import UnknownNameError
-from ..yamlio import load_model_yaml
-from .loader import resolve_shipped, shipped_names
+from .loader import ShippedYaml
 from .units import parse_quantity, reject_duplicates
 
 #: name of the ambient pseudo-node in ``conductances``
@@ -263,17 +261,19 @@ class ThermalSpec(_Model):
 
     @property
     def node_names(self) -> tuple[str, ...]:
+        """Node names in the order of the RC matrices' rows."""
         return tuple(n.name for n in self.nodes)
-
-    @property
-    def processor_names(self) -> tuple[str, ...]:
-        return tuple(self.processors)
 
     def node_index(self, name: str) -> int:
         """Index of node ``name`` (UnknownNameError lists the valid ones)."""
         if name not in self.node_names:
             raise UnknownNameError("thermal node", name, self.node_names, where=f"thermal spec {self.device!r}")
         return self.node_names.index(name)
+
+    @property
+    def processor_names(self) -> tuple[str, ...]:
+        """Processor names in the order of every per-processor array (power limits, caps)."""
+        return tuple(self.processors)
 
     def full_load_w(self) -> dict[str, float]:
         """The calibration load: processor → W (processors without ``full_load`` are left out)."""
@@ -292,21 +292,6 @@ class ThermalSpec(_Model):
         return tuple(n.name for n in self.nodes if n.kind == "die")
 
 
-def available_thermal_specs() -> list[str]:
-    """Names of the thermal specs shipped in ``search_spaces/thermal``."""
-    return shipped_names("thermal")
-
-
-def load_thermal_spec(name_or_path: str | Path) -> ThermalSpec:
-    """Read a thermal spec by device name (``search_spaces/thermal/<name>.yaml``) or by path.
-
-    Raises
-    ------
-    UnknownNameError
-        A name that is not a shipped spec (lists the valid names).
-    InputFileError
-        A path that does not exist or is not valid YAML.
-    SchemaError
-        The document does not match the schema (message names file, field, value, expectation).
-    """
-    return load_model_yaml(resolve_shipped(name_or_path, "thermal", "thermal spec"), ThermalSpec)
+#: thermal specs shipped in ``search_spaces/thermal/`` (one per device name)
+THERMAL_SPECS = ShippedYaml("thermal", "thermal spec", ThermalSpec)
+available_thermal_specs, load_thermal_spec = THERMAL_SPECS.names, THERMAL_SPECS.load

@@ -117,27 +117,25 @@ def reject_duplicates(names: list[str], what: str) -> None:
         raise ValueError(f"{what} {dup[0]!r} appears twice")
 
 
+#: A duration in s ("12 ms", "1.5 min").
 Seconds = Annotated[float, _quantity("time")]
-"""A duration in s ("12 ms", "1.5 min")."""
+#: A clock in Hz ("2.84 GHz").
 Frequency = Annotated[float, _quantity("frequency")]
-"""A clock in Hz ("2.84 GHz")."""
+#: Compute throughput in MAC/s ("26 TOPS" = 13e12 MAC/s: two operations per MAC).
 MacRate = Annotated[float, _quantity("macrate")]
-"""Compute throughput in MAC/s ("26 TOPS" = 13e12 MAC/s: two operations per MAC)."""
+#: A size in B, decimal or binary prefixes ("4 GB", "512 MiB").
 Bytes = Annotated[float, _quantity("bytes")]
-"""A size in B, decimal or binary prefixes ("4 GB", "512 MiB")."""
+#: Memory or copy bandwidth in B/s ("51.2 GB/s").
 ByteRate = Annotated[float, _quantity("byterate")]
-"""Memory or copy bandwidth in B/s ("51.2 GB/s")."""
+#: A link rate in bit/s ("10 Mbps").
 Bitrate = Annotated[float, _quantity("bitrate")]
-"""A link rate in bit/s ("10 Mbps")."""
+#: Power in W ("850 mW").
 Watts = Annotated[float, _quantity("power")]
-"""Power in W ("850 mW")."""
-Joules = Annotated[float, _quantity("energy")]
-"""Energy in J ("3 mJ")."""
+#: Transfer energy in J/B ("120 pJ/B").
 JoulesPerByte = Annotated[float, _quantity("energy_per_byte")]
-"""Transfer energy in J/B ("120 pJ/B")."""
+#: Radio power per throughput in W per bit/s ("283.17 mW/Mbps"; Huang et al., MobiSys'12).
 WattsPerBitrate = Annotated[float, _quantity("power_per_bitrate")]
-"""Radio power per throughput in W per bit/s ("283.17 mW/Mbps"; Huang et al., MobiSys'12)."""
+#: Dynamic-power coefficient of P = Upsilon * f^3 in W/Hz^3 ("0.05 W/GHz^3").
 Upsilon = Annotated[float, _quantity("upsilon")]
-"""Dynamic-power coefficient of P = Upsilon * f^3 in W/Hz^3 ("0.05 W/GHz^3")."""
+#: A plain number or a percentage ("80 %" = 0.8).
 Fraction = Annotated[float, _quantity("dimensionless")]
-"""A plain number or a percentage ("80 %" = 0.8)."""

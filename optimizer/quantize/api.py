@@ -153,7 +153,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
         weights = "from the model file (FP16 weights; the FP16 file is the float reference)"
     if src.random_weights and src.keras_model is not None:
         say("estimating batch-norm statistics of the random-weight network")
-        n_bn_batch = min(BN_BATCH, cal.n_calib)
+        n_bn_batch = min(BN_BATCH, cal.size())
         n_bn = estimate_batchnorm_statistics(
             src.keras_model, {k: v[:n_bn_batch] for k, v in cal.calib.items()})
         weights = (f"random (zoo builder, seed {seed}); {n_bn} batch-norm layers' statistics "
@@ -162,7 +162,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
                         "quantization noise, not task accuracy")
     say("converting to FP32 TFLite")
     fp32 = convert_float(src)
-    if src.source_path is not None and src.source_path.suffix.lower() == ".onnx" and cal.n_heldout:
+    if src.source_path is not None and src.source_path.suffix.lower() == ".onnx" and cal.size("heldout"):
         weights = _onnx_conversion_note(src.source_path, fp32, cal.heldout, warnings)
     return Prepared(src, cal, fp32, weights, samples, seed, warnings)
 
@@ -193,7 +193,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     fp32 = compact_model(prep.fp32, f"{src.name} (FP32)") if compact else prep.fp32
     warnings = list(prep.warnings)
     out_path = Path(out)
-    say(f"quantizing ({scheme}, {cal.n_calib} calibration samples)")
+    say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
     converted = convert_quantized(src, scheme, cal.samples("calib"), io, calib_workers=calib_workers,
@@ -208,13 +208,13 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
             f"{src.name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
             f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
     say("comparing with FP32 on held-out inputs")
-    fidelity = _fidelity(src, fp32, qbytes, cal.heldout, threads) if cal.n_heldout else None
+    fidelity = _fidelity(src, fp32, qbytes, cal.heldout, threads) if cal.size("heldout") else None
     if fidelity is None:
         warnings.append("no held-out samples: fidelity not measured")
     latency = None
     if measure_latency_:
         say("timing FP32 vs quantized inference")
-        first_sample = cal.samples("heldout" if cal.n_heldout else "calib")[0]
+        first_sample = cal.samples("heldout" if cal.size("heldout") else "calib")[0]
         lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
         lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
         latency = LatencyReport(
@@ -227,8 +227,8 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
         calibration=CalibrationInfo(source=cal.source, samples_requested=prep.samples_requested,
-                                    samples_used=cal.n_calib if scheme in INTEGER_SCHEMES else 0,
-                                    heldout=cal.n_heldout, seed=prep.seed,
+                                    samples_used=cal.size() if scheme in INTEGER_SCHEMES else 0,
+                                    heldout=cal.size("heldout"), seed=prep.seed,
                                     batch=calib_info.get("batch"), workers=calib_info.get("workers")),
         sizes=SizeInfo(fp32_bytes=len(fp32), quantized_bytes=len(qbytes), ratio=len(qbytes) / len(fp32),
                        converter_bytes=len(converted), compacted=compact,

@@ -57,13 +57,9 @@ class CalibrationSet:
     source: str
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def n_calib(self) -> int:
-        return _count(self.calib)
-
-    @property
-    def n_heldout(self) -> int:
-        return _count(self.heldout)
+    def size(self, which: str = "calib") -> int:
+        """Number of ``calib`` or ``heldout`` samples."""
+        return _count(self.calib if which == "calib" else self.heldout)
 
     def samples(self, which: str = "calib") -> list[dict[str, np.ndarray]]:
         """Per-sample dicts with a batch axis of 1 (the converter's representative dataset)."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -87,6 +87,7 @@ class _Prepared:
     objectives: tuple[tuple[str, str, str, Objective | None], ...]  # (name, key, sense, hook)
 
 
+@dataclass(eq=False)
 class PipelineProblem:
     """Map a network onto a device as a pipeline of up to ``stages`` processor stages.
 
@@ -121,39 +122,34 @@ class PipelineProblem:
 
     Notes
     -----
-    Constructor arguments are stored as given; they are validated by :meth:`prepare`, which
-    every method calls first.
+    A dataclass: constructor arguments are stored as given (``dataclasses.replace`` makes a
+    variant); they are validated by :meth:`prepare`, which every method calls first.
     """
 
     kind = "pipeline"
 
-    def __init__(self, cost_table: CostTable, *, stages: int = 3,
-                 objectives: Sequence[str] = ("throughput",), memory_limit: float | None = None,
-                 processors: Sequence[str] | None = None, cpu_threads: int = 4, host_threads: int = 2,
-                 cpu_cores: int | None = None, pre_s: float | None = None, post_s: float | None = None,
-                 serial_single: bool = True, extra_objectives: Sequence[Objective] = ()) -> None:
-        self.cost_table = cost_table
-        self.stages = stages
-        self.objectives = objectives
-        self.memory_limit = memory_limit
-        self.processors = processors
-        self.cpu_threads = cpu_threads
-        self.host_threads = host_threads
-        self.cpu_cores = cpu_cores
-        self.pre_s = pre_s
-        self.post_s = post_s
-        self.serial_single = serial_single
-        self.extra_objectives = extra_objectives
-        self._prep: _Prepared | None = None
+    cost_table: CostTable
+    _: KW_ONLY
+    stages: int = 3
+    objectives: Sequence[str] = ("throughput",)
+    memory_limit: float | None = None
+    processors: Sequence[str] | None = None
+    cpu_threads: int = 4
+    host_threads: int = 2
+    cpu_cores: int | None = None
+    pre_s: float | None = None
+    post_s: float | None = None
+    serial_single: bool = True
+    extra_objectives: Sequence[Objective] = ()
+    _prep: _Prepared | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ set-up
     def get_params(self) -> dict[str, Any]:
         """Settings as given (for logging, comparison and re-running)."""
-        return {"stages": self.stages, "objectives": list(self.objectives), "memory_limit": self.memory_limit,
+        params = {f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name != "cost_table"}
+        return {**params, "objectives": list(self.objectives),
                 "processors": None if self.processors is None else list(self.processors),
-                "cpu_threads": self.cpu_threads, "host_threads": self.host_threads,
-                "cpu_cores": self.cpu_cores, "pre_s": self.pre_s, "post_s": self.post_s,
-                "serial_single": self.serial_single, "extra_objectives": [o.name for o in self.extra_objectives]}
+                "extra_objectives": [o.name for o in self.extra_objectives]}
 
     def prepare(self) -> _Prepared:
         """Validate the settings against the cost table and build the derived arrays."""
@@ -489,8 +485,7 @@ class PipelineProblem:
             ``F`` [m, 2] front values in minimisation form (sorted by the first objective) and
             the chromosomes ``X`` [m, 2K] reaching them; only feasible mappings count.
         """
-        prob = self if objectives is None else PipelineProblem(
-            **{**self._kwargs(), "objectives": tuple(objectives)})
+        prob = self if objectives is None else replace(self, objectives=tuple(objectives))
         if len(prob.objective_names) != 2:
             raise ConfigError(f"pareto_front: needs exactly 2 objectives, got {list(prob.objective_names)}")
         best_F, best_X = np.empty((0, 2)), np.empty((0, 2 * prob.prepare().K), np.int64)
@@ -504,13 +499,6 @@ class PipelineProblem:
             best_X, best_F = unique_rows(XX[keep], F[keep])
         order = np.lexsort(best_F.T[::-1])
         return best_F[order], best_X[order]
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"cost_table": self.cost_table, "stages": self.stages, "objectives": self.objectives,
-                "memory_limit": self.memory_limit, "processors": self.processors,
-                "cpu_threads": self.cpu_threads, "host_threads": self.host_threads,
-                "cpu_cores": self.cpu_cores, "pre_s": self.pre_s, "post_s": self.post_s,
-                "serial_single": self.serial_single, "extra_objectives": self.extra_objectives}
 
     def check_memory_feasible(self) -> None:
         """Raise :class:`ConstraintError` when no mapping satisfies the memory constraint.

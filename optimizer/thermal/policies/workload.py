@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ...hardware.loader import resolve_shipped, shipped_names
-from ...yamlio import load_model_yaml
+from ...hardware.loader import ShippedYaml
 
 
 #: the name of the offloading worker
@@ -70,22 +68,10 @@ class WorkloadSpec(_Model):
         return sum(r.count for r in self.requests)
 
 
-def workload_names() -> list[str]:
-    """Names of the workloads shipped in ``search_spaces/workloads``."""
-    return shipped_names("workloads")
-
-
-def load_workload(name_or_path: str | Path) -> WorkloadSpec:
-    """A workload by name (``person_finder``) or YAML path.
-
-    Raises
-    ------
-    UnknownNameError
-        Not a shipped workload name (lists them).
-    SchemaError
-        Invalid file, e.g. a request naming a network the zoo does not have (file, line, field).
-    """
-    return load_model_yaml(resolve_shipped(name_or_path, "workloads", "workload"), WorkloadSpec)
+#: workloads shipped in ``search_spaces/workloads/`` (e.g. ``person_finder``); a request naming
+#: a network the zoo lacks is a SchemaError naming file, line and field
+WORKLOADS = ShippedYaml("workloads", "workload", WorkloadSpec)
+workload_names, load_workload = WORKLOADS.names, WORKLOADS.load
 
 
 @dataclass(frozen=True)
