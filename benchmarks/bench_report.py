@@ -25,6 +25,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from _byom import write_residual_onnx  # noqa: E402
+
 
 from optimizer.batch import ResultStore, TaskOutcome, TaskSpec  # noqa: E402
 from optimizer.batch.jobspec import JobSpec  # noqa: E402
@@ -94,44 +98,11 @@ def build_run(root: Path, seeds: int) -> int:
     return len(tasks)
 
 
-def _onnx(path: Path) -> Path:
-    """conv stem, conv blocks with a skip add, pool, fc: 12 ops (no TensorFlow needed)."""
-    from onnx import TensorProto, helper, numpy_helper, save
-
-    rng = np.random.default_rng(0)
-
-    def init(name: str, shape: tuple[int, ...]) -> object:
-        return numpy_helper.from_array((0.1 * rng.standard_normal(shape)).astype(np.float32), name)
-
-    conv = {"pads": [1, 1, 1, 1]}
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="stem", strides=[2, 2], **conv),
-        helper.make_node("Relu", ["c1"], ["r1"], name="stem_relu"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", **conv),
-        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3", **conv),
-        helper.make_node("Add", ["c3", "r1"], ["a3"], name="skip_add"),
-        helper.make_node("Conv", ["a3", "w4"], ["c4"], name="conv4", strides=[2, 2], **conv),
-        helper.make_node("Relu", ["c4"], ["r4"], name="relu4"),
-        helper.make_node("Conv", ["r4", "w5"], ["c5"], name="conv5", **conv),
-        helper.make_node("GlobalAveragePool", ["c5"], ["p"], name="pool"),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "w6"], ["y"], name="fc", transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes, "tinynet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 96])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        initializer=[init("w1", (24, 3, 3, 3)), init("w2", (24, 24, 3, 3)), init("w3", (24, 24, 3, 3)),
-                     init("w4", (48, 24, 3, 3)), init("w5", (64, 48, 3, 3)), init("w6", (10, 64))])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
-
-
 def build_real_run(root: Path, seeds: int = 26) -> int:
     """Run a real job with optimizer.batch (2 workers); returns the task count."""
     from optimizer.batch import run_job
 
-    model = str(_onnx(root.parent / "tinynet.onnx"))
+    model = str(write_residual_onnx(root.parent / "tinynet.onnx"))
     job = JobSpec.model_validate({
         "name": "bench_real",
         "grid": {"models": [model], "devices": list(DEVICES), "seeds": list(range(seeds)),

@@ -24,16 +24,26 @@ CUSTOM_OP_MODEL = "selfie_segmentation"  # Convolution2DTransposeBias (XNNPACK k
 NO_KERNEL_MODEL = "face_landmark_with_attention"  # Landmarks2TransformMatrix & co.: no kernel here
 
 
-def write_tiny_onnx(path: Path) -> Path:
-    """Conv-ReLU-Conv-ReLU-pool-flatten-Gemm (7 ops, NCHW input ``x`` [1, 3, 64, 64], seeded
-    weights) written with onnx.helper: an ONNX model with no TensorFlow in its making."""
+def _save_onnx(path: Path, name: str, nodes: list[Any], x_shape: list[int], y_shape: list[int],
+               weights: dict[str, tuple[int, ...]], scale: float) -> Path:
+    """Save a float ONNX model (input ``x``, output ``y``) whose ``weights`` are seeded normals
+    times ``scale``, drawn in the order given (opset 17)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper, save
 
     rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((scale * rng.standard_normal(shape)).astype(np.float32), w)
+             for w, shape in weights.items()]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], initializer=inits)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
 
-    def init(name: str, shape: tuple[int, ...]) -> Any:
-        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+def write_tiny_onnx(path: Path) -> Path:
+    """Conv-ReLU-Conv-ReLU-pool-flatten-Gemm (7 ops, NCHW input ``x`` [1, 3, 64, 64], seeded
+    weights) written with onnx.helper: an ONNX model with no TensorFlow in its making."""
+    from onnx import helper
 
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -44,12 +54,33 @@ def write_tiny_onnx(path: Path) -> Path:
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "w3"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        initializer=[init("w1", (16, 3, 3, 3)), init("w2", (32, 16, 3, 3)), init("w3", (10, 32))])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return _save_onnx(path, "tiny", nodes, [1, 3, 64, 64], [1, 10],
+                      {"w1": (16, 3, 3, 3), "w2": (32, 16, 3, 3), "w3": (10, 32)}, scale=1.0)
+
+
+def write_residual_onnx(path: Path) -> Path:
+    """Conv stem, conv blocks with a skip add, pool, fc: 12 ops whose skip makes a DAG cut (NCHW
+    input ``x`` [1, 3, 96, 96], seeded weights x 0.1; the report tests' and benchmark's network)."""
+    from onnx import helper
+
+    conv = {"pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="stem", strides=[2, 2], **conv),
+        helper.make_node("Relu", ["c1"], ["r1"], name="stem_relu"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", **conv),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3", **conv),
+        helper.make_node("Add", ["c3", "r1"], ["a3"], name="skip_add"),
+        helper.make_node("Conv", ["a3", "w4"], ["c4"], name="conv4", strides=[2, 2], **conv),
+        helper.make_node("Relu", ["c4"], ["r4"], name="relu4"),
+        helper.make_node("Conv", ["r4", "w5"], ["c5"], name="conv5", **conv),
+        helper.make_node("GlobalAveragePool", ["c5"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "w6"], ["y"], name="fc", transB=1),
+    ]
+    return _save_onnx(path, "tinynet", nodes, [1, 3, 96, 96], [1, 10],
+                      {"w1": (24, 3, 3, 3), "w2": (24, 24, 3, 3), "w3": (24, 24, 3, 3),
+                       "w4": (48, 24, 3, 3), "w5": (64, 48, 3, 3), "w6": (10, 64)}, scale=0.1)
 
 
 def zoo_onnx(path: Path) -> Path:

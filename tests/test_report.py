@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pytest
+from _byom import write_residual_onnx
 
 from optimizer.errors import ConfigError, InputFileError, SchemaError
 from optimizer.report import (
@@ -30,45 +31,13 @@ OBJ = ["latency_s", "energy_j", "memory_bytes"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _onnx(path):
-    """conv stem, three conv blocks with a skip add, pool, fc: 12 ops with a DAG cut."""
-    from onnx import TensorProto, helper, numpy_helper, save
-
-    rng = np.random.default_rng(0)
-
-    def init(name, shape):
-        return numpy_helper.from_array((0.1 * rng.standard_normal(shape)).astype(np.float32), name)
-
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="stem", pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="stem_relu"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3", pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c3", "r1"], ["a3"], name="skip_add"),
-        helper.make_node("Conv", ["a3", "w4"], ["c4"], name="conv4", pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c4"], ["r4"], name="relu4"),
-        helper.make_node("Conv", ["r4", "w5"], ["c5"], name="conv5", pads=[1, 1, 1, 1]),
-        helper.make_node("GlobalAveragePool", ["c5"], ["p"], name="pool"),
-        helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
-        helper.make_node("Gemm", ["f", "w6"], ["y"], name="fc", transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes, "tinynet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 96])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        initializer=[init("w1", (24, 3, 3, 3)), init("w2", (24, 24, 3, 3)), init("w3", (24, 24, 3, 3)),
-                     init("w4", (48, 24, 3, 3)), init("w5", (64, 48, 3, 3)), init("w6", (10, 64))])
-    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A split plan + its front CSV and a pipeline plan, written by the real CLI."""
     from optimizer.cli import main
 
     d = tmp_path_factory.mktemp("report_inputs")
-    model = _onnx(d / "tinynet.onnx")
+    model = write_residual_onnx(d / "tinynet.onnx")
     assert main(["--quiet", "split", str(model), "--device", "galaxy_j6", "--network", "wifi_10",
                  "--granularity", "op", "--solver", "exact", "--out", str(d / "split.json"),
                  "--front", str(d / "front.csv")]) == 0
