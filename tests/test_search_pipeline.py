@@ -361,8 +361,10 @@ def test_ga_reaches_the_exact_optimum_on_most_seeds():
     assert min(ratios) >= 0.9 and np.median(fracs) < 0.05, (ratios, fracs)
 
 
-def test_ga_checkpoint_resume_gives_the_uninterrupted_result(tmp_path, seed):
-    pb = PipelineProblem(synthetic_table(80, seed=2), stages=3, pre_s=1e-3, post_s=1e-3)
+@pytest.mark.parametrize("objectives", [("throughput",), ("throughput", "energy")])
+def test_ga_checkpoint_resume_gives_the_uninterrupted_result(tmp_path, seed, objectives):
+    # two objectives: the single-objective seeding runs happen before generation 0 and are not re-run
+    pb = PipelineProblem(synthetic_table(80, seed=2), stages=3, pre_s=1e-3, post_s=1e-3, objectives=objectives)
     full = solve(pb, "ga", seed=seed)
     ckpt = tmp_path / "run.ckpt"
 
@@ -374,17 +376,19 @@ def test_ga_checkpoint_resume_gives_the_uninterrupted_result(tmp_path, seed):
         solve(pb, "ga", seed=seed, checkpoint=ckpt, progress=stop_at_6)
     assert ckpt.exists()
     resumed = solve(pb, "ga", seed=seed, checkpoint=ckpt, resume=True)
-    assert resumed.best == full.best and resumed.history == full.history
+    assert resumed.best == full.best and resumed.history == full.history and resumed.front == full.front
     assert resumed.evaluations == full.evaluations
     with pytest.raises(ConfigError, match="different problem"):
         solve(pb, "ga", seed=seed + 1, checkpoint=ckpt, resume=True)
 
 
-def test_ga_two_objectives_returns_a_front_close_to_the_true_one(seed):
-    # no CPU-fallback layers here: with 5 % of them (and their CPU contention) the front's
-    # max-throughput end is found within 1 % in 18 of 20 seeds (benchmarks/bench_ga_front.py)
-    pb = PipelineProblem(synthetic_table(30, seed=6, unsupported=0.0), stages=3, objectives=("throughput", "energy"))
-    res = solve(pb, "ga", seed=seed)
+@pytest.mark.parametrize("ga_seed", [1234, 9])
+def test_ga_two_objectives_returns_a_front_close_to_the_true_one(ga_seed):
+    # 5 % CPU-fallback layers (and their CPU contention): without the single-objective seeding
+    # (anchors=False) seed 9 ends at 0.962 of the max throughput, on another processor order
+    # (benchmarks/bench_ga_front.py: 18 of 20 seeds within 1 % unseeded, 20 of 20 seeded)
+    pb = PipelineProblem(synthetic_table(30, seed=6, unsupported=0.05), stages=3, objectives=("throughput", "energy"))
+    res = solve(pb, "ga", seed=ga_seed)
     true_F, _ = pb.pareto_front()
     F = np.array([[-c.objectives["throughput_fps"], c.objectives["energy_j"]] for c in res.front])
     assert len(F) >= 3

@@ -5,7 +5,8 @@ crossover of the layer-count genes and/or the processor genes with p = 0.9, muta
 counts or processors with p = 0.8, population 32, stop when the best 20 chromosomes are unchanged
 for 10 consecutive generations or at a generation cap (200-300 by network size; default 300).
 Already-evaluated chromosomes are never evaluated again (fitness cache keyed by the canonical
-mapping), so ``evaluations`` counts distinct mappings.
+mapping), so ``evaluations`` counts distinct mappings (with 2 objectives, the single-objective
+seeding runs below share that cache).
 
 Implementation choices (documented, not from the paper):
 
@@ -25,7 +26,14 @@ Implementation choices (documented, not from the paper):
   by tournament (size 3) over the population for the rest. Without this the population
   collapses onto one processor order, and orders whose optima lie within 1-3 % of each other
   (common on real networks) are never refined enough to be compared;
-* two objectives: ``selNSGA2`` survivors, ``selTournamentDCD`` parents;
+* two objectives: ``selNSGA2`` survivors, ``selTournamentDCD`` parents, and the initial
+  population seeded with the ends of the front: the best mapping of a single-objective run
+  (the niche GA above, same seed and settings) for each objective (seeding with single-objective
+  optima: Friedrich & Wagner, "Seeding the initial population of multi-objective evolutionary
+  algorithms: a computational study", Applied Soft Computing 2015). NSGA-II's crowding distance is
+  infinite at the ends of a front, so they stay until something dominates them. Without it NSGA-II's
+  tournaments lose the max-throughput end onto another processor order in about 15 % of runs on
+  fallback-heavy tables (``benchmarks/bench_ga_front.py``);
 * infeasible mappings (memory) get the penalty ``1e9 + violation in MB`` on every objective.
 
 DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and this
@@ -45,7 +53,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -229,12 +237,14 @@ class PipelineGA:
 
     def __init__(self, problem: PipelineProblem, *, seed: int | None, population: int, cx_prob: float,
                  mut_prob: float, elite: int, tournament: int, termination: Termination,
-                 evaluator: Any = None) -> None:
+                 evaluator: Any = None, anchors: bool = True, objective: int | None = None) -> None:
         self.problem, self.seed, self.population = problem, seed, population
         self.cx_prob, self.mut_prob, self.elite, self.tournament = cx_prob, mut_prob, elite, tournament
         self.termination = termination
         self.prep = problem.prepare()
-        self.n_obj = len(self.prep.objectives)
+        #: the one objective (column of the problem's objectives) a seeding run optimises
+        self.columns = tuple(range(len(self.prep.objectives))) if objective is None else (objective,)
+        self.n_obj = len(self.columns)
         self.evaluator = evaluator if evaluator is not None else ModeledEvaluator()
         self.settings: dict[str, Any] = {
             "population": population, "max_generations": termination.max_generations, "cx_prob": cx_prob,
@@ -242,6 +252,9 @@ class PipelineGA:
             "evaluator": getattr(self.evaluator, "name", type(self.evaluator).__name__)}
         if termination.time_budget_s is not None:
             self.settings["time_budget_s"] = termination.time_budget_s
+        self.anchors = anchors and self.n_obj == 2
+        if self.anchors:
+            self.settings["anchors"] = "single-objective GA best per objective"
         self.Individual = _individual_class(self.n_obj)
         self.ops = _Operators(self.prep.L, self.prep.K, self.prep.allowed.tolist())
         self.niches = population // 2
@@ -267,7 +280,8 @@ class PipelineGA:
                 cache[key] = (tuple(float(v) for v in F), float(G))
         for key, ind in zip(keys, inds):
             F, G = cache[key]
-            ind.fitness.values = F if G <= 0 else tuple(_PENALTY + G / 1e6 for _ in F)
+            ind.fitness.values = tuple(F[m] for m in self.columns) if G <= 0 else \
+                tuple(_PENALTY + G / 1e6 for _ in self.columns)
 
     def unique(self, inds: list[Any]) -> list[Any]:
         """``inds`` without repeated mappings (first kept)."""
@@ -338,15 +352,33 @@ class PipelineGA:
     def natural_best(self, pop: list[Any]) -> float:
         """Best value of the first objective in its natural sense (e.g. fps)."""
         f0 = min(ind.fitness.values[0] for ind in pop)
-        return -f0 if self.problem.objective_senses[0] == "max" else f0
+        return -f0 if self.problem.objective_senses[self.columns[0]] == "max" else f0
 
     # -- generations -----------------------------------------------------------------------------
-    def initialise(self) -> None:
-        """Generation 0: FLOPs-balanced splits of up to half of the processor orders, random fill."""
+    def anchor_mappings(self) -> list[list[int]]:
+        """The best mapping of a single-objective run per objective (same seed and settings, the
+        time budget shared out). The runs share this run's fitness cache: a mapping is evaluated
+        (or measured) once for the whole search."""
+        budget = self.termination.time_budget_s
+        termination = self.termination if budget is None else \
+            replace(self.termination, time_budget_s=budget / (self.n_obj + 1))
+        best = []
+        for m in range(self.n_obj):
+            single = PipelineGA(self.problem, seed=self.seed, population=self.population, cx_prob=self.cx_prob,
+                                mut_prob=self.mut_prob, elite=self.elite, tournament=self.tournament,
+                                termination=termination, evaluator=self.evaluator, objective=m)
+            single.cache = self.cache
+            single.run()
+            best.append(list(single.pop[0]))
+        return best
+
+    def initialise(self, anchors: Sequence[list[int]] = ()) -> None:
+        """Generation 0: ``anchors`` (2 objectives: the ends of the front), FLOPs-balanced splits
+        of up to half of the processor orders, random fill."""
         problem, ops, population, Individual = self.problem, self.ops, self.population, self.Individual
         orders = list(itertools.permutations(ops.allowed, self.prep.K))
         random.shuffle(orders)
-        candidates = [list(flops_split(problem, o)) for o in orders[:population // 2]]
+        candidates = [list(a) for a in anchors] + [list(flops_split(problem, o)) for o in orders[:population // 2]]
         space = problem.space_size()
         attempts = 0
         while len(self.unique([Individual(c) for c in candidates])) < min(population, space) \
@@ -396,11 +428,13 @@ class PipelineGA:
         checkpoint after every generation; the result holds the best mapping (and the front)."""
         t0 = time.perf_counter()
         fingerprint = _fingerprint(self.problem, self.settings, self.seed)
+        state = _load_checkpoint(checkpoint, fingerprint) if resume else None
+        anchors = self.anchor_mappings() if self.anchors and state is None else []
         with _private_random(self.seed):
-            if resume:
-                self.restore(_load_checkpoint(checkpoint, fingerprint))
+            if state is not None:
+                self.restore(state)
             else:
-                self.initialise()
+                self.initialise(anchors)
                 self._save(checkpoint, fingerprint)
             if progress is not None:
                 progress(self.gen, self.natural_best(self.pop), len(self.cache))
@@ -446,7 +480,7 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
                       elite: int | None = None, patience: int = 10, tournament: int = 3,
                       evaluator: Any = None, checkpoint: str | os.PathLike[str] | None = None,
                       resume: bool = False, progress: Callable[[int, float, int], None] | None = None,
-                      time_budget_s: float | None = None) -> SearchResult:
+                      time_budget_s: float | None = None, anchors: bool = True) -> SearchResult:
     """Park & Ha's GA (DEAP) on a :class:`PipelineProblem`; NSGA-II selection for 2 objectives.
 
     Parameters
@@ -470,6 +504,9 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
         best value of the first objective in its natural sense (e.g. fps).
     time_budget_s
         Also stop after the generation during which this much wall-clock time has passed (off by default).
+    anchors
+        2 objectives: seed the initial population with a single-objective run's best mapping per
+        objective (default on; module docstring). Off gives plain NSGA-II, for comparison.
     """
     t0 = time.perf_counter()
     problem.prepare()
@@ -478,7 +515,7 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
     termination = Termination(max_generations, patience, time_budget_s)
     _check_settings(population, elite, termination, tournament, cx_prob, mut_prob)
     ga = PipelineGA(problem, seed=seed, population=population, cx_prob=cx_prob, mut_prob=mut_prob, elite=elite,
-                    tournament=tournament, termination=termination, evaluator=evaluator)
+                    tournament=tournament, termination=termination, evaluator=evaluator, anchors=anchors)
     if ga.n_obj > 2:
         raise ConfigError(f"solver 'ga': supports 1 or 2 objectives, got {list(problem.objective_names)}")
     if resume and checkpoint is None:
