@@ -181,7 +181,7 @@ def pipeline_facts(data: dict[str, Any]) -> list[FactRow]:
     device whose costs are proportional across processors it is the most pipelining can give.
     """
     from ..search import solve
-    from ..search.pipeline import PipelineProblem
+    from ..workflow import pipeline_problem
 
     cfg = data["pipeline"]
     rows = []
@@ -189,7 +189,7 @@ def pipeline_facts(data: dict[str, Any]) -> list[FactRow]:
         gains, refs = [], []
         for m in cfg["models"]:
             table = _table(m, "op", dev, "int8")
-            pb = PipelineProblem(table, stages=3)
+            pb = pipeline_problem(_graph(m, "op"), dev, stages=3, table=table)
             best = solve(pb, "exact").best.objectives["throughput_fps"]
             single = solve(pb, "single").best.objectives["throughput_fps"]
             gains.append(best / single)
