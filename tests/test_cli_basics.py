@@ -124,3 +124,17 @@ def test_library_writer_names_the_blocking_file(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputFileError, match="is a file, not a folder"):
         atomic_write_text(tmp_path / "f" / "g" / "out.txt", "data")
+
+
+def test_split_table_shows_the_download_and_warns_when_raw_outputs_dominate(run_cli, tmp_path):
+    # SSD FPNLite at 640: 51,150 anchors x (4 + 91) float32 = 19.44 MB back per frame over LTE
+    res = run_cli("split", "ssd_mobilenet_v2_fpnlite", "--device", "galaxy_s22", "--network", "lte",
+                  "--out", tmp_path / "ssd.json")
+    assert res.exit_code == 0, res.stderr
+    text = " ".join((res.stdout + res.stderr).split())
+    assert "down ms" in text
+    assert "latency is downloading the network's raw outputs (19.44 MB per frame" in text
+    res = run_cli("split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "wifi_10",
+                  "--out", tmp_path / "mnv2.json")
+    text = " ".join((res.stdout + res.stderr).split())
+    assert res.exit_code == 0 and "down ms" in text and "raw outputs" not in text

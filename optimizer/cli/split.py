@@ -50,7 +50,7 @@ def _summary(result: Any, n_layers: int, title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("", "split", "head", "wire", "up kB", "lat ms", "E mJ", "mem MB", "ok"):
+    for col in ("", "split", "head", "wire", "up kB", "down ms", "lat ms", "E mJ", "mem MB", "ok"):
         table.add_column(col, justify="left" if col in ("", "head", "wire") else "right", no_wrap=True)
     rows = [(f"[bold]{result.solver}[/]", result.best)]
     rows += [(name.upper(), c) for name, c in result.baselines.items()]
@@ -58,7 +58,7 @@ def _summary(result: Any, n_layers: int, title: str) -> None:
         split, head, wire = _fmt_decision(c, n_layers)
         o = c.objectives
         table.add_row(label, split, head, wire, f"{c.metrics['crossing_bytes'] / 1e3:.1f}",
-                      f"{o['latency_s'] * 1e3:.1f}", f"{o['energy_j'] * 1e3:.1f}",
+                      f"{c.metrics['download_s'] * 1e3:.1f}", f"{o['latency_s'] * 1e3:.1f}", f"{o['energy_j'] * 1e3:.1f}",
                       f"{o['memory_bytes'] / 1e6:.2f}", "yes" if c.feasible else "[red]no[/]")
     print_wide(table)
     console.print(f"front: {len(result.front)} solutions; evaluations {result.evaluations} of "
@@ -142,8 +142,21 @@ def split_cmd(
     if not STATE.quiet:
         _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
                                      f"to {costs.server} ({request.granularity}, {costs.cost_model})")
+        if (line := _download_note(result.best, costs)) is not None:
+            console.print(f"[yellow]{line}[/]", highlight=False)
         _notes(plan, costs.device)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
+
+
+def _download_note(best: Any, costs: Any) -> str | None:
+    """A warning when downloading the network's raw outputs is most of the chosen split's latency
+    (a detector's anchor outputs: what the server would decode and suppress is not modeled)."""
+    down, latency = best.metrics["download_s"], best.objectives["latency_s"]
+    if not down > 0.5 * latency:
+        return None
+    return (f"warning: {down / latency:.0%} of the chosen split's latency is downloading the network's raw "
+            f"outputs ({costs.download_bytes / 1e6:.2f} MB per frame, {down * 1e3:.0f} ms over {costs.network}); "
+            "post-processing them on the server (detection decoding and NMS) is not modeled")
 
 
 def _notes(plan: Any, device: str) -> None:

@@ -85,6 +85,7 @@ class SplitCosts:
     rtt_s: float
     memory_bytes: np.ndarray  # [L+1] head memory (0 at l = 0)
     device_memory_bytes: float = float("inf")
+    download_bytes: float = 0.0  # the network's float32 outputs, downloaded when the server runs any layer
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -113,6 +114,7 @@ def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str]) -> di
         "cut_bytes": cut,
         "upload_s": np.asarray(link.upload_s(cut), dtype=np.float64),
         "upload_j": np.asarray(link.upload_j(cut), dtype=np.float64),
+        "download_bytes": out_bytes,
         "download_s": float(link.download_s(out_bytes)),
         "download_j": float(link.download_j(out_bytes)),
         "rtt_s": float(link.rtt_s),
