@@ -129,12 +129,26 @@ def test_library_writer_names_the_blocking_file(tmp_path):
 def test_split_table_shows_the_download_and_warns_when_raw_outputs_dominate(run_cli, tmp_path):
     # SSD FPNLite at 640: 51,150 anchors x (4 + 91) float32 = 19.44 MB back per frame over LTE
     res = run_cli("split", "ssd_mobilenet_v2_fpnlite", "--device", "galaxy_s22", "--network", "lte",
-                  "--out", tmp_path / "ssd.json")
+                  "--result", "raw", "--out", tmp_path / "raw.json")
     assert res.exit_code == 0, res.stderr
     text = " ".join((res.stdout + res.stderr).split())
     assert "down ms" in text
     assert "latency is downloading the network's raw outputs (19.44 MB per frame" in text
+    assert "split" in json.loads((tmp_path / "raw.json").read_text()) and \
+        json.loads((tmp_path / "raw.json").read_text())["split"]["result"] is None
+    # default (auto): the server sends the 100 best anchors, 2800 B, and the split gets 25x faster
+    res = run_cli("split", "ssd_mobilenet_v2_fpnlite", "--device", "galaxy_s22", "--network", "lte",
+                  "--out", tmp_path / "topk.json")
+    text = " ".join((res.stdout + res.stderr).split())
+    assert res.exit_code == 0 and "raw outputs" not in text
+    raw, topk = (json.loads((tmp_path / f).read_text()) for f in ("raw.json", "topk.json"))
+    assert topk["split"]["result"] == "topk" and topk["search"]["settings"]["download_bytes"] == 2800
+    assert topk["predicted"]["latency_s"] < raw["predicted"]["latency_s"] / 10
     res = run_cli("split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "wifi_10",
                   "--out", tmp_path / "mnv2.json")
     text = " ".join((res.stdout + res.stderr).split())
     assert res.exit_code == 0 and "down ms" in text and "raw outputs" not in text
+    assert json.loads((tmp_path / "mnv2.json").read_text())["split"]["result"] is None
+    res = run_cli("split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "wifi_10", "--result", "topk",
+                  "--out", tmp_path / "bad.json")
+    assert res.exit_code == 2 and "has no SSD head" in res.stderr and not (tmp_path / "bad.json").exists()

@@ -378,3 +378,48 @@ def test_cli_run_replays_a_bandwidth_trace(split_export, server, run_cli, tmp_pa
     both = run_cli("run", split_export["plan_file"], "--artifacts", split_export["dir"], "--bandwidth", "5Mbps",
                    "--bandwidth-trace", trace_file)
     assert both.exit_code == 2 and "--bandwidth and --bandwidth-trace both given" in both.stderr
+
+
+# ------------------------------------------------------------------ server-side top-k of an SSD head
+@pytest.mark.slow
+def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp_path):
+    """FP32 split of SSD MobileNetV2 FPNLite at 128 px (2,046 anchors, 91 classes; its predictor
+    convs are shared across the 5 levels): the server sends its 100 best anchors (2,800 B instead
+    of 2046 x 95 x 4 = 777 kB); they are the single-file export's outputs reduced the same way."""
+    from optimizer.plan import Plan, write_plan
+    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.manifest import read_manifest
+    from optimizer.runtime import TailServer, run_parts, run_plan
+    from optimizer.runtime.check import compare_detections
+    from optimizer.runtime.detections import ANCHOR, BOX, CLASS, SCORE, topk_detections
+
+    raw = plan_for_cuts("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128})
+    plan = Plan.model_validate({**raw.model_dump(), "split": {**raw.split.model_dump(), "result": "topk"}})
+    write_plan(plan, tmp_path / "plan.json")
+    export_plan(plan, tmp_path / "art", seed=0)
+    m = read_manifest(tmp_path / "art")
+    assert m.wire.result is not None and m.wire.result.k == 100
+    assert [t.name for t in m.wire.response] == [ANCHOR, BOX, SCORE, CLASS]
+    assert sum(int(np.prod(t.shape)) * 4 for t in m.wire.response) == 2800
+    assert [t.shape for t in m.outputs] == [[1, 2046, 4], [1, 2046, 91]]  # the network's outputs stay listed
+    x = np.random.default_rng(5).uniform(-1, 1, (4, 128, 128, 3)).astype(np.float32)
+    with TailServer(tmp_path / "art", "127.0.0.1", 0, workers=1) as srv:
+        rep = run_plan(plan, tmp_path / "art", frames=4, input=x, server=("127.0.0.1", srv.port), keep_outputs=True)
+    assert sorted(rep.outputs) == sorted([ANCHOR, BOX, CLASS, SCORE])
+    assert 2800 < rep.wire["response_bytes_per_frame"] < 3200  # 2,800 B of tensors plus the frame's headers
+    single = export_plan(plan_for_cuts("ssd_mobilenet_v2_fpnlite", [], dtype="fp32", variant={"input_size": 128}),
+                         tmp_path / "single", seed=0)
+    ref = run_parts(single, tmp_path / "single", {single.inputs[0].name: x})
+    boxes, logits = ref[m.wire.result.boxes], ref[m.wire.result.logits]
+    for i in range(len(x)):
+        want = topk_detections(boxes[i], logits[i], 100)
+        got = {k: v[i][None] for k, v in rep.outputs.items()}
+        assert int(got[ANCHOR][0, 0]) == int(want[ANCHOR][0, 0]) and int(got[CLASS][0, 0]) == int(want[CLASS][0, 0])
+        overlap = len(set(got[ANCHOR][0].astype(int).tolist()) & set(want[ANCHOR][0].tolist()))
+        assert overlap >= 98  # near-ties at the 100th place may swap between FP32 kernels
+        assert np.allclose(got[SCORE], want[SCORE], atol=1e-4) and np.all(np.diff(got[SCORE][0]) <= 0)
+        j = int(got[ANCHOR][0, 0])
+        assert np.allclose(got[BOX][0, 0], boxes[i].reshape(-1, 4)[j], atol=1e-4)
+        assert np.isclose(got[SCORE][0, 0], logits[i].reshape(-1, 91)[j, 1:].max(), atol=1e-4)
+    check = compare_detections(rep.outputs, boxes, logits, 100)
+    assert check.top1_agreement == 1.0 and check.max_abs_diff < 1e-4

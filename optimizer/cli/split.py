@@ -19,7 +19,7 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime",
                  "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
-                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy"}
+                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy", "result": "--result"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -101,6 +101,10 @@ def split_cmd(
                                         "in search_spaces/bandwidth): adds a risk objective over it."),
     risk: str | None = typer.Option(None, "--risk", help="Risk objective over the trace: cvar95 (default), "
                                                          "p95, mean or regret (also pNN, cvarNN)."),
+    result_mode: str = typer.Option(
+        "auto", "--result", help="What the server sends back: raw (the network's outputs as float32), topk "
+                                 "(an SSD head's 100 best anchors: index, box encoding, score, class; the phone "
+                                 "decodes and finishes NMS) or auto (topk for SSD heads, else raw)."),
     population: int = typer.Option(40, "--population", help="NSGA-II population."),
     generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
@@ -128,7 +132,7 @@ def split_cmd(
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
         "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
-        "accuracy_data": accuracy_data, "min_accuracy": min_accuracy,
+        "accuracy_data": accuracy_data, "min_accuracy": min_accuracy, "result": result_mode,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
@@ -149,14 +153,13 @@ def split_cmd(
 
 
 def _download_note(best: Any, costs: Any) -> str | None:
-    """A warning when downloading the network's raw outputs is most of the chosen split's latency
-    (a detector's anchor outputs: what the server would decode and suppress is not modeled)."""
+    """A warning when downloading what the server sends back is most of the chosen split's latency."""
     down, latency = best.metrics["download_s"], best.objectives["latency_s"]
     if not down > 0.5 * latency:
         return None
-    return (f"warning: {down / latency:.0%} of the chosen split's latency is downloading the network's raw "
-            f"outputs ({costs.download_bytes / 1e6:.2f} MB per frame, {down * 1e3:.0f} ms over {costs.network}); "
-            "post-processing them on the server (detection decoding and NMS) is not modeled")
+    what = "the 100 best detections" if costs.result == "topk" else "the network's raw outputs"
+    return (f"warning: {down / latency:.0%} of the chosen split's latency is downloading {what} "
+            f"({costs.download_bytes / 1e6:.2f} MB per frame, {down * 1e3:.0f} ms over {costs.network})")
 
 
 def _notes(plan: Any, device: str) -> None:
@@ -191,6 +194,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
         argv += ["--accuracy-data", r.accuracy_data]
     if r.min_accuracy is not None:
         argv += ["--min-accuracy", f"{r.min_accuracy:g}"]
+    if r.result != "auto":
+        argv += ["--result", r.result]
     for flag, value in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth), ("--weights", weights),
                         ("--memory-budget", memory_budget)):
         if value is not None:

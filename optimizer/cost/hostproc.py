@@ -59,3 +59,52 @@ def host_seconds(graph: LayerGraph, device: Device, host_threads: int = 2) -> di
     macs = logits * SIGMOID_AND_MAX_MACS_PER_LOGIT + anchors * (DECODE_MACS_PER_ANCHOR + math.log2(anchors))
     post = max(macs / rate, (logits + 4 * anchors) * 4 / bandwidth)
     return {"pre_s": float(pre), "post_s": float(post)}
+
+
+# ------------------------------------------------------------------ what a split's server sends back
+#: Detections a split's server returns per frame for an SSD head (``result="topk"``): the TF
+#: Object Detection API's ``max_total_detections`` (100 in the TF2 zoo SSD configs).
+SERVER_TOPK = 100
+#: Bytes per returned detection: int32 anchor index, float32 box encoding [4], float32 score
+#: (the best class logit), int32 class (its column in the class logits).
+TOPK_BYTES_PER_DETECTION = 4 + 4 * 4 + 4 + 4
+RESULT_MODES = ("auto", "raw", "topk")
+
+
+def resolve_result(graph: LayerGraph, result: str) -> str:
+    """``"raw"`` or ``"topk"``: what the server of a split of ``graph`` sends back.
+
+    ``raw``: the network's outputs as float32. ``topk``: for an SSD head (:func:`ssd_head`), the
+    :data:`SERVER_TOPK` anchors of highest class score, each with its box encoding, score and
+    class; the phone decodes those boxes with its anchors and finishes non-maximum suppression on
+    them (``TFLite_Detection_PostProcess`` keeps at most that many detections). ``auto``: ``topk``
+    when the graph has an SSD head, else ``raw``.
+    """
+    from ..errors import ConfigError
+
+    if result not in RESULT_MODES:
+        raise ConfigError(f"--result {result!r}: expected one of {', '.join(RESULT_MODES)}")
+    head = ssd_head(graph)
+    if result == "topk" and head is None:
+        raise ConfigError(f"--result topk: {graph.name} has no SSD head (outputs [A, 4] box encodings and "
+                          "[A, C] class logits); use --result raw")
+    if result == "auto":
+        return "topk" if head is not None and head[0] > SERVER_TOPK else "raw"
+    return result
+
+
+def ssd_head_outputs(graph: LayerGraph) -> tuple[str, str] | None:
+    """Names of the (box encodings, class logits) outputs of an SSD head, else None."""
+    if ssd_head(graph) is None:
+        return None
+    boxes = next(t for t in graph.outputs if tuple(graph.tensors[t].shape)[-1] == 4)
+    logits = next(t for t in graph.outputs if t != boxes)
+    return boxes, logits
+
+
+def result_bytes(graph: LayerGraph, result: str) -> float:
+    """Bytes the server sends back per frame (``result`` as resolved by :func:`resolve_result`)."""
+    head = ssd_head(graph)
+    if resolve_result(graph, result) == "topk" and head is not None:
+        return float(min(SERVER_TOPK, head[0]) * TOPK_BYTES_PER_DETECTION)
+    return float(graph.cut_bytes_array("fp32")[-1])

@@ -50,8 +50,10 @@ from .manifest import (
     Quantization,
     ReferenceModel,
     TensorSpec,
+    TopK,
     Wire,
     TensorInfo,
+    topk_outputs,
 )
 from .schema import Plan
 
@@ -67,10 +69,13 @@ DEPLOYMENT_FIELDS = ("kind", "model", "device", "stages", "split")
 def plan_sha256(plan: Plan) -> str:
     """SHA-256 of the plan's deployment fields (``kind, model, device, stages, split``) as
     canonical JSON: what a manifest records. Predictions, search info and provenance are left
-    out, so re-stamping a plan does not invalidate its artifacts."""
+    out, so re-stamping a plan does not invalidate its artifacts; ``split.result`` counts only when
+    set (it was added later: artifacts of plans without it stay valid)."""
     import json
 
     data = plan.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS))
+    if data.get("split") and data["split"].get("result") is None:
+        data["split"].pop("result", None)
     return sha256_bytes(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
@@ -179,16 +184,14 @@ def reestimate_batchnorm(model: Any, seed: int, samples: int = BN_SAMPLES) -> No
 
 # ---------------------------------------------------------------- Keras sub-models
 def _node_index(model: Any) -> dict[str, tuple[Any, Any]]:
-    """Layer name -> (layer, the node the importer used)."""
+    """Op name -> (layer, its call), named as the importer names them: a shared layer's k-th
+    call (k > 0) is ``name@k`` (:func:`optimizer.graph.keras_import.graph_from_keras`)."""
     from ..graph.keras_import import _inbound_nodes, flatten_layers
 
     out: dict[str, tuple[Any, Any]] = {}
     for layer in flatten_layers(model):
-        nodes = _inbound_nodes(layer)
-        if len(nodes) != 1:
-            raise ModelFormatError(f"{model.name}: layer {layer.name!r} is applied {len(nodes)} times; "
-                                   "shared layers cannot be cut into parts")
-        out[layer.name] = (layer, nodes[0])
+        for k, node in enumerate(_inbound_nodes(layer, model)):
+            out[layer.name if k == 0 else f"{layer.name}@{k}"] = (layer, node)
     return out
 
 
@@ -697,6 +700,20 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
     return manifest
 
 
+def _server_topk(plan: Plan, op_graph: LayerGraph) -> TopK | None:
+    """The wire's top-k reduction when the plan's server sends an SSD head's best anchors."""
+    if plan.split is None or plan.split.result != "topk":
+        return None
+    from ..cost.hostproc import SERVER_TOPK, ssd_head, ssd_head_outputs
+
+    names, head = ssd_head_outputs(op_graph), ssd_head(op_graph)
+    if names is None or head is None:
+        raise SchemaError(f"plan split.result 'topk': {op_graph.name} has no SSD head (outputs [A, 4] and "
+                          "[A, C]); make the plan again with --result raw")
+    k = min(SERVER_TOPK, head[0])
+    return TopK(k=k, boxes=names[0], logits=names[1], outputs=topk_outputs(k))
+
+
 def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
               calib: Calibration | None, version: str) -> Manifest:
     """The manifest of ``plan``'s converted ``parts``: network I/O, the split's wire format
@@ -717,10 +734,13 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
                               quantization=have[t.name].quantization) for t in tail.inputs]
         response = [TensorInfo(name=t.name, shape=t.shape, dtype=t.dtype, quantization=t.quantization)
                     for t in tail.outputs]
+        topk = _server_topk(plan, op_graph)
+        if topk is not None:
+            response = topk.outputs
         req_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in request)
         resp_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in response)
         wire = Wire(max_frame_bytes=max(req_bytes, resp_bytes) + FRAME_HEADER_SLACK, request=request,
-                    response=response, request_bytes=req_bytes)
+                    response=response, request_bytes=req_bytes, result=topk)
     model = ModelInfo(name=plan.model.name, sha256=plan.model.sha256, granularity=plan.model.granularity,
                       layers=plan.model.layers, ops=len(op_graph), source=plan.model.source or op_graph.source,
                       variant=dict(plan.model.variant), weight_seed=weight_seed)

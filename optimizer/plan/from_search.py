@@ -48,7 +48,8 @@ def split_plan(result: Any, graph: Any, *, variant: dict[str, Any] | None = None
     split = Split(layer=layer, tensors=tensors, bytes=sum(t.bytes for t in tensors),
                   head_processor=dec["processor"] if layer > 0 else None,
                   head_clock_hz=dec["clock_hz"] if layer > 0 else None, wire_dtype=wire,
-                  server=st.get("server") or None)
+                  server=st.get("server") or None,
+                  result="topk" if st.get("result") == "topk" and layer < len(graph) else None)
     obj = best.objectives
     predicted = Predicted(latency_s=obj["latency_s"], energy_j=obj["energy_j"],
                           memory_bytes=obj["memory_bytes"],

@@ -86,6 +86,30 @@ class TensorInfo(_Strict):
     quantization: Quantization | None = None
 
 
+class TopK(_Strict):
+    """Server-side reduction of an SSD head (plan ``split.result: topk``): instead of the network's
+    outputs the server sends the ``k`` anchors of highest class score (``optimizer.runtime.detections``)."""
+
+    k: int = Field(gt=0)
+    boxes: str = Field(description="Network output [1, A, 4]: box encodings")
+    logits: str = Field(description="Network output [1, A, C]: class logits (column 0 = background when C > 1)")
+    outputs: list[TensorInfo] = Field(description="What the server sends and a run returns, per frame")
+
+
+#: Names of the tensors of a :class:`TopK` response (``optimizer.runtime.detections``).
+TOPK_ANCHOR, TOPK_BOX, TOPK_SCORE, TOPK_CLASS = (
+    "detection_anchor", "detection_box_encoding", "detection_score", "detection_class")
+
+
+def topk_outputs(k: int) -> list[TensorInfo]:
+    """The tensors a :class:`TopK` server sends per frame (batch 1): anchor index, box encoding,
+    score (best class logit) and class of its ``k`` best anchors."""
+    return [TensorInfo(name=TOPK_ANCHOR, shape=[1, k], dtype="int32"),
+            TensorInfo(name=TOPK_BOX, shape=[1, k, 4], dtype="float32"),
+            TensorInfo(name=TOPK_SCORE, shape=[1, k], dtype="float32"),
+            TensorInfo(name=TOPK_CLASS, shape=[1, k], dtype="int32")]
+
+
 class Wire(_Strict):
     """The split's transport (see ``docs/MANIFEST.md`` for the frame layout)."""
 
@@ -96,6 +120,8 @@ class Wire(_Strict):
     request: list[TensorInfo] = Field(description="Tensors of a request frame (head -> tail)")
     response: list[TensorInfo] = Field(description="Tensors of a response frame (tail -> head)")
     request_bytes: int = Field(ge=0, description="Tensor payload bytes of one request")
+    result: TopK | None = Field(default=None, description="Set when the server reduces an SSD head's outputs "
+                                "to its best anchors; the response then holds result.outputs")
 
 
 class ModelInfo(_Strict):
@@ -176,6 +202,12 @@ class Manifest(_Strict):
     @property
     def server_parts(self) -> list[Part]:
         return [p for p in self.parts if p.location == "server"]
+
+    @property
+    def result_outputs(self) -> list[TensorInfo]:
+        """What a run of the deployment returns: the network's outputs, or the server's top-k
+        detections when the wire reduces them (:class:`TopK`)."""
+        return self.wire.result.outputs if self.wire is not None and self.wire.result is not None else self.outputs
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -82,6 +82,9 @@ class Split(_Strict):
     head_clock_hz: float | None = Field(default=None, gt=0)
     wire_dtype: DTypeName = "fp32"
     server: str | None = None
+    result: Literal["topk"] | None = Field(
+        default=None, description="What the server sends back: null = the network's outputs; 'topk' = an SSD "
+        "head's 100 best anchors (index, box encoding, score, class), which the phone decodes")
 
 
 class Predicted(_Strict):

@@ -10,6 +10,8 @@ Per network output: top-1 agreement (share of frames whose arg-max over the flat
 is the same), the largest absolute difference, and the signal-to-quantization-noise ratio
 ``SQNR = 10 log10(sum(ref^2) / sum((ref - parts)^2))`` dB (the fidelity measure of
 Jacob et al. 2018 and of TFLite's quantization debugger; null when the outputs are equal).
+When the server sends an SSD head's best anchors (``split.result: topk``) one row compares the
+best detection (anchor and class, and its score) with the reference's reduced the same way.
 """
 
 from __future__ import annotations
@@ -62,6 +64,24 @@ def compare_outputs(name: str, parts: np.ndarray, ref: np.ndarray) -> OutputChec
     return OutputCheck(name, agree, float(np.max(np.abs(r - p))), sqnr)
 
 
+def compare_detections(parts: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_logits: np.ndarray,
+                       k: int) -> OutputCheck:
+    """A top-k split against the reference's raw head outputs reduced the same way
+    (:func:`optimizer.runtime.detections.topk_detections`): top-1 agreement = share of frames
+    whose best detection has the same anchor and class; max |diff| and SQNR of the best score."""
+    from .detections import ANCHOR, CLASS, SCORE, topk_detections
+
+    ref = [topk_detections(b, lg, k) for b, lg in zip(ref_boxes, ref_logits)]
+    same = [int(parts[ANCHOR][i].ravel()[0]) == int(r[ANCHOR].ravel()[0])
+            and int(parts[CLASS][i].ravel()[0]) == int(r[CLASS].ravel()[0]) for i, r in enumerate(ref)]
+    got = np.array([parts[SCORE][i].ravel()[0] for i in range(len(ref))], dtype=np.float64)
+    want = np.array([r[SCORE].ravel()[0] for r in ref], dtype=np.float64)
+    noise = float(np.sum((want - got) ** 2))
+    sqnr = None if noise == 0 else 10 * math.log10(max(float(np.sum(want ** 2)), 1e-300) / noise)
+    return OutputCheck("detections (top-1 of the best %d anchors)" % k, float(np.mean(same)),
+                       float(np.max(np.abs(want - got))), sqnr)
+
+
 def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
     """The single-file model to compare against (see the module docstring)."""
     src = Path(manifest.model.source or "")
@@ -100,6 +120,7 @@ def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray])
         raise SchemaError(f"--check: {path.name} has {len(ins)} inputs/{len(outs)} outputs; the artifacts "
                           f"have {len(manifest.inputs)}/{len(manifest.outputs)}; export again")
     result: dict[str, list[np.ndarray]] = {t.name: [] for t in manifest.outputs}
+    outs = _match_outputs(outs, manifest.outputs)
     for i in range(n):
         for d, spec in zip(ins, manifest.inputs, strict=True):
             info = TensorInfo(name=spec.name, shape=[int(s) for s in d["shape"]], dtype=np.dtype(d["dtype"]).name,
@@ -109,6 +130,17 @@ def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray])
         for d, spec in zip(outs, manifest.outputs, strict=True):
             result[spec.name].append(Value(np.array(interp.get_tensor(d["index"])), _quant(d)).real())
     return {k: np.concatenate(v) for k, v in result.items()}
+
+
+def _match_outputs(details: list[dict[str, Any]], specs: list[TensorInfo]) -> list[dict[str, Any]]:
+    """The reference's output details in the order of ``specs``: by shape when every shape is
+    distinct (a converter may order a model's outputs differently, e.g. an SSD's class logits
+    before its box encodings), else by position."""
+    shapes = [tuple(int(v) for v in d["shape"]) for d in details]
+    want = [tuple(t.shape) for t in specs]
+    if len(set(shapes)) == len(shapes) and sorted(shapes) == sorted(want):
+        return [details[shapes.index(w)] for w in want]
+    return details
 
 
 def _quant(detail: dict[str, Any]) -> Quantization | None:
@@ -121,7 +153,11 @@ def check_outputs(manifest: Manifest, artifacts_dir: Path, inputs: dict[str, np.
     """Compare the parts' outputs on ``inputs`` with the reference model's."""
     ref_path = reference_file(manifest, artifacts_dir)
     ref = run_reference(ref_path, manifest, inputs)
-    outs = [compare_outputs(t.name, parts_out[t.name], ref[t.name]) for t in manifest.outputs]
+    topk = manifest.wire.result if manifest.wire is not None else None
+    if topk is not None:
+        outs = [compare_detections(parts_out, ref[topk.boxes], ref[topk.logits], topk.k)]
+    else:
+        outs = [compare_outputs(t.name, parts_out[t.name], ref[t.name]) for t in manifest.outputs]
     agreement = min(o.top1_agreement for o in outs)
     return CheckReport(reference=str(ref_path), frames=len(next(iter(inputs.values()))),
                        min_agreement=min_agreement, agreement=agreement,

@@ -182,6 +182,7 @@ class _Remote:
         self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s,
                                   bandwidth_trace=bandwidth_trace)
         self.bytes_sent: list[int] = []
+        self.bytes_received: list[int] = []
         self.upload_s: list[float] = []
         self.rtt_s: list[float] = []
 
@@ -189,13 +190,14 @@ class _Remote:
         req = {t.name: convert_tensor(env[t.name], t) for t in self.wire.request}
         outs, st = self.client.request(req)
         self.bytes_sent.append(st.bytes_sent)
+        self.bytes_received.append(st.bytes_received)
         self.upload_s.append(st.upload_s)
         self.rtt_s.append(st.round_trip_s)
         return {t.name: Value(np.array(outs[t.name]), t.quantization) for t in self.wire.response}
 
     def warm_up(self) -> None:
         self.client.request({t.name: np.zeros(t.shape, np.dtype(t.dtype)) for t in self.wire.request})
-        self.bytes_sent.clear(), self.upload_s.clear(), self.rtt_s.clear()
+        self.bytes_sent.clear(), self.bytes_received.clear(), self.upload_s.clear(), self.rtt_s.clear()
         if isinstance(self.client.bucket, TracePacer):
             self.client.bucket.restart()  # the trace starts with the first real frame
 
@@ -380,7 +382,7 @@ class _PipelineRun:
                                   name="dnnplan-feeder", daemon=True)
         feeder.start()
         lat: list[float] = []
-        outputs: dict[str, list[np.ndarray]] = {t.name: [] for t in self.manifest.outputs}
+        outputs: dict[str, list[np.ndarray]] = {t.name: [] for t in self.manifest.result_outputs}
         t_last = t_first
         while True:
             try:
@@ -394,7 +396,7 @@ class _PipelineRun:
             t_last = time.perf_counter()
             lat.append(t_last - t_start)
             if keep_outputs:
-                for t in self.manifest.outputs:
+                for t in self.manifest.result_outputs:
                     outputs[t.name].append(env[t.name].real())
         self._shut_down(feeder)
         if len(lat) != frames:
@@ -423,6 +425,7 @@ class _PipelineRun:
         remote = next((b for b in self.bodies if isinstance(b, _Remote)), None)
         if remote is not None:
             wire_stats = {"bytes_per_frame": float(np.mean(remote.bytes_sent)),
+                          "response_bytes_per_frame": float(np.mean(remote.bytes_received)),
                           "payload_bytes": float(self.manifest.wire.request_bytes if self.manifest.wire else 0),
                           "upload_s_p50": float(np.median(remote.upload_s)),
                           "round_trip_s_p50": float(np.median(remote.rtt_s)),

@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, SchemaError
 from ..plan.manifest import Manifest, read_manifest
 from . import wire
+from .detections import topk_detections
 from .tensors import PartRunner, Value, convert_tensor
 
 
@@ -216,6 +219,15 @@ class TailServer:
                 raise wire.WireError(wire.E_TENSOR, f"tensor {name!r}: got {arr.dtype.name}{list(arr.shape)}, "
                                      f"expected {spec.dtype}{spec.shape}", rid)
 
+    def response(self, outs: dict[str, Value]) -> dict[str, np.ndarray]:
+        """The response tensors: the tail's outputs as the wire expects them, or their top-k
+        detections when the wire reduces an SSD head (:mod:`optimizer.runtime.detections`)."""
+        assert self.manifest.wire is not None
+        topk = self.manifest.wire.result
+        if topk is not None:
+            return topk_detections(outs[topk.boxes].real(), outs[topk.logits].real(), topk.k)
+        return {t.name: convert_tensor(outs[t.name], t) for t in self.manifest.wire.response}
+
     def answer(self, payload: bytes) -> bytes:
         """The reply frame to one request frame's bytes (never raises)."""
         rid = 0
@@ -232,8 +244,7 @@ class TailServer:
             finally:
                 self._pool.put(runner)
             self.stats.add(requests=1, compute_s=dt)
-            resp = {t.name: convert_tensor(outs[t.name], t) for t in self.manifest.wire.response}
-            return wire.encode(wire.RESPONSE, rid, resp)
+            return wire.encode(wire.RESPONSE, rid, self.response(outs))
         except wire.WireError as exc:
             self.stats.add(errors=1)
             return wire.encode_error(exc.request_id or rid, exc.code, str(exc))

@@ -85,7 +85,8 @@ class SplitCosts:
     rtt_s: float
     memory_bytes: np.ndarray  # [L+1] head memory (0 at l = 0)
     device_memory_bytes: float = float("inf")
-    download_bytes: float = 0.0  # the network's float32 outputs, downloaded when the server runs any layer
+    download_bytes: float = 0.0  # what the server sends back per frame when it runs any layer
+    result: str = "raw"  # "raw" (the network's float32 outputs) or "topk" (cost.hostproc.resolve_result)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,16 +102,21 @@ def head_memory_array(graph: LayerGraph, dtype: str) -> np.ndarray:
     return np.concatenate([[0.0], np.floor(weights + peak)])
 
 
-def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str]) -> dict[str, Any]:
-    """Cut bytes and upload cost per (wire dtype, boundary); download of the fp32 outputs."""
+def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str], result: str) -> dict[str, Any]:
+    """Cut bytes and upload cost per (wire dtype, boundary); download of what the server sends
+    back (``result``: :func:`optimizer.cost.hostproc.resolve_result`)."""
+    from ..cost.hostproc import resolve_result, result_bytes
+
     for attr in ("uplink_bps", "downlink_bps"):
         value = float(getattr(link, attr))
         if not value > 0:
             raise ConfigError(f"network {getattr(link, 'name', '?')!r}: {attr} is {value:g}; "
                               "expected a bandwidth > 0")
     cut = np.vstack([graph.cut_bytes_array(w) for w in wire_dtypes])
-    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
+    mode = resolve_result(graph, result)
+    out_bytes = result_bytes(graph, mode)
     return {
+        "result": mode,
         "cut_bytes": cut,
         "upload_s": np.asarray(link.upload_s(cut), dtype=np.float64),
         "upload_j": np.asarray(link.upload_j(cut), dtype=np.float64),
@@ -141,6 +147,7 @@ def split_costs_from_tables(
     server: str = "",
     device_memory_bytes: float = float("inf"),
     levels: Mapping[tuple[str, float], int] | None = None,
+    result: str = "auto",
 ) -> SplitCosts:
     """Split costs from CostTables (the ``"table"`` cost model).
 
@@ -156,6 +163,9 @@ def split_costs_from_tables(
     link
         A :class:`optimizer.hardware.Link` (or anything with ``upload_s/j``, ``download_s/j``,
         ``rtt_s``, ``uplink_bps``, ``downlink_bps``).
+    result
+        What the server sends back: ``auto`` (default), ``raw`` or ``topk``
+        (:func:`optimizer.cost.hostproc.resolve_result`).
     """
     wire = _check_wire(wire_dtypes)
     n = len(graph)
@@ -184,7 +194,7 @@ def split_costs_from_tables(
         layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
         head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en),
         tail_latency_s=cum_server[-1] - cum_server, memory_bytes=head_memory_array(graph, dtype),
-        device_memory_bytes=float(device_memory_bytes), **_link_arrays(graph, link, wire),
+        device_memory_bytes=float(device_memory_bytes), **_link_arrays(graph, link, wire, result),
     )
 
 
@@ -216,6 +226,7 @@ def split_costs_smartsplit(
     device: str = "",
     server: str = "",
     device_memory_bytes: float = float("inf"),
+    result: str = "auto",
 ) -> SplitCosts:
     """Split costs from SmartSplit's closed form (the ``"smartsplit"`` cost model).
 
@@ -245,7 +256,7 @@ def split_costs_smartsplit(
         layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
         head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en), tail_latency_s=server_t,
         memory_bytes=head_memory_array(graph, dtype), device_memory_bytes=float(device_memory_bytes),
-        meta={"k": k}, **_link_arrays(graph, link, wire),
+        meta={"k": k}, **_link_arrays(graph, link, wire, result),
     )
 
 
@@ -263,6 +274,7 @@ def build_split_costs(
     bandwidth_bps: float | None = None,
     processors: Sequence[str] | None = None,
     runtime: str | None = None,
+    result: str = "auto",
 ) -> SplitCosts:
     """Load device, link and server by name and build the split cost arrays.
 
@@ -271,7 +283,9 @@ def build_split_costs(
 
     ``bandwidth_bps`` overrides the link's uplink and downlink (must be > 0). ``processors``
     restricts the head to those phone processors (default: every processor of the device;
-    with ``cost_model="smartsplit"`` only the CPUs).
+    with ``cost_model="smartsplit"`` only the CPUs). ``result``: what the server sends back
+    (``auto``: the best ``topk`` anchors of an SSD head, else the raw outputs;
+    :func:`optimizer.cost.hostproc.resolve_result`).
     """
     from ..hardware import load_device, load_link, load_server
 
@@ -291,7 +305,7 @@ def build_split_costs(
         cloud = next(p for p in srv.processors if p.kind == "cloud")
         return split_costs_smartsplit(
             graph, cpus, cloud.cores, cloud.max_clock_hz, link, dtype=dtype, wire_dtypes=wire_dtypes,
-            device=dev.name, server=srv.name, device_memory_bytes=dev.memory_bytes)
+            device=dev.name, server=srv.name, device_memory_bytes=dev.memory_bytes, result=result)
     from ..cost import build_cost_table
 
     tables: dict[tuple[str, float], Any] = {}
@@ -304,7 +318,7 @@ def build_split_costs(
     server_table = build_cost_table(graph, srv, dtype=server_dtype, backend="analytic")
     costs = split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
                                     wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
-                                    device_memory_bytes=dev.memory_bytes, levels=levels)
+                                    device_memory_bytes=dev.memory_bytes, levels=levels, result=result)
     costs.meta["runtime"] = dev.check_runtime(runtime) or dev.runtime
     return costs
 
@@ -511,5 +525,6 @@ class SplitProblem:
                 "network": c.network, "server": c.server, "cost_model": c.cost_model,
                 "wire_dtypes": list(c.wire_dtypes), "memory_limit_bytes": self.limit_bytes,
                 "include_extremes": self.include_extremes,
+                **({"result": c.result, "download_bytes": c.download_bytes} if c.result != "raw" else {}),
                 **({"extra_objectives": [o.name for o in self.extra_objectives]} if self.extra_objectives else {}),
                 "head_options": [f"{o.processor}@{o.clock_hz / 1e9:.3g}GHz" for o in c.options]}

@@ -187,6 +187,9 @@ class SplitRequest(_Request):
     accuracy_data: str | None = Field(default=None, description="Labelled .npz (x, y[, calib]) for the accuracy "
                                                                 "of each partition (model: a .keras file)")
     min_accuracy: float | None = Field(default=None, description="Top-1 accuracy floor (fraction or '95%')")
+    result: Literal["auto", "raw", "topk"] = Field(
+        default="auto", description="What the server sends back: the network's raw outputs, or for an SSD "
+                                    "head its 100 best anchors (topk); auto: topk for SSD heads")
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 

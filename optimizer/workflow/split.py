@@ -69,7 +69,7 @@ def split_costs(request: SplitRequest, graph: LayerGraph) -> Any:
                              cost_model=request.cost_model, wire_dtypes=list(request.wire_dtypes),
                              bandwidth_bps=request.bandwidth_bps,
                              processors=list(request.processors) if request.processors else None,
-                             runtime=request.runtime)
+                             runtime=request.runtime, result=request.result)
 
 
 def solver_settings(request: SplitRequest) -> dict[str, Any]:
