@@ -116,7 +116,8 @@ def _print_run(report: RunReport) -> None:
                   f"(predicted {fmt(report.predicted_latency_s, 1e3, ' ms')})", highlight=False)
     if report.wire:
         w = report.wire
-        console.print(f"wire: {w['bytes_per_frame']:.0f} B/frame, upload p50 {w['upload_s_p50'] * 1e3:.2f} ms, "
+        console.print(f"wire: {w['bytes_per_frame']:.0f} B/frame up, {w['response_bytes_per_frame']:.0f} B/frame "
+                      f"down, upload p50 {w['upload_s_p50'] * 1e3:.2f} ms, "
                       f"round trip p50 {w['round_trip_s_p50'] * 1e3:.2f} ms"
                       + (f" at {w['bandwidth_bps'] / 1e6:g} Mbps" if w["bandwidth_bps"] else ""),
                       highlight=False)

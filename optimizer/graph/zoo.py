@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputFileError, UnknownNameError
 
 MODEL_FILE_SUFFIXES = (".onnx", ".tflite", ".keras")
@@ -82,6 +84,12 @@ def build_keras(name: str, input_size: int | None = None, **variant: Any) -> Any
     return mod.build(input_size=size, **variant)
 
 
+#: Input elements of the BN pass at most (32 frames of 320 x 320 x 3). The pass is one
+#: training-mode batch holding every activation: about 0.7 GB per 640 x 640 frame for SSD
+#: FPNLite, so 32 such frames do not fit in 24 GB. Larger inputs get fewer frames (8 at 640 x 640).
+BN_MAX_ELEMENTS = 32 * 320 * 320 * 3
+
+
 def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
     """Set every BatchNormalization's moving statistics to its batch statistics on ``inputs``.
 
@@ -91,8 +99,8 @@ def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
     data-dependent initialisation (Krähenbühl et al., "Data-dependent Initializations of
     Convolutional Neural Networks", ICLR 2016): one forward pass in training mode with momentum
     0 makes each BN normalise its input to zero mean and unit variance, layer after layer.
-    ``inputs`` holds one array per model input, in ``model.inputs`` order. Returns the number of
-    layers updated.
+    ``inputs`` holds one array per model input, in ``model.inputs`` order; only the first frames,
+    at most :data:`BN_MAX_ELEMENTS` input elements, are used. Returns the number of layers updated.
     """
     from ..lazy import keras as _keras
     from ..lazy import silenced_stderr
@@ -102,6 +110,9 @@ def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
     bns = [la for la in flatten_layers(model) if isinstance(la, keras.layers.BatchNormalization)]
     if not bns:
         return 0
+    per_frame = sum(int(np.prod(np.shape(a)[1:])) for a in inputs)
+    n = max(2, BN_MAX_ELEMENTS // max(per_frame, 1))
+    inputs = [a[:n] for a in inputs]
     saved = [la.momentum for la in bns]
     try:
         for la in bns:

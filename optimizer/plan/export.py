@@ -174,7 +174,7 @@ BN_SAMPLES = 32
 
 def reestimate_batchnorm(model: Any, seed: int, samples: int = BN_SAMPLES) -> None:
     """Re-estimate BN statistics of a random-weight zoo model on seeded uniform [-1, 1] inputs
-    (see :func:`optimizer.graph.zoo.reestimate_batchnorm`)."""
+    (see :func:`optimizer.graph.zoo.reestimate_batchnorm`, which may use fewer of them)."""
     from ..graph.zoo import reestimate_batchnorm as _reestimate
 
     rng = np.random.default_rng(seed)
