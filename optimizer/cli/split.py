@@ -144,12 +144,17 @@ def split_cmd(
     if front_text is not None:
         atomic_write_text(front, front_text)
     if not STATE.quiet:
-        _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
-                                     f"to {costs.server} ({request.granularity}, {costs.cost_model})")
-        if (line := _download_note(result.best, costs)) is not None:
-            console.print(f"[yellow]{line}[/]", highlight=False)
-        _notes(plan, costs.device)
+        _print_outcome(plan, result, costs, request.granularity)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
+
+
+def _print_outcome(plan: Any, result: Any, costs: Any, granularity: str) -> None:
+    """The table of the choice and the baselines, then the warnings and notes under it."""
+    _summary(result, costs.n_layers, f"{costs.model} on {costs.device} over {costs.network} "
+                                     f"to {costs.server} ({granularity}, {costs.cost_model})")
+    if (line := _download_note(result.best, costs)) is not None:
+        console.print(f"[yellow]{line}[/]", highlight=False)
+    _notes(plan, costs.device)
 
 
 def _download_note(best: Any, costs: Any) -> str | None:
