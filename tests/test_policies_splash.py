@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from optimizer.errors import ConstraintError, SchemaError, UnknownNameError
+from optimizer.errors import ConfigError, ConstraintError, SchemaError, UnknownNameError
 from optimizer.hardware.thermal_spec import load_thermal_spec
 from optimizer.thermal.policies.splash import capacity_fps, check_slo, max_sustainable_fps, run_schedule
 from optimizer.thermal.policies.workload import load_workload, worker_profiles, workload_names
@@ -81,11 +81,17 @@ def test_online_model_and_weak_signal(pf, spec):
     assert res_weak.share["cloud"] < res.share["cloud"]
 
 
-def test_max_fps_bisection(pf, spec):
+def test_max_fps_is_the_last_passing_rate_of_an_ascending_scan(pf, spec):
     f, res = max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=1.0)
     assert res is not None and res.time_to_severe_s is None and res.slo_rate >= 0.9
-    above = run_schedule(pf, spec, "heft", f + 2.0, duration_s=200)
+    assert f > 1.0 and (f - 0.5) % 1.0 == 0  # a grid rate
+    for g in np.arange(0.5, f, 1.0):  # every rate below it passes too
+        r = run_schedule(pf, spec, "heft", float(g), duration_s=200, stop_at_severe=True)
+        assert r.time_to_severe_s is None and r.slo_rate >= 0.9, g
+    above = run_schedule(pf, spec, "heft", f + 1.0, duration_s=200)
     assert above.time_to_severe_s is not None or above.slo_rate < 0.9
+    with pytest.raises(ConfigError, match="resolution_fps"):
+        max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=0)
 
 
 def test_cli_schedule(run_cli, tmp_path):

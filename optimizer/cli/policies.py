@@ -22,8 +22,9 @@ def schedule(
     policy: str = typer.Option("minheat", "--policy", "-p", help="minheat, ppt, heft or heft-cloud."),
     duration: float = typer.Option(600.0, "--duration", help="Simulated seconds."),
     fps: Optional[float] = typer.Option(None, "--fps", help="Camera frame rate (default: the workload's)."),
-    max_fps: bool = typer.Option(False, "--max-fps", help="Bisect the highest FPS run for the whole duration without thermal status severe "
-                                 "and with >= 90 % of frames within the SLO."),
+    max_fps: bool = typer.Option(False, "--max-fps", help="Find the highest FPS (0.5 FPS steps, ascending) up to which the "
+                                 "policy runs the whole duration without thermal status severe and with >= 90 % "
+                                 "of frames within the SLO."),
     eta: float = typer.Option(0.1, "--eta", help="SPLASH's eta (minheat penalty / ppt latency weight)."),
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the latency jitter and profiling run."),
