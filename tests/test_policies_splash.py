@@ -106,3 +106,10 @@ def test_cli_schedule(run_cli, tmp_path):
     assert r.exit_code == 2 and "cannot be met by any worker" in r.stderr
     r = run_cli("schedule", "person_finder", "--policy", "greedy")
     assert r.exit_code == 2 and "minheat" in r.stderr
+
+
+def test_cli_schedule_max_fps_reports_a_scanned_rate(run_cli):
+    r = run_cli("schedule", "person_finder", "--policy", "heft", "--max-fps", "--duration", "60", "--json")
+    assert r.exit_code == 0, r.stderr
+    found = json.loads(r.stdout)["max_fps_without_throttling"]
+    assert found >= 10 and (found - 0.5) % 0.5 == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Optional
 
 import typer
@@ -54,7 +55,12 @@ def schedule(
     kw = dict(duration_s=duration, eta=eta, ambient_c=ambient, seed=seed)
     found = None
     if max_fps:
-        found, res = max_sustainable_fps(prof, spec, policy, **kw)
+        with console_err.status("", spinner="dots") if not STATE.quiet else nullcontext() as status:
+            def show(f: float, cap: float) -> None:
+                if status is not None:
+                    status.update(f"{policy}: running {duration:g} s at {f:.1f} FPS (capacity {cap:.1f} FPS)")
+
+            found, res = max_sustainable_fps(prof, spec, policy, progress=show, **kw)
         if res is None:
             raise ConfigError(f"{policy} cannot run {wl.name} on {device} even at 0.5 FPS for {duration:g} s "
                               "without reaching thermal status severe")

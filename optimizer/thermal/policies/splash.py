@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -636,6 +637,7 @@ def _schedule_result(s: _Setup, policy: str, log: PlantLog, d: _Dispatcher,
 
 def max_sustainable_fps(profiles: WorkerProfiles, spec: ThermalSpec, policy: str, *,
                         min_slo: float = 0.9, resolution_fps: float = 0.5, fps_low: float = 0.5,
+                        progress: Callable[[float, float], None] | None = None,
                         **kwargs) -> tuple[float, ScheduleResult | None]:
     """Highest FPS up to which ``policy`` runs the whole duration without reaching thermal status
     "severe" and meets the frame SLO for at least ``min_slo`` of the frames.
@@ -645,8 +647,8 @@ def max_sustainable_fps(profiles: WorkerProfiles, spec: ThermalSpec, policy: str
     tried below it passes too). A bisection is not used because success is not monotone in the
     rate: the policies' choices change with it (Min-Heat on ``live_video_analytics``, pixel4 over
     wifi_249 passes at 11.0 FPS, fails at 11.2-11.8, passes at 12.0), so a bisection's answer
-    depended on its path. Returns ``(fps, result at that fps)``; ``(0.0, None)`` if ``fps_low``
-    fails.
+    depended on its path. ``progress(rate, capacity)`` is called before each run. Returns
+    ``(fps, result at that fps)``; ``(0.0, None)`` if ``fps_low`` fails.
     """
     if not resolution_fps > 0:
         raise ConfigError(f"resolution_fps {resolution_fps!r}: expected a step in FPS > 0")
@@ -663,6 +665,8 @@ def max_sustainable_fps(profiles: WorkerProfiles, spec: ThermalSpec, policy: str
     best: tuple[float, ScheduleResult | None] = (0.0, None)
     rates = [float(f) for f in np.arange(fps_low, hi + 1e-9, resolution_fps)]
     for f in rates + ([hi] if not rates or rates[-1] < hi else []):
+        if progress is not None:
+            progress(f, hi)
         res = ok(f)
         if res is None:
             break
