@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -35,7 +35,7 @@ def schedule(
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
     from ..errors import ConfigError
     from ..hardware import load_device
-    from ..thermal.policies.splash import POLICIES, max_sustainable_fps, run_schedule
+    from ..thermal.policies.splash import POLICIES, run_schedule
     from ..thermal.policies.workload import load_workload, worker_profiles
 
     if policy not in POLICIES:
@@ -55,12 +55,7 @@ def schedule(
     kw = dict(duration_s=duration, eta=eta, ambient_c=ambient, seed=seed)
     found = None
     if max_fps:
-        with console_err.status("", spinner="dots") if not STATE.quiet else nullcontext() as status:
-            def show(f: float, cap: float) -> None:
-                if status is not None:
-                    status.update(f"{policy}: running {duration:g} s at {f:.1f} FPS (capacity {cap:.1f} FPS)")
-
-            found, res = max_sustainable_fps(prof, spec, policy, progress=show, **kw)
+        found, res = _scan_max_fps(prof, spec, policy, kw)
         if res is None:
             raise ConfigError(f"{policy} cannot run {wl.name} on {device} even at 0.5 FPS for {duration:g} s "
                               "without reaching thermal status severe")
@@ -97,6 +92,18 @@ def schedule(
     console.print(t)
     skin = load_device(device).thermal_spec().skin
     console.print(f"skin peak {res.peak_temp_c[skin]:.1f} °C; simulated in {res.wall_s:.2f} s")
+
+
+def _scan_max_fps(prof: Any, spec: Any, policy: str, kw: dict[str, Any]) -> tuple[float, Any]:
+    """:func:`max_sustainable_fps` with a status line naming the rate being run."""
+    from ..thermal.policies.splash import max_sustainable_fps
+
+    with console_err.status("", spinner="dots") if not STATE.quiet else nullcontext() as status:
+        def show(f: float, cap: float) -> None:
+            if status is not None:
+                status.update(f"{policy}: running {kw['duration_s']:g} s at {f:.1f} FPS (capacity {cap:.1f} FPS)")
+
+        return max_sustainable_fps(prof, spec, policy, progress=show, **kw)
 
 
 def _plot(res, path: str) -> None:
