@@ -33,14 +33,24 @@ SIGMOID_AND_MAX_MACS_PER_LOGIT = 11.0
 DECODE_MACS_PER_ANCHOR = 20.0
 
 
+def ssd_head_outputs(graph: LayerGraph) -> tuple[str, str] | None:
+    """Names of the (box encodings ``[A, 4]``, class logits ``[A, C]``) outputs when the graph's
+    two outputs are an SSD head, else None."""
+    shapes = {t: tuple(graph.tensors[t].shape) for t in graph.outputs}
+    boxes = [t for t, s in shapes.items() if len(s) == 2 and s[1] == 4]
+    logits = [t for t, s in shapes.items() if len(s) == 2 and s[1] > 4]
+    if len(shapes) == 2 and boxes and logits and shapes[boxes[0]][0] == shapes[logits[0]][0]:
+        return boxes[0], logits[0]
+    return None
+
+
 def ssd_head(graph: LayerGraph) -> tuple[int, int] | None:
     """(anchors, classes) when the graph's outputs are an SSD head ``[A, 4]`` + ``[A, C]``."""
-    shapes = [tuple(graph.tensors[t].shape) for t in graph.outputs]
-    boxes = [s for s in shapes if len(s) == 2 and s[1] == 4]
-    logits = [s for s in shapes if len(s) == 2 and s[1] > 4]
-    if len(shapes) == 2 and boxes and logits and boxes[0][0] == logits[0][0]:
-        return int(boxes[0][0]), int(logits[0][1])
-    return None
+    names = ssd_head_outputs(graph)
+    if names is None:
+        return None
+    anchors, classes = graph.tensors[names[1]].shape
+    return int(anchors), int(classes)
 
 
 def host_seconds(graph: LayerGraph, device: Device, host_threads: int = 2) -> dict[str, float]:
@@ -93,18 +103,10 @@ def resolve_result(graph: LayerGraph, result: str) -> str:
     return result
 
 
-def ssd_head_outputs(graph: LayerGraph) -> tuple[str, str] | None:
-    """Names of the (box encodings, class logits) outputs of an SSD head, else None."""
-    if ssd_head(graph) is None:
-        return None
-    boxes = next(t for t in graph.outputs if tuple(graph.tensors[t].shape)[-1] == 4)
-    logits = next(t for t in graph.outputs if t != boxes)
-    return boxes, logits
-
-
-def result_bytes(graph: LayerGraph, result: str) -> float:
-    """Bytes the server sends back per frame (``result`` as resolved by :func:`resolve_result`)."""
+def result_bytes(graph: LayerGraph, mode: str) -> float:
+    """Bytes the server sends back per frame; ``mode`` is ``"raw"`` or ``"topk"``, as
+    :func:`resolve_result` gives it."""
     head = ssd_head(graph)
-    if resolve_result(graph, result) == "topk" and head is not None:
+    if mode == "topk" and head is not None:
         return float(min(SERVER_TOPK, head[0]) * TOPK_BYTES_PER_DETECTION)
     return float(graph.cut_bytes_array("fp32")[-1])

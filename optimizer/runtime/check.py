@@ -59,9 +59,13 @@ def compare_outputs(name: str, parts: np.ndarray, ref: np.ndarray) -> OutputChec
     p = parts.reshape(len(parts), -1).astype(np.float64)
     r = ref.reshape(len(ref), -1).astype(np.float64)
     agree = float(np.mean(np.argmax(p, axis=1) == np.argmax(r, axis=1)))
-    noise = float(np.sum((r - p) ** 2))
-    sqnr = None if noise == 0 else 10 * math.log10(max(float(np.sum(r ** 2)), 1e-300) / noise)
-    return OutputCheck(name, agree, float(np.max(np.abs(r - p))), sqnr)
+    return OutputCheck(name, agree, float(np.max(np.abs(r - p))), _sqnr_db(r, p))
+
+
+def _sqnr_db(ref: np.ndarray, test: np.ndarray) -> float | None:
+    """``10 log10(sum(ref^2) / sum((ref - test)^2))`` dB; None when they are equal."""
+    noise = float(np.sum((ref - test) ** 2))
+    return None if noise == 0 else 10 * math.log10(max(float(np.sum(ref ** 2)), 1e-300) / noise)
 
 
 def compare_detections(parts: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_logits: np.ndarray,
@@ -76,10 +80,8 @@ def compare_detections(parts: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_
             and int(parts[CLASS][i].ravel()[0]) == int(r[CLASS].ravel()[0]) for i, r in enumerate(ref)]
     got = np.array([parts[SCORE][i].ravel()[0] for i in range(len(ref))], dtype=np.float64)
     want = np.array([r[SCORE].ravel()[0] for r in ref], dtype=np.float64)
-    noise = float(np.sum((want - got) ** 2))
-    sqnr = None if noise == 0 else 10 * math.log10(max(float(np.sum(want ** 2)), 1e-300) / noise)
-    return OutputCheck("detections (top-1 of the best %d anchors)" % k, float(np.mean(same)),
-                       float(np.max(np.abs(want - got))), sqnr)
+    return OutputCheck(f"detections (top-1 of the best {k} anchors)", float(np.mean(same)),
+                       float(np.max(np.abs(want - got))), _sqnr_db(want, got))
 
 
 def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
