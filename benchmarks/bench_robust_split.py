@@ -76,7 +76,8 @@ def one(graph, trace_name: str, device: str, network: str) -> dict[str, object]:
     a, b = replay(at_mean, mean_x, test), replay(at_mean, cvar_x, test)
     flat = constant_trace(train.mean_bps / 1e6, train.period_s)
     flat_x, _ = risk_best(at_mean, RiskObjective(flat, "cvar95", STEP_S))
-    return {"constant_same": bool(np.array_equal(flat_x, mean_x)),"trace": trace_name, "model": graph.name, "mean_split": label(at_mean, mean_x),
+    return {"constant_same": bool(np.array_equal(flat_x, mean_x)), "trace": trace_name, "model": graph.name,
+            "mean_split": label(at_mean, mean_x),
             "cvar_split": label(at_mean, cvar_x), "train_mbps": train.mean_bps / 1e6,
             "p95_mean": float(np.quantile(a, 0.95)), "p95_cvar": float(np.quantile(b, 0.95)),
             "avg_mean": float(a.mean()), "avg_cvar": float(b.mean())}

@@ -84,10 +84,12 @@ def build_keras(name: str, input_size: int | None = None, **variant: Any) -> Any
     return mod.build(input_size=size, **variant)
 
 
+#: Frames callers draw for the BN pass of a random-weight network (export and quantize).
+BN_FRAMES = 32
 #: Input elements of the BN pass at most (32 frames of 320 x 320 x 3). The pass is one
 #: training-mode batch holding every activation: about 0.7 GB per 640 x 640 frame for SSD
 #: FPNLite, so 32 such frames do not fit in 24 GB. Larger inputs get fewer frames (8 at 640 x 640).
-BN_MAX_ELEMENTS = 32 * 320 * 320 * 3
+BN_MAX_ELEMENTS = BN_FRAMES * 320 * 320 * 3
 
 
 def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:

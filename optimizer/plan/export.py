@@ -169,14 +169,14 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
     return model, graph_from_keras(model, getattr(model, "name", "model")), None
 
 
-BN_SAMPLES = 32
-
-
-def reestimate_batchnorm(model: Any, seed: int, samples: int = BN_SAMPLES) -> None:
+def reestimate_batchnorm(model: Any, seed: int, samples: int | None = None) -> None:
     """Re-estimate BN statistics of a random-weight zoo model on seeded uniform [-1, 1] inputs
-    (see :func:`optimizer.graph.zoo.reestimate_batchnorm`, which may use fewer of them)."""
+    (``samples`` default :data:`optimizer.graph.zoo.BN_FRAMES`; see
+    :func:`optimizer.graph.zoo.reestimate_batchnorm`, which may use fewer of them)."""
+    from ..graph.zoo import BN_FRAMES
     from ..graph.zoo import reestimate_batchnorm as _reestimate
 
+    samples = BN_FRAMES if samples is None else samples
     rng = np.random.default_rng(seed)
     _reestimate(model, [rng.uniform(-1, 1, (samples, *tuple(t.shape[1:]))).astype(np.float32)
                         for t in model.inputs])

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, UnsupportedOperatorError
 from ..fileio import atomic_write_bytes, sha256_bytes
+from ..graph.zoo import BN_FRAMES
 from .calibration import CalibrationSet, load_calibration
 from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
@@ -25,7 +26,6 @@ from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, 
 
 IO_TYPES = ("int8", "float")
 ONNX_GAP_WARN = 1e-3  # relative ONNX vs converted-FP32 gap above which quantize warns
-BN_BATCH = 32  # calibration samples used to estimate BN statistics of random-weight networks
 
 
 def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLike[str] = "synthetic",
@@ -132,7 +132,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     """Open ``model``, draw calibration/held-out samples and convert the FP32 reference.
 
     Zoo networks (random weights) get batch-norm statistics estimated on the first
-    :data:`BN_BATCH` calibration samples (see :func:`estimate_batchnorm_statistics`).
+    :data:`optimizer.graph.zoo.BN_FRAMES` calibration samples (see :func:`estimate_batchnorm_statistics`).
     Parameters as in :func:`quantize`.
     """
     say = progress or (lambda _msg: None)
@@ -153,7 +153,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
         weights = "from the model file (FP16 weights; the FP16 file is the float reference)"
     if src.random_weights and src.keras_model is not None:
         say("estimating batch-norm statistics of the random-weight network")
-        n_bn_batch = min(BN_BATCH, cal.size())
+        n_bn_batch = min(BN_FRAMES, cal.size())
         n_bn = estimate_batchnorm_statistics(
             src.keras_model, {k: v[:n_bn_batch] for k, v in cal.calib.items()})
         weights = (f"random (zoo builder, seed {seed}); {n_bn} batch-norm layers' statistics "
