@@ -67,11 +67,12 @@ def test_malformed_trace_is_one_line_schema_error(tmp_path, name, text, message)
 
 def test_shipped_traces_load_and_are_real_uplinks():
     names = trace_names()
-    assert {"ATT-LTE-driving-2016", "Verizon-LTE-short"} <= set(names)
-    for n in ("ATT-LTE-driving-2016", "Verizon-LTE-short"):
+    assert {"ATT-LTE-driving", "ATT-LTE-driving-2016", "TMobile-LTE-short", "TMobile-UMTS-driving",
+            "Verizon-EVDO-driving", "Verizon-LTE-short"} <= set(names)
+    for n in names:
         t = load_trace(n)
         rates = t.window_rates_bps(1.0)
-        assert t.period_s > 100 and 0.5e6 < t.mean_bps < 20e6
+        assert t.period_s > 100 and 0.5e6 < t.mean_bps < 20e6 and t.sha256 and t.source.startswith("search_spaces/bandwidth/mahimahi/")
         assert rates.max() > 4 * max(np.percentile(rates, 5), 1.0)  # swings of 4x and more within seconds
 
 
@@ -207,6 +208,15 @@ def test_split_cli_with_trace_records_risk(run_cli, tiny_onnx, tmp_path):
     ex = plan["predicted"]["extra"]
     assert ex["trace_latency_p50_s"] <= ex["trace_latency_p95_s"] <= ex["trace_latency_cvar95_s"]
     assert "--bandwidth-trace" in plan["provenance"]["command"]
+    # the table shows the risk objective of the choice and of every baseline, and the line under it
+    # the choice's trace statistics, both as in the plan
+    out = " ".join(res.stdout.split())
+    assert "p95 ms" in out
+    lbo = plan["search"]["baselines"]["lbo"]["objectives"]["latency_p95_s"]
+    row = next(line for line in res.stdout.splitlines() if line.strip().startswith("LBO"))
+    assert f"{lbo * 1e3:.1f}" in row.split()
+    assert (f"p95 {ex['trace_latency_p95_s'] * 1e3:.1f} / cvar95 {ex['trace_latency_cvar95_s'] * 1e3:.1f} ms"
+            in out)
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -45,12 +45,27 @@ def _front_csv(result: Any, layer_names: tuple[str, ...]) -> str:
     return buf.getvalue()
 
 
+#: table headers of the objectives searched beyond latency, energy and memory (unit from the suffix)
+_EXTRA_HEADERS = {"sustained_fps": "sust fps", "peak_temp_c": "peak °C", "time_to_throttle_s": "throttle s"}
+
+
+def _extra_column(name: str) -> tuple[str, float]:
+    """Header and display scale of an extra objective: a risk objective over a bandwidth trace
+    (``latency_cvar95_s`` -> ``cvar95 ms``) or a thermal one."""
+    if name.startswith("latency_") and name.endswith("_s"):
+        return f"{name[len('latency_'):-2]} ms", 1e3
+    return _EXTRA_HEADERS.get(name, name), 1.0
+
+
 def _summary(result: Any, n_layers: int, title: str) -> None:
     from rich import box
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("", "split", "head", "wire", "up kB", "down ms", "lat ms", "E mJ", "mem MB", "ok"):
+    extra = [n for n in result.best.objectives if n not in ("latency_s", "energy_j", "memory_bytes")]
+    columns = [_extra_column(n) for n in extra]
+    for col in ("", "split", "head", "wire", "up kB", "down ms", "lat ms", "E mJ", "mem MB",
+                *(h for h, _ in columns), "ok"):
         table.add_column(col, justify="left" if col in ("", "head", "wire") else "right", no_wrap=True)
     rows = [(f"[bold]{result.solver}[/]", result.best)]
     rows += [(name.upper(), c) for name, c in result.baselines.items()]
@@ -59,7 +74,9 @@ def _summary(result: Any, n_layers: int, title: str) -> None:
         o = c.objectives
         table.add_row(label, split, head, wire, f"{c.metrics['crossing_bytes'] / 1e3:.1f}",
                       f"{c.metrics['download_s'] * 1e3:.1f}", f"{o['latency_s'] * 1e3:.1f}", f"{o['energy_j'] * 1e3:.1f}",
-                      f"{o['memory_bytes'] / 1e6:.2f}", "yes" if c.feasible else "[red]no[/]")
+                      f"{o['memory_bytes'] / 1e6:.2f}", *(f"{o[n] * k:.1f}" if n in o else "-"
+                                                         for n, (_, k) in zip(extra, columns)),
+                      "yes" if c.feasible else "[red]no[/]")
     print_wide(table)
     console.print(f"front: {len(result.front)} solutions; evaluations {result.evaluations} of "
                   f"{int(result.space_size)} ({result.explored_fraction:.1%}); "
@@ -174,6 +191,13 @@ def _notes(plan: Any, device: str) -> None:
     for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
         console.print(f"[yellow]{line}[/]", highlight=False)
     pr = plan.predicted
+    if "trace_latency_p95_s" in pr.extra:
+        t = plan.search.settings["bandwidth_trace"]
+        console.print(f"over {t['trace']['name']} ({t['trace']['mean_mbps']:.2f} Mbps mean, {t['samples']} upload "
+                      f"starts every {t['step_s']:g} s) the choice takes mean "
+                      f"{pr.extra['trace_latency_mean_s'] * 1e3:.1f} / p50 {pr.extra['trace_latency_p50_s'] * 1e3:.1f} / "
+                      f"p95 {pr.extra['trace_latency_p95_s'] * 1e3:.1f} / cvar95 "
+                      f"{pr.extra['trace_latency_cvar95_s'] * 1e3:.1f} ms", highlight=False)
     if "accuracy" in pr.extra:
         console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
                       f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)
