@@ -324,3 +324,35 @@ def test_detector_pre_and_post_processing_from_tensor_shapes(zoo_graph):
     assert host_seconds(cls, dev) == {"pre_s": 0.0, "post_s": 0.0}
     ct = build_cost_table(det, dev, "int8")
     assert (ct.meta["pre_s"], ct.meta["post_s"]) == (host["pre_s"], host["post_s"])
+
+
+def test_split_charges_the_phone_its_detector_host_work(zoo_graph):
+    """A split of a detector: the phone pre-processes every frame; it post-processes the whole head
+    output when it runs every layer or the server sends raw outputs, else only the top-k anchors."""
+    from optimizer.cost.hostproc import host_costs
+    from optimizer.search.split import SplitProblem, build_split_costs
+    from optimizer.thermal.plan_workload import CappedTables, SplitWorkload
+
+    det, cls = zoo_graph("ssd_mobilenet_v2_fpnlite", "block"), zoo_graph("mobilenet_v2", "block")
+    dev = load_device("pixel6")
+    host = host_costs(det, dev)
+    assert host["finish_s"] < host["post_s"] / 1000 and host["power_w"] > 0 and host["share"] == 0.5
+    n = len(det)
+    X = np.array([[0, 0, 0], [3, 0, 0], [n, 0, 0]])
+    for mode, middle in (("topk", host["finish_s"]), ("raw", host["post_s"])):
+        costs = build_split_costs(det, "pixel6", "lte", result=mode, processors=["cpu"])
+        b = SplitProblem(costs, include_extremes=True).breakdown(X)
+        want = host["pre_s"] + np.array([middle, middle, host["post_s"]])
+        np.testing.assert_allclose(b["host_s"], want, rtol=1e-12)
+        np.testing.assert_allclose(b["client_s"] - costs.head_latency_s[0, X[:, 0]], want, rtol=1e-12)
+        np.testing.assert_allclose(b["client_j"] - costs.head_energy_j[0, X[:, 0]], want * host["power_w"],
+                                   rtol=1e-12)
+    plain = build_split_costs(cls, "pixel6", "lte", processors=["cpu"])
+    assert plain.host_s is None and not SplitProblem(plain, include_extremes=True).breakdown(X)["host_s"].any()
+    # the simulated workload of the all-on-phone split pays the same host time per frame
+    tables = CappedTables(det, dev, "int8")
+    without = SplitWorkload(tables, n, "gpu", None, 0.0, 0.0)({})
+    with_host = SplitWorkload(tables, n, "gpu", None, 0.0, 0.0, 0.0, host["pre_s"] + host["post_s"],
+                              host["share"])({})
+    assert 1 / with_host.fps == pytest.approx(1 / without.fps + host["pre_s"] + host["post_s"])
+    assert with_host.power_w["cpu"] > without.power_w["cpu"] + 0.05  # the host threads heat the CPU

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Device
 
@@ -53,22 +55,63 @@ def ssd_head(graph: LayerGraph) -> tuple[int, int] | None:
     return int(anchors), int(classes)
 
 
-def host_seconds(graph: LayerGraph, device: Device, host_threads: int = 2) -> dict[str, float]:
-    """``{"pre_s", "post_s"}``: per-frame CPU pre-/post-processing time of ``graph`` (module doc)."""
-    head = ssd_head(graph)
+def _cpu_rates(device: Device, host_threads: int) -> tuple[float, float, float] | None:
+    """(MAC/s, bytes/s, share of the CPU) of ``host_threads`` threads on the device's CPU, or None
+    when its fallback processor is not a CPU."""
     cpu = device.processors[device.fallback_index]
-    if head is None or cpu.kind != "cpu":
-        return {"pre_s": 0.0, "post_s": 0.0}
+    if cpu.kind != "cpu":
+        return None
     share = min(1.0, host_threads / cpu.cores)
     rate = cpu.peak_macs_per_s.get("fp32", min(cpu.peak_macs_per_s.values())) * cpu.efficiency["default"] * share
-    bandwidth = cpu.memory_bandwidth_bytes_per_s * share
+    return rate, cpu.memory_bandwidth_bytes_per_s * share, share
+
+
+def _post_seconds(anchors: int, classes: int, rate: float, bandwidth: float) -> float:
+    """SSD post-processing of ``anchors`` x ``classes`` scores (module docstring)."""
+    logits = anchors * classes
+    macs = logits * SIGMOID_AND_MAX_MACS_PER_LOGIT + anchors * (DECODE_MACS_PER_ANCHOR + math.log2(max(anchors, 2)))
+    return max(macs / rate, (logits + 4 * anchors) * 4 / bandwidth)
+
+
+def host_seconds(graph: LayerGraph, device: Device, host_threads: int = 2) -> dict[str, float]:
+    """``{"pre_s", "post_s"}``: per-frame CPU pre-/post-processing time of ``graph`` (module doc)."""
+    costs = host_costs(graph, device, host_threads)
+    return {"pre_s": costs["pre_s"], "post_s": costs["post_s"]}
+
+
+def host_costs(graph: LayerGraph, device: Device, host_threads: int = 2) -> dict[str, float]:
+    """Per-frame host work of a detector on the phone's CPU, all 0 for graphs without an SSD head:
+
+    * ``pre_s``: resize and normalise the frame into the input;
+    * ``post_s``: post-process the whole head output (every anchor and class);
+    * ``finish_s``: decode and suppress the :data:`SERVER_TOPK` anchors a split's server sends
+      back with ``result="topk"`` (one class score each);
+    * ``power_w``: the CPU's active power at its top clock times the threads' share of its cores
+      (energy = power x time, as the cost tables charge a processor);
+    * ``share``: that share (the fraction of the CPU the host threads keep busy).
+    """
+    head = ssd_head(graph)
+    rates = _cpu_rates(device, host_threads)
+    if head is None or rates is None:
+        return dict.fromkeys(("pre_s", "post_s", "finish_s", "power_w", "share"), 0.0)
+    rate, bandwidth, share = rates
     n_in = sum(math.prod(graph.tensors[t].shape) for t in graph.inputs)
     pre = max(n_in * RESIZE_NORMALISE_MACS_PER_ELEMENT / rate, n_in * (1 + 4) / bandwidth)
     anchors, classes = head
-    logits = anchors * classes
-    macs = logits * SIGMOID_AND_MAX_MACS_PER_LOGIT + anchors * (DECODE_MACS_PER_ANCHOR + math.log2(anchors))
-    post = max(macs / rate, (logits + 4 * anchors) * 4 / bandwidth)
-    return {"pre_s": float(pre), "post_s": float(post)}
+    cpu = device.processors[device.fallback_index]
+    return {"pre_s": float(pre), "post_s": float(_post_seconds(anchors, classes, rate, bandwidth)),
+            "finish_s": float(_post_seconds(min(SERVER_TOPK, anchors), 1, rate, bandwidth)),
+            "power_w": float(cpu.power_w(cpu.max_clock_hz) * share), "share": float(share)}
+
+
+def split_host_seconds(host: dict[str, float], boundaries: np.ndarray, n_layers: int, result: str) -> np.ndarray:
+    """Host seconds per frame of a split of a detector at each boundary (``host``:
+    :func:`host_costs`): the frame's pre-processing always; then post-processing of the whole
+    head output when the phone runs every layer (``l = L``) or the server sends raw outputs, else
+    (``result="topk"``) only the decoding of the server's top-k anchors."""
+    b = np.asarray(boundaries)
+    whole = (b >= n_layers) | (result == "raw")
+    return np.asarray(host["pre_s"] + np.where(whole, host["post_s"], host["finish_s"]), dtype=np.float64)
 
 
 # ------------------------------------------------------------------ what a split's server sends back

@@ -7,7 +7,10 @@ the phone processor running the head, its clock level, and the dtype of the uplo
 
 Objectives (all minimised, SI units):
 
-* ``latency_s = T_client + T_upload + T_server + T_download + RTT``;
+* ``latency_s = T_client + T_upload + T_server + T_download + RTT``; ``T_client`` is the head plus,
+  for a detector, the phone's host work (:func:`optimizer.cost.hostproc.host_costs`: frame
+  pre-processing always; post-processing of the whole head output when the phone runs every
+  layer or the server sends raw outputs, else only the decoding of the server's top-k anchors);
 * ``energy_j = E_client + E_upload + E_download`` (phone only; radio after Huang et al.,
   MobiSys'12: ``E_upload = (alpha_u tau_u + beta) I / B``);
 * ``memory_bytes`` = weights + peak live activations of the head,
@@ -40,7 +43,7 @@ from .result import Candidate
 
 OBJECTIVES: tuple[str, ...] = ("latency_s", "energy_j", "memory_bytes")
 #: per-candidate components of latency and energy (:meth:`SplitProblem.breakdown`), kept as metrics
-BREAKDOWN: tuple[str, ...] = ("client_s", "upload_s", "server_s", "download_s", "rtt_s", "client_j", "upload_j",
+BREAKDOWN: tuple[str, ...] = ("client_s", "host_s", "upload_s", "server_s", "download_s", "rtt_s", "client_j", "upload_j",
                               "download_j", "crossing_bytes", "memory_bytes")
 WIRE_DTYPES: tuple[str, ...] = ("int8", "fp16", "fp32")
 COST_MODELS: tuple[str, ...] = ("table", "smartsplit")
@@ -87,6 +90,8 @@ class SplitCosts:
     device_memory_bytes: float = float("inf")
     download_bytes: float = 0.0  # what the server sends back per frame when it runs any layer
     result: str = "raw"  # "raw" (the network's float32 outputs) or "topk" (cost.hostproc.resolve_result)
+    host_s: np.ndarray | None = None  # [L+1] phone host work (detector pre/post-processing); None = none
+    host_j: np.ndarray | None = None  # [L+1]
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +132,18 @@ def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str], resul
     }
 
 
+def _host_arrays(host: Mapping[str, float] | None, n_layers: int, result: str) -> dict[str, Any]:
+    """Host time and energy [L+1] of the phone per boundary
+    (:func:`optimizer.cost.hostproc.split_host_seconds`); the host threads' share of the CPU goes
+    into ``meta["host_cpu_share"]`` (the thermal objectives heat the CPU with it)."""
+    from ..cost.hostproc import split_host_seconds
+
+    if host is None or not host.get("pre_s", 0.0) + host.get("post_s", 0.0) > 0:
+        return {}
+    seconds = split_host_seconds(dict(host), np.arange(n_layers + 1), n_layers, result)
+    return {"host_s": seconds, "host_j": seconds * host["power_w"], "meta": {"host_cpu_share": host["share"]}}
+
+
 def _check_wire(wire_dtypes: Sequence[str]) -> tuple[str, ...]:
     bad = [w for w in wire_dtypes if w not in DTYPE_BYTES]
     if bad or not wire_dtypes:
@@ -148,6 +165,7 @@ def split_costs_from_tables(
     device_memory_bytes: float = float("inf"),
     levels: Mapping[tuple[str, float], int] | None = None,
     result: str = "auto",
+    host: Mapping[str, float] | None = None,
 ) -> SplitCosts:
     """Split costs from CostTables (the ``"table"`` cost model).
 
@@ -166,6 +184,8 @@ def split_costs_from_tables(
     result
         What the server sends back: ``auto`` (default), ``raw`` or ``topk``
         (:func:`optimizer.cost.hostproc.resolve_result`).
+    host
+        The phone's host work (:func:`optimizer.cost.hostproc.host_costs`); None: none.
     """
     wire = _check_wire(wire_dtypes)
     n = len(graph)
@@ -188,13 +208,14 @@ def split_costs_from_tables(
     if server_table.n_layers != n:
         raise ConfigError(f"server cost table has {server_table.n_layers} layers; the graph has {n}")
     cum_server = server_table.cum_latency_s[:, q]
+    links = _link_arrays(graph, link, wire, result)
     return SplitCosts(
         model=graph.name, granularity=graph.granularity, dtype=dtype, device=device,
         network=str(getattr(link, "name", "")), server=server, cost_model="table",
         layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
         head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en),
         tail_latency_s=cum_server[-1] - cum_server, memory_bytes=head_memory_array(graph, dtype),
-        device_memory_bytes=float(device_memory_bytes), **_link_arrays(graph, link, wire, result),
+        device_memory_bytes=float(device_memory_bytes), **links, **_host_arrays(host, n, links["result"]),
     )
 
 
@@ -227,6 +248,7 @@ def split_costs_smartsplit(
     server: str = "",
     device_memory_bytes: float = float("inf"),
     result: str = "auto",
+    host: Mapping[str, float] | None = None,
 ) -> SplitCosts:
     """Split costs from SmartSplit's closed form (the ``"smartsplit"`` cost model).
 
@@ -250,13 +272,15 @@ def split_costs_smartsplit(
     if not options:
         raise ConfigError("the smartsplit cost model needs at least one phone CPU with clock levels")
     server_t = (cum_macs[-1] - cum_macs) / (server_cores * server_clock_hz)
+    links = _link_arrays(graph, link, wire, result)
+    hosts = _host_arrays(host, len(graph), links["result"])
     return SplitCosts(
         model=graph.name, granularity=graph.granularity, dtype=dtype, device=device,
         network=str(getattr(link, "name", "")), server=server, cost_model="smartsplit",
         layer_names=tuple(la.name for la in graph.layers), options=tuple(options), wire_dtypes=wire,
         head_latency_s=np.vstack(lat), head_energy_j=np.vstack(en), tail_latency_s=server_t,
         memory_bytes=head_memory_array(graph, dtype), device_memory_bytes=float(device_memory_bytes),
-        meta={"k": k}, **_link_arrays(graph, link, wire, result),
+        **links, **{**hosts, "meta": {"k": k, **hosts.get("meta", {})}},
     )
 
 
@@ -287,6 +311,7 @@ def build_split_costs(
     (``auto``: the best ``topk`` anchors of an SSD head, else the raw outputs;
     :func:`optimizer.cost.hostproc.resolve_result`).
     """
+    from ..cost.hostproc import host_costs
     from ..hardware import load_device, load_link, load_server
 
     if cost_model not in COST_MODELS:
@@ -305,7 +330,8 @@ def build_split_costs(
         cloud = next(p for p in srv.processors if p.kind == "cloud")
         return split_costs_smartsplit(
             graph, cpus, cloud.cores, cloud.max_clock_hz, link, dtype=dtype, wire_dtypes=wire_dtypes,
-            device=dev.name, server=srv.name, device_memory_bytes=dev.memory_bytes, result=result)
+            device=dev.name, server=srv.name, device_memory_bytes=dev.memory_bytes, result=result,
+            host=host_costs(graph, dev))
     from ..cost import build_cost_table
 
     tables: dict[tuple[str, float], Any] = {}
@@ -318,7 +344,8 @@ def build_split_costs(
     server_table = build_cost_table(graph, srv, dtype=server_dtype, backend="analytic")
     costs = split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
                                     wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
-                                    device_memory_bytes=dev.memory_bytes, levels=levels, result=result)
+                                    device_memory_bytes=dev.memory_bytes, levels=levels, result=result,
+                                    host=host_costs(graph, dev))
     costs.meta["runtime"] = dev.check_runtime(runtime) or dev.runtime
     return costs
 
@@ -427,13 +454,15 @@ class SplitProblem:
         l, k, w = self.columns(X)
         remote = l < c.n_layers  # something runs on the server
         zero = np.zeros(len(l))
+        host_s = zero if c.host_s is None else c.host_s[l]
         return {
-            "client_s": c.head_latency_s[k, l],
+            "client_s": c.head_latency_s[k, l] + host_s,
+            "host_s": host_s,
             "upload_s": np.where(remote, c.upload_s[w, l], zero),
             "server_s": c.tail_latency_s[l],
             "download_s": np.where(remote, c.download_s, zero),
             "rtt_s": np.where(remote, c.rtt_s, zero),
-            "client_j": c.head_energy_j[k, l],
+            "client_j": c.head_energy_j[k, l] + (zero if c.host_j is None else c.host_j[l]),
             "upload_j": np.where(remote, c.upload_j[w, l], zero),
             "download_j": np.where(remote, c.download_j, zero),
             "crossing_bytes": np.where(remote, c.cut_bytes[w, l], zero),

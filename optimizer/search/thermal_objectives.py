@@ -331,8 +331,10 @@ class _SplitThermal:
         kk, on_phone, transfer = k_new[pop["k"]], pop["on_phone"], pop["transfer"]
         client_s = self.costs.head_latency_s[kk, pop["l"]] * scale[pop["k"]]
         native_s = self.native[kk, pop["l"]] * scale[pop["k"]]
+        host_s = np.zeros(n) if self.costs.host_s is None else self.costs.host_s[pop["l"]] / min(
+            max(caps.get(cpu, 1.0), 1e-9), 1.0)    # detector pre/post-processing on the (capped) CPU
         radio_cap = caps.get(MODEM, 1.0)          # modem mitigation stretches the transfers
-        period = client_s + pop["remote"] + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
+        period = client_s + host_s + pop["remote"] + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
         if radio_cap <= 0:                         # radio off: frames that leave the phone stall
             period = np.where(transfer > 0, np.inf, period)
         inv = np.divide(1.0, period, out=np.zeros_like(period), where=period > 0)
@@ -346,6 +348,7 @@ class _SplitThermal:
         col = self.spec_idx[cpu]
         power[:, col] += np.where(on_phone & (procs == cpu), 0.0, static[cpu])
         power[:, col] += (cpu_active - static[cpu]) * np.where(on_phone, client_s - native_s, 0.0) * inv
+        power[:, col] += (cpu_active - static[cpu]) * self.costs.meta.get("host_cpu_share", 0.0) * host_s * inv
         if MODEM in self.spec_idx:
             power[:, self.spec_idx[MODEM]] += pop["radio"] * inv
         return power, np.divide(1.0, period, out=np.full_like(period, np.inf), where=period > 0)

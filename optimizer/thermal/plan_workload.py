@@ -17,7 +17,8 @@ processor ``p``'s maximum clock, 0 = off) the cost model is rebuilt at ``clock_h
   :meth:`optimizer.search.pipeline.PipelineProblem.evaluate` on the capped table with the plan's
   own settings (threads, cores, pre/post), throughput = 1 / slowest stage;
 * **split** (SmartSplit): the head runs at ``min(head clock, c f_max)``; throughput =
-  1 / (client + upload + server + download + RTT), frames processed one at a time as in
+  1 / (client + host + upload + server + download + RTT) (host: a detector's pre/post-processing
+  on the CPU, stretched by its cap), frames processed one at a time as in
   :class:`optimizer.search.split.SplitProblem`; upload/server/download terms do not depend on
   the phone's clocks and are read from the plan's ``predicted.extra`` (or recomputed from the
   link and server files).
@@ -185,6 +186,8 @@ class SplitWorkload:
     remote_s: float  # upload + server + download + RTT (independent of the phone's clocks)
     radio_j: float  # upload + download energy per frame
     transfer_s: float = 0.0  # the upload + download part of remote_s (stretched by a modem cap)
+    host_s: float = 0.0  # detector pre/post-processing on the CPU at its top clock (cost.hostproc)
+    host_share: float = 0.0  # the host threads' share of the CPU
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
         if self.tables.cpu_off(caps):
@@ -220,6 +223,8 @@ class SplitWorkload:
             native_cpu = busy - native
             busy = native
             period = busy + native_cpu + remote_s
+        host = self.host_s / min(max(float(caps.get(names[cpu], 1.0)), 1e-9), 1.0)
+        period += host
         static = np.minimum(self.tables.static_w, ct.active_power_w)
         if j != cpu:
             u = busy / period if period > 0 else 0.0
@@ -227,7 +232,7 @@ class SplitWorkload:
             cpu_busy = native_cpu
         else:
             cpu_busy = busy + native_cpu
-        u_cpu = cpu_busy / period if period > 0 else 0.0
+        u_cpu = (cpu_busy + host * self.host_share) / period if period > 0 else 0.0
         power[names[cpu]] = float(static[cpu] + (ct.active_power_w[cpu] - static[cpu]) * u_cpu)
         if self.radio_j > 0 and period > 0:
             power[MODEM] = self.radio_j / period

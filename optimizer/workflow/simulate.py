@@ -88,15 +88,29 @@ def plan_workload(plan: Plan, *, graph: Any = None, device: Any = None, spec: An
             remote, radio, transfer = _remote_from_files(plan, graph)
         if sp.head_processor is not None:
             dev.processor(sp.head_processor)
+        host_s, share = _split_host(plan, graph, dev)
         return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
-                             sp.head_clock_hz, float(remote), float(radio), float(transfer))
+                             sp.head_clock_hz, float(remote), float(radio), float(transfer), host_s, share)
     raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
+
+
+def _split_host(plan: Plan, graph: Any, device: Any) -> tuple[float, float]:
+    """Host seconds per frame of a split plan of a detector, and the host threads' CPU share
+    (:func:`optimizer.cost.hostproc.split_host_seconds`, with what the plan's server sends back)."""
+    from ..cost.hostproc import host_costs, resolve_result, split_host_seconds
+
+    host = host_costs(graph, device)
+    if not host["share"] > 0:
+        return 0.0, 0.0
+    mode = resolve_result(graph, plan.split.result or "raw")
+    return float(split_host_seconds(host, np.asarray([plan.split.layer]), len(graph), mode)[0]), host["share"]
 
 
 def _remote_from_files(plan: Plan, graph: Any) -> tuple[float, float, float]:
     """Upload + server + download + RTT seconds, radio joules and upload + download seconds of a
     split plan, from its files."""
     from ..cost import build_cost_table
+    from ..cost.hostproc import resolve_result, result_bytes
     from ..hardware import load_link, load_server
 
     sp = plan.split
@@ -110,7 +124,7 @@ def _remote_from_files(plan: Plan, graph: Any) -> tuple[float, float, float]:
     kinds = list(st.processor_kinds)
     q = kinds.index("cloud") if "cloud" in kinds else 0
     server_s = float(st.cum_latency_s[-1, q] - st.cum_latency_s[sp.layer, q])
-    out_bytes = float(graph.cut_bytes_array("fp32")[-1])
+    out_bytes = result_bytes(graph, resolve_result(graph, sp.result or "raw"))
     up_s, dn_s = float(link.upload_s(sp.bytes)), float(link.download_s(out_bytes))
     return (up_s + server_s + dn_s + float(link.rtt_s),
             float(link.upload_j(sp.bytes)) + float(link.download_j(out_bytes)), up_s + dn_s)
