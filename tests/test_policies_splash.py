@@ -51,6 +51,14 @@ def test_profiles(pf):
     assert pf.in_bytes[0] == 160 * 160 * 3 and pf.out_bytes.max() <= 4096
 
 
+def test_offloaded_detector_returns_what_a_split_server_sends():
+    """The cloud worker's result size follows the split's rule (cost.hostproc.result_bytes): an
+    SSD head's 100 best anchors, else the float32 outputs under the cap."""
+    lva = worker_profiles(load_workload("live_video_analytics"), "pixel4", "wifi_249")
+    assert lva.labels[0].startswith("efficientdet_lite0") and lva.out_bytes[0] == 100 * 28
+    assert lva.out_bytes[1] == 1000 * 4  # MobileNetV2 logits, as a split returns them
+
+
 def test_unmeetable_slo_says_what_is_reachable(pf, spec):
     with pytest.raises(ConstraintError, match=r"cannot be met by any worker.*fastest is .*reachable: at most"):
         run_schedule(pf, spec, "minheat", 1000.0, duration_s=10)

@@ -138,11 +138,14 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
         measured at a few Mbps; at 249 Mbps it would give ~70 W, which no phone radio draws.
         1.2 W is the order of a phone Wi-Fi/LTE front end at full transmit duty.
     max_result_bytes
-        Size of what the server sends back: the network's float32 output, at most this (a
-        detector's server decodes its raw anchor outputs and returns the detections, as in
-        SPLASH's offloading, instead of megabytes of anchor scores).
+        Ceiling on what the server sends back. The size itself follows the split's rule
+        (:func:`optimizer.cost.hostproc.result_bytes` with ``result="auto"``): an SSD head's
+        100 best anchors (2,800 B), else the network's float32 outputs; a server decodes other
+        large outputs into at most this many bytes (SPLASH's offloading returns results, not
+        megabytes of scores).
     """
     from ...cost import build_cost_table
+    from ...cost.hostproc import resolve_result, result_bytes
     from ...hardware import load_device, load_link, load_server
 
     dev = load_device(device)
@@ -163,7 +166,7 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
             native[r, j] = ct.latency_s[sup[:, j], j].sum()
             fallback[r, j] = ct.latency_s[~sup[:, j], j].sum()
         in_b[r] = float(graph.cut_bytes_array("int8")[0])      # camera image, 1 B per pixel value
-        out_b[r] = min(float(graph.cut_bytes_array("fp32")[-1]), max_result_bytes)
+        out_b[r] = min(result_bytes(graph, resolve_result(graph, "auto")), max_result_bytes)
         if lk and srv is not None:
             st = build_cost_table(graph, srv, "fp16")
             server_s[r] = st.latency_s[:, st.processor_index(CLOUD)].sum()
