@@ -24,6 +24,7 @@ pre/post-processing is assumed for classifiers).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +113,12 @@ def split_host_seconds(host: dict[str, float], boundaries: np.ndarray, n_layers:
     b = np.asarray(boundaries)
     whole = (b >= n_layers) | (result == "raw")
     return np.asarray(host["pre_s"] + np.where(whole, host["post_s"], host["finish_s"]), dtype=np.float64)
+
+
+def host_seconds_at_cap(seconds: Any, cpu_cap: float) -> Any:
+    """Host seconds on a CPU capped at ``cpu_cap`` of its top clock (the work scales with the
+    clock; ``cpu_cap`` is clipped to (0, 1])."""
+    return seconds / min(max(float(cpu_cap), 1e-9), 1.0)
 
 
 # ------------------------------------------------------------------ what a split's server sends back

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.hostproc import host_seconds_at_cap
 from ..errors import ConfigError, UnknownNameError
 from ..hardware import load_device
 from ..thermal.governor import Governor
@@ -331,8 +332,8 @@ class _SplitThermal:
         kk, on_phone, transfer = k_new[pop["k"]], pop["on_phone"], pop["transfer"]
         client_s = self.costs.head_latency_s[kk, pop["l"]] * scale[pop["k"]]
         native_s = self.native[kk, pop["l"]] * scale[pop["k"]]
-        host_s = np.zeros(n) if self.costs.host_s is None else self.costs.host_s[pop["l"]] / min(
-            max(caps.get(cpu, 1.0), 1e-9), 1.0)    # detector pre/post-processing on the (capped) CPU
+        host_s = np.zeros(n) if self.costs.host_s is None else host_seconds_at_cap(  # detector pre/post-
+            self.costs.host_s[pop["l"]], caps.get(cpu, 1.0))                           # processing on the CPU
         radio_cap = caps.get(MODEM, 1.0)          # modem mitigation stretches the transfers
         period = client_s + host_s + pop["remote"] + (transfer * (1.0 / radio_cap - 1.0) if 0 < radio_cap < 1 else 0.0)
         if radio_cap <= 0:                         # radio off: frames that leave the phone stall

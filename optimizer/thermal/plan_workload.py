@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.hostproc import host_seconds_at_cap
 from ..errors import ConfigError
 from .simulate import WorkloadPoint
 
@@ -223,7 +224,7 @@ class SplitWorkload:
             native_cpu = busy - native
             busy = native
             period = busy + native_cpu + remote_s
-        host = self.host_s / min(max(float(caps.get(names[cpu], 1.0)), 1e-9), 1.0)
+        host = host_seconds_at_cap(self.host_s, caps.get(names[cpu], 1.0))
         period += host
         static = np.minimum(self.tables.static_w, ct.active_power_w)
         if j != cpu:
