@@ -215,8 +215,18 @@ def test_split_cli_with_trace_records_risk(run_cli, tiny_onnx, tmp_path):
     lbo = plan["search"]["baselines"]["lbo"]["objectives"]["latency_p95_s"]
     row = next(line for line in res.stdout.splitlines() if line.strip().startswith("LBO"))
     assert f"{lbo * 1e3:.1f}" in row.split()
-    assert (f"p95 {ex['trace_latency_p95_s'] * 1e3:.1f} / cvar95 {ex['trace_latency_cvar95_s'] * 1e3:.1f} ms"
-            in out)
+    line = f"p95 {ex['trace_latency_p95_s'] * 1e3:.1f} / cvar95 {ex['trace_latency_cvar95_s'] * 1e3:.1f} ms"
+    assert line in out
+    # the plan keeps the choice's own objective values; the report shows the same column and line
+    chosen = plan["search"]["decision"]["chosen_objectives"]
+    assert chosen["latency_s"] == pytest.approx(plan["predicted"]["latency_s"])
+    assert chosen["latency_p95_s"] == pytest.approx(ex["trace_latency_p95_s"])
+    rep = run_cli("report", tmp_path / "plan.json", "--out", tmp_path / "rep")
+    assert rep.exit_code == 0, rep.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| p95 latency over the trace (ms) |" in md and line in md
+    lbo_row = next(r for r in md.splitlines() if r.startswith("| LBO |"))
+    assert f"| {lbo * 1e3:.4g} |" in lbo_row
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -45,16 +45,18 @@ def _front_csv(result: Any, layer_names: tuple[str, ...]) -> str:
     return buf.getvalue()
 
 
-#: table headers of the objectives searched beyond latency, energy and memory (unit from the suffix)
+#: short table headers of the objectives searched beyond latency, energy and memory
 _EXTRA_HEADERS = {"sustained_fps": "sust fps", "peak_temp_c": "peak °C", "time_to_throttle_s": "throttle s"}
 
 
 def _extra_column(name: str) -> tuple[str, float]:
-    """Header and display scale of an extra objective: a risk objective over a bandwidth trace
-    (``latency_cvar95_s`` -> ``cvar95 ms``) or a thermal one."""
+    """Header and display factor of an extra objective: a risk objective over a bandwidth trace
+    (``latency_cvar95_s`` -> ``cvar95 ms``) or a thermal one (units: report.frames)."""
+    from ..report.frames import display_factor
+
     if name.startswith("latency_") and name.endswith("_s"):
-        return f"{name[len('latency_'):-2]} ms", 1e3
-    return _EXTRA_HEADERS.get(name, name), 1.0
+        return f"{name[len('latency_'):-2]} ms", display_factor(name)
+    return _EXTRA_HEADERS.get(name, name), display_factor(name)
 
 
 def _summary(result: Any, n_layers: int, title: str) -> None:
@@ -187,17 +189,13 @@ def _download_note(best: Any, costs: Any) -> str | None:
 def _notes(plan: Any, device: str) -> None:
     """Lines under the table: baselines dominating the choice, accuracy, thermal simulation."""
     from ..workflow.advice import warning_lines
+    from ..workflow.robust import trace_summary
 
     for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
         console.print(f"[yellow]{line}[/]", highlight=False)
     pr = plan.predicted
-    if "trace_latency_p95_s" in pr.extra:
-        t = plan.search.settings["bandwidth_trace"]
-        console.print(f"over {t['trace']['name']} ({t['trace']['mean_mbps']:.2f} Mbps mean, {t['samples']} upload "
-                      f"starts every {t['step_s']:g} s) the choice takes mean "
-                      f"{pr.extra['trace_latency_mean_s'] * 1e3:.1f} / p50 {pr.extra['trace_latency_p50_s'] * 1e3:.1f} / "
-                      f"p95 {pr.extra['trace_latency_p95_s'] * 1e3:.1f} / cvar95 "
-                      f"{pr.extra['trace_latency_cvar95_s'] * 1e3:.1f} ms", highlight=False)
+    if (line := trace_summary(plan)) is not None:
+        console.print(line, highlight=False)
     if "accuracy" in pr.extra:
         console.print(f"accuracy of the deployed configuration {pr.extra['accuracy']:.2%} "
                       f"(FP32 model {pr.extra['accuracy_fp32']:.2%})", highlight=False)

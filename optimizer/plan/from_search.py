@@ -62,7 +62,7 @@ def split_plan(result: Any, graph: Any, *, variant: dict[str, Any] | None = None
         evaluations=result.evaluations, space_size=result.space_size,
         explored_fraction=result.explored_fraction, wall_time_s=result.wall_time_s,
         settings=_jsonable({**st, "space_counting": result.space_counting, "front_size": len(result.front)}),
-        decision=_jsonable(result.decision_rule), baselines=baselines)
+        decision=_jsonable({**(result.decision_rule or {}), "chosen_objectives": obj}), baselines=baselines)
     model = ModelRef(name=graph.name, sha256=graph.source_sha256 or "unknown", layers=len(graph),
                      granularity=graph.granularity, dtype=st.get("dtype", "int8"),
                      source=graph.source or None, variant=dict(variant or {}))

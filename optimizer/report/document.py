@@ -31,7 +31,7 @@ from .figures import (
     plot_pipeline,
     plot_thermal,
 )
-from .frames import SPLIT_OBJECTIVES, ReportInput, load_input, objective_columns
+from .frames import SPLIT_OBJECTIVES, ReportInput, axis_label, display_factor, load_input, objective_columns
 
 MAX_TABLE_ROWS = 60
 _FIGURE_NAME = re.compile(r"fig\d{2}_[a-z0-9-]+\.png")
@@ -142,14 +142,22 @@ def _search_table(plan: Any) -> Any:
 
 
 def _split_rows(plan: Any) -> Any:
+    """The choice and the baselines, with a column per objective searched beyond latency, energy
+    and memory (risk over a trace, thermal; the choice's values from ``chosen_objectives``)."""
     L = plan.model.layers
     rows = []
     s = plan.split
+    extra = [n for n in plan.search.objectives if n not in SPLIT_OBJECTIVES]
+    mine = (plan.search.decision or {}).get("chosen_objectives") or {}
+
+    def extras(o: Any) -> dict[str, str]:
+        return {axis_label(n): _fmt(o.get(n), display_factor(n)) if n in o else "–" for n in extra}
+
     chosen = {"candidate": f"chosen ({plan.search.solver})", "split": f"{s.layer}/{L}",
               "head": f"{s.head_processor} {(s.head_clock_hz or 0) / 1e9:.2f} GHz" if s.layer else "–",
               "wire": s.wire_dtype if s.layer < L else "–", "up kB": _fmt(s.bytes, 1e-3),
               "latency ms": _fmt(plan.predicted.latency_s, 1e3), "energy mJ": _fmt(plan.predicted.energy_j, 1e3),
-              "memory MB": _fmt(plan.predicted.memory_bytes, 1e-6), "feasible": "yes"}
+              "memory MB": _fmt(plan.predicted.memory_bytes, 1e-6), **extras(mine), "feasible": "yes"}
     rows.append(chosen)
     for name, b in plan.search.baselines.items():
         d, o = b.get("decision") or {}, b.get("objectives") or {}
@@ -158,7 +166,7 @@ def _split_rows(plan: Any) -> Any:
                      "head": f"{d.get('processor')} {(d.get('clock_hz') or 0) / 1e9:.2f} GHz" if k else "–",
                      "wire": d.get("wire_dtype", "–") if k < L else "–", "up kB": "",
                      "latency ms": _fmt(o.get("latency_s"), 1e3), "energy mJ": _fmt(o.get("energy_j"), 1e3),
-                     "memory MB": _fmt(o.get("memory_bytes"), 1e-6),
+                     "memory MB": _fmt(o.get("memory_bytes"), 1e-6), **extras(o),
                      "feasible": "yes" if b.get("feasible", True) else "no"})
     return _table(rows)
 
@@ -179,8 +187,12 @@ def _plan_section(inp: ReportInput, front: ReportInput | None) -> Section:
                  f"{_fmt(p.energy_j, 1e3)} mJ, memory {_fmt(p.memory_bytes, 1e-6)} MB.")
         from ..workflow.advice import warning_lines
 
+        from ..workflow.robust import trace_summary
+
         for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []):
             sec.text(line[0].upper() + line[1:])
+        if (line := trace_summary(plan)) is not None:
+            sec.text(line[0].upper() + line[1:] + ".")
         sec.table("Chosen split against the baselines", _split_rows(plan))
         sec.figure("Where the time of one inference goes (largest part hatched)", plot_pipeline(plan))
         if front is not None:

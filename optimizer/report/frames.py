@@ -16,6 +16,8 @@ A batch run gives the result store's table instead: one row per task (see
 
 from __future__ import annotations
 
+import re
+
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,23 +52,34 @@ def objective_columns(df: Any) -> list[str]:
     return out
 
 
-def axis_label(column: str) -> str:
-    """Axis label with its unit, e.g. ``"latency (ms)"`` for ``latency_s``."""
+_RISK = re.compile(r"^latency_(mean|regret|p\d{1,2}|cvar\d{1,2})_s$")
+
+
+def objective_unit(column: str) -> tuple[str, str, float, str] | None:
+    """``(name, unit, factor, sense)`` of a known objective column (batch ``metric_`` prefix
+    allowed): one of :data:`OBJECTIVE_UNITS`, or a split's risk objective over a bandwidth trace
+    (``latency_cvar95_s`` -> ``("cvar95 latency over the trace", "ms", 1e3, "min")``); else None."""
     key = column.removeprefix("metric_")
     if key in OBJECTIVE_UNITS:
-        name, unit, _, _ = OBJECTIVE_UNITS[key]
-        return f"{name} ({unit})"
-    return column
+        return OBJECTIVE_UNITS[key]
+    m = _RISK.match(key)
+    return (f"{m.group(1)} latency over the trace", "ms", 1e3, "min") if m else None
+
+
+def axis_label(column: str) -> str:
+    """Axis label with its unit, e.g. ``"latency (ms)"`` for ``latency_s``."""
+    unit = objective_unit(column)
+    return column if unit is None else f"{unit[0]} ({unit[1]})"
 
 
 def display_factor(column: str) -> float:
     """Factor from the column's SI value to its display unit (1 for unknown columns)."""
-    return OBJECTIVE_UNITS.get(column.removeprefix("metric_"), ("", "", 1.0, "min"))[2]
+    return (objective_unit(column) or ("", "", 1.0, "min"))[2]
 
 
 def sense(column: str) -> str:
     """``"min"`` or ``"max"``: which way the objective improves."""
-    return OBJECTIVE_UNITS.get(column.removeprefix("metric_"), ("", "", 1.0, "min"))[3]
+    return (objective_unit(column) or ("", "", 1.0, "min"))[3]
 
 
 @dataclass

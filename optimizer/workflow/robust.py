@@ -55,3 +55,15 @@ def annotate_risk(outcome: PlanOutcome, risk: Any) -> PlanOutcome:
     settings = {**plan.search.settings, "bandwidth_trace": risk.describe()}
     search = plan.search.model_copy(update={"settings": settings})
     return replace(outcome, plan=plan.model_copy(update={"predicted": predicted, "search": search}))
+
+
+def trace_summary(plan: Any) -> str | None:
+    """One line with the chosen split's latency statistics over the plan's bandwidth trace (for
+    the CLI and the report), or None when the plan has no trace."""
+    ex = plan.predicted.extra
+    t = (plan.search.settings or {}).get("bandwidth_trace")
+    if t is None or "trace_latency_p95_s" not in ex:
+        return None
+    stats = " / ".join(f"{k} {ex[f'trace_latency_{k}_s'] * 1e3:.1f}" for k in ("mean", "p50", "p95", "cvar95"))
+    return (f"over {t['trace']['name']} ({t['trace']['mean_mbps']:.2f} Mbps mean, {t['samples']} upload starts "
+            f"every {t['step_s']:g} s) the choice takes {stats} ms")
