@@ -19,6 +19,7 @@ from optimizer.hardware.bandwidth import (
 )
 from optimizer.search.split import SplitProblem
 from optimizer.search.split_risk import (
+    MeanLatencyGuard,
     RiskObjective,
     costs_at_uplink,
     cvar,
@@ -173,6 +174,40 @@ def test_risk_objective_in_exact_and_nsga2():
     assert "latency_cvar95_s" in exact.best.objectives and "latency_cvar95_s" in ga.best.objectives
 
 
+def test_mean_guard_caps_the_expected_latency_over_the_trace(tmp_path):
+    """CVaR subject to mean <= (1 + eps) * least mean (Krokhmal, Palmquist & Uryasev 2002)."""
+    from _split_fixtures import small_graph, table
+
+    from optimizer.search.split import split_costs_from_tables
+
+    # a slow phone and a fast link with a 1-s fade to 0.2 Mbps every 20 s: offloading has the least
+    # mean, running on the phone the least tail
+    trace = read_trace(_write(tmp_path, "fades.csv", "t_s,mbps\n" + "".join(
+        f"{t},{200 if t % 20 else 0.2}\n" for t in range(60))))
+    g = small_graph()
+    server = table(g, scale=1e-10, power_w=0.0, name="server", processors=("cloud",), kinds=("cloud",))
+    costs = split_costs_from_tables(g, {("cpu", 1e9): table(g, scale=2e-8, power_w=1.0)}, server,
+                                    ToyLink(uplink_bps=trace.mean_bps))
+    risk = RiskObjective(trace, "cvar95", 0.05)
+    free = SplitProblem(costs, include_extremes=True, extra_objectives=(risk,))
+    X = free.enumerate()
+    means = latency_samples(free.breakdown(X), trace, trace.start_times(0.05)).mean(axis=1)
+    x_free, cvar_free = risk_best(free, risk)
+    assert x_free[0] == len(g) and means[np.flatnonzero((X == x_free).all(axis=1))[0]] > 5 * means.min()
+    for eps in (0.0, 0.05, 0.5):
+        guard = MeanLatencyGuard(trace, eps, 0.05)
+        guarded = SplitProblem(costs, include_extremes=True, extra_objectives=(risk,), extra_constraints=(guard,))
+        assert guard.least_mean(guarded) == pytest.approx(means.min())
+        ok = means <= (1 + eps) * means.min() * (1 + 1e-12)
+        np.testing.assert_array_equal(guarded.evaluate(X).feasible, ok)
+        x, value = risk_best(guarded, risk)
+        assert ok[np.flatnonzero((X == x).all(axis=1))[0]] and x[0] == 0  # offloads, within the mean budget
+        assert value > cvar_free  # the tail it accepts for the mean
+        assert guarded.get_params()["extra_constraints"][0]["max_mean_increase"] == eps
+    with pytest.raises(ConfigError, match="expected a fraction >= 0"):
+        MeanLatencyGuard(trace, -0.1)
+
+
 def test_regret_is_zero_for_the_per_sample_best_and_positive_otherwise():
     trace = synthetic_trace(2, mean_mbps=3.0, duration_s=20.0)
     problem = _problem(trace, "regret")
@@ -234,6 +269,9 @@ def test_split_cli_with_trace_records_risk(run_cli, tiny_onnx, tmp_path):
     (["--bandwidth-trace", "nowhere_trace"], "unknown bandwidth trace 'nowhere_trace'"),
     (["--bandwidth-trace", "ATT-LTE-driving-2016", "--risk", "worst"], "--risk 'worst': expected one of"),
     (["--bandwidth-trace", "ATT-LTE-driving-2016", "--weights", "1,1,1"], "expected 4 (one per objective)"),
+    (["--max-mean-increase", "5%"], "--max-mean-increase 0.05: needs --bandwidth-trace"),
+    (["--bandwidth-trace", "ATT-LTE-driving-2016", "--max-mean-increase", "lots"],
+     "--max-mean-increase 'lots': expected a fraction in 0..1 or a percentage such as 5%"),
 ])
 def test_split_cli_trace_errors(run_cli, tiny_onnx, tmp_path, extra, message):
     res = run_cli("split", tiny_onnx, "--device", "galaxy_j6", "--network", "lte", "--granularity", "op",
@@ -259,7 +297,7 @@ def test_batch_split_task_runs_with_trace_risk_and_memory_budget(tmp_path, tiny_
 name: robust
 tasks:
   - {{kind: split, model: {tiny_onnx}, device: galaxy_j6, network: lte, solver: exact, granularity: op,
-     bandwidth_trace: ATT-LTE-driving-2016, risk: p95, memory_budget: 512MB}}
+     bandwidth_trace: ATT-LTE-driving-2016, risk: p95, memory_budget: 512MB, max_mean_increase: 0.05}}
   - {{kind: split, model: {tiny_onnx}, device: galaxy_j6, network: lte, solver: exact, granularity: op}}
 """)
     robust, plain = load_job(job).expand()
@@ -270,6 +308,8 @@ tasks:
     assert out.plan["search"]["decision"]["weights"] == [1.0, 1.0, 0.0, 1.0]
     assert out.plan["search"]["settings"]["bandwidth_trace"]["trace"]["name"] == "ATT-LTE-driving-2016"
     assert "trace_latency_p95_s" in out.plan["predicted"]["extra"]
+    assert out.plan["search"]["settings"]["extra_constraints"] == [
+        {"constraint": "trace_mean_guard", "max_mean_increase": 0.05, "step_s": 0.1}]
     bad = robust.model_copy(update={"risk": "worst"})
     failed = execute_task(bad, build_inputs(bad.input_key, [bad]))
     assert failed.status == "failed" and "risk 'worst'" in failed.error

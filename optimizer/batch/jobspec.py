@@ -45,7 +45,7 @@ Dtype = Literal["int8", "fp16", "fp32"]
 SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
                                          "include_extremes": False, **dict.fromkeys(
                                              ("bandwidth_trace", "risk", "memory_budget", "accuracy_data",
-                                              "min_accuracy"))}
+                                              "min_accuracy", "max_mean_increase"))}
 # measured GA fitness of map tasks (as ``dnnplan map --measure host`` / ``--measure-cmd``); same rule
 MAP_OPTION_DEFAULTS: dict[str, Any] = {"measure": None, "measure_cmd": None}
 
@@ -80,6 +80,7 @@ class TaskDefaults(_Strict):
     memory_budget: str | None = None
     accuracy_data: str | None = None
     min_accuracy: float | None = None
+    max_mean_increase: float | None = None
 
 
 class TaskSpec(TaskDefaults):

@@ -80,7 +80,7 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
                       include_extremes=task.include_extremes, objectives=list(task.objectives or ()),
                       settings=dict(task.settings), bandwidth_trace=task.bandwidth_trace, risk=task.risk,
                       memory_budget=task.memory_budget, accuracy_data=task.accuracy_data,
-                      min_accuracy=task.min_accuracy)
+                      min_accuracy=task.min_accuracy, max_mean_increase=task.max_mean_increase)
     return parse_request(SplitRequest, fields)
 
 

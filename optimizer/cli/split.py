@@ -19,7 +19,8 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "memory_limit": "--memory-limit", "bandwidth_bps": "--bandwidth", "objectives": "--objectives",
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime",
                  "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
-                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy", "result": "--result"}
+                 "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy", "result": "--result",
+                 "max_mean_increase": "--max-mean-increase"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -120,6 +121,9 @@ def split_cmd(
                                         "in search_spaces/bandwidth): adds a risk objective over it."),
     risk: str | None = typer.Option(None, "--risk", help="Risk objective over the trace: cvar95 (default), "
                                                          "p95, mean or regret (also pNN, cvarNN)."),
+    max_mean_increase: str | None = typer.Option(
+        None, "--max-mean-increase", help="Constraint with --bandwidth-trace: expected latency over the trace "
+                                          "at most this much above the least, e.g. 5% (mean-CVaR)."),
     result_mode: str = typer.Option(
         "auto", "--result", help="What the server sends back: raw (the network's outputs as float32), topk "
                                  "(an SSD head's 100 best anchors: index, box encoding, score, class; the phone "
@@ -152,6 +156,7 @@ def split_cmd(
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
         "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
         "accuracy_data": accuracy_data, "min_accuracy": min_accuracy, "result": result_mode,
+        "max_mean_increase": max_mean_increase,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
@@ -217,6 +222,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
         argv += ["--objectives", ",".join(r.objectives)]
     if r.bandwidth_trace is not None:
         argv += ["--bandwidth-trace", r.bandwidth_trace, "--risk", r.risk or "cvar95"]
+    if r.max_mean_increase is not None:
+        argv += ["--max-mean-increase", f"{r.max_mean_increase:g}"]
     if r.accuracy_data is not None:
         argv += ["--accuracy-data", r.accuracy_data]
     if r.min_accuracy is not None:

@@ -16,7 +16,8 @@ Objectives (all minimised, SI units):
 * ``memory_bytes`` = weights + peak live activations of the head,
   :meth:`optimizer.graph.LayerGraph.memory` ``(0, l)``.
 
-Constraint: ``memory_bytes <= memory_limit_bytes``.
+Constraint: ``memory_bytes <= memory_limit_bytes``, plus any extra constraints (e.g. a ceiling on
+expected latency over a bandwidth trace, :class:`optimizer.search.split_risk.MeanLatencyGuard`).
 
 Two cost models fill the same :class:`SplitCosts` arrays: ``"table"`` (default) reads
 :class:`~optimizer.cost.CostTable` s of the phone at every (processor, clock level) and of the
@@ -370,6 +371,10 @@ class SplitProblem:
         Objective hooks appended after latency, energy, memory (as the pipeline problem's
         :class:`~optimizer.search.pipeline.Objective`: ``fn(problem, X, breakdown) -> [N]`` in
         its natural ``sense``; e.g. :func:`optimizer.search.thermal_objectives.split_thermal_objectives`).
+    extra_constraints
+        Constraint hooks with ``name``, ``fn(problem, X, breakdown) -> [N]`` (dimensionless,
+        ``<= 0`` feasible) and ``describe() -> dict``. With any, the one constraint column is
+        ``G = max(memory / limit - 1, each hook)``, so every solver and baseline works unchanged.
     """
 
     kind = "split"
@@ -377,8 +382,10 @@ class SplitProblem:
     n_var = 3
 
     def __init__(self, costs: SplitCosts, *, memory_limit_bytes: float | None = None,
-                 include_extremes: bool = False, extra_objectives: Sequence[Any] = ()) -> None:
+                 include_extremes: bool = False, extra_objectives: Sequence[Any] = (),
+                 extra_constraints: Sequence[Any] = ()) -> None:
         self.costs = costs
+        self.extra_constraints = tuple(extra_constraints)
         self.memory_limit_bytes = memory_limit_bytes
         self.include_extremes = include_extremes
         self.extra_objectives = tuple(extra_objectives)
@@ -483,8 +490,16 @@ class SplitProblem:
             v = np.asarray(o.fn(self, X, b), dtype=np.float64)
             cols.append(-v if o.sense == "max" else v)
         F = np.stack(cols, axis=1)
-        G = (b["memory_bytes"] - self.limit_bytes)[:, None]
-        return Evaluation(F, G, {**b, "latency_s": latency, "energy_j": energy})
+        terms = self.constraint_terms(X, b)
+        G = b["memory_bytes"] - self.limit_bytes
+        if terms:
+            G = np.maximum.reduce([b["memory_bytes"] / max(self.limit_bytes, 1.0) - 1.0, *terms])
+        return Evaluation(F, G[:, None], {**b, "latency_s": latency, "energy_j": energy})
+
+    def constraint_terms(self, X: np.ndarray, b: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Dimensionless constraint values beyond head memory (``<= 0`` feasible), one per
+        extra constraint (subclasses add their own)."""
+        return [np.asarray(c.fn(self, X, b), dtype=np.float64) for c in self.extra_constraints]
 
     # ------------------------------------------------------------------ exact front
     @cached_property
@@ -556,4 +571,6 @@ class SplitProblem:
                 "include_extremes": self.include_extremes,
                 **({"result": c.result, "download_bytes": c.download_bytes} if c.result != "raw" else {}),
                 **({"extra_objectives": [o.name for o in self.extra_objectives]} if self.extra_objectives else {}),
+                **({"extra_constraints": [c.describe() for c in self.extra_constraints]}
+                   if self.extra_constraints else {}),
                 "head_options": [f"{o.processor}@{o.clock_hz / 1e9:.3g}GHz" for o in c.options]}

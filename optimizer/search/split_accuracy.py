@@ -6,8 +6,8 @@ measured once (:func:`optimizer.plan.accuracy.accuracy_table`) and read per cand
 
 The problem keeps :class:`~optimizer.search.split.SplitProblem`'s single constraint column, so
 every solver, baseline and the exact front work unchanged: ``G = max(memory / limit - 1,
-min_accuracy - accuracy)`` — both terms dimensionless, ``<= 0`` exactly when the head fits the
-memory budget and the configuration reaches the accuracy floor.
+min_accuracy - accuracy, other extra constraints)`` — all terms dimensionless, ``<= 0`` exactly
+when the head fits the memory budget and the configuration reaches the accuracy floor.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ class AccuracyConstrainedSplitProblem(SplitProblem):
         l, _, w = self.columns(X)
         return np.asarray(self.accuracy[w, l], dtype=np.float64)
 
+    def constraint_terms(self, X: np.ndarray, b: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [*super().constraint_terms(X, b), self.min_accuracy - self.accuracy_of(X)]
+
     def evaluate(self, X: np.ndarray) -> Evaluation:
         ev = super().evaluate(X)
-        mem = ev.G[:, 0] / max(self.limit_bytes, 1.0)
-        accuracy = self.accuracy_of(X)
-        return Evaluation(ev.F, np.maximum(mem, self.min_accuracy - accuracy)[:, None],
-                          {**ev.metrics, "accuracy": accuracy})
+        return Evaluation(ev.F, ev.G, {**ev.metrics, "accuracy": self.accuracy_of(X)})
 
     def check(self) -> None:
         super().check()

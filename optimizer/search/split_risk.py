@@ -138,6 +138,52 @@ class RiskObjective:
                 "samples": int(len(self.starts_s)), "trace": self.trace.describe()}
 
 
+@dataclass(frozen=True, eq=False)
+class MeanLatencyGuard:
+    """A split constraint: expected latency over the trace at most ``(1 + max_increase)`` times
+    the least expected latency of any split that fits the memory budget.
+
+    With a risk objective (CVaR, a percentile) this is the mean-risk form of Krokhmal, Palmquist &
+    Uryasev ("Portfolio optimization with conditional value-at-risk objective and constraints",
+    J. Risk 2002): cut the tail, but give up at most ``max_increase`` of the mean. The constraint
+    value is ``mean / ((1 + max_increase) * least_mean) - 1`` (dimensionless, ``<= 0`` feasible);
+    the split of least mean always satisfies it.
+    """
+
+    trace: Any
+    max_increase: float
+    step_s: float = 0.1
+    name: str = "trace_mean_guard"
+    _least: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_increase < 10:
+            raise ConfigError(f"maximum mean-latency increase {self.max_increase:g}: expected a fraction "
+                              ">= 0 and < 10, e.g. 0.05 or 5%")
+
+    def _samples(self, breakdown: dict[str, np.ndarray]) -> np.ndarray:
+        return latency_samples(breakdown, self.trace, self.trace.start_times(self.step_s))
+
+    def least_mean(self, problem: Any) -> float:
+        """Least expected latency over the trace of the splits fitting the memory budget (cached)."""
+        key = id(problem)
+        if key not in self._least:
+            b = problem.breakdown(problem.enumerate())
+            ok = b["memory_bytes"] <= problem.limit_bytes
+            means = self._samples({k: v[ok] for k, v in b.items()}).mean(axis=1)
+            self._least[key] = float(means.min()) if len(means) else float("inf")
+        return self._least[key]
+
+    def fn(self, problem: Any, X: np.ndarray, breakdown: dict[str, np.ndarray]) -> np.ndarray:
+        """Constraint value of each candidate of ``X``, shape [N]."""
+        ceiling = (1.0 + self.max_increase) * self.least_mean(problem)
+        return np.asarray(self._samples(breakdown).mean(axis=1) / ceiling - 1.0, dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable record."""
+        return {"constraint": self.name, "max_mean_increase": self.max_increase, "step_s": self.step_s}
+
+
 def costs_at_uplink(costs: Any, link: Any, uplink_bps: float) -> Any:
     """``costs`` (a :class:`~optimizer.search.split.SplitCosts`) with upload time and energy
     recomputed at ``uplink_bps`` (downlink, RTT and everything else unchanged)."""
@@ -150,12 +196,12 @@ def costs_at_uplink(costs: Any, link: Any, uplink_bps: float) -> Any:
 
 
 def risk_best(problem: Any, objective: RiskObjective) -> tuple[np.ndarray, float]:
-    """The feasible decision of least ``objective`` over the problem's whole space and its value
-    (ties: the lexicographically first decision)."""
+    """The feasible decision (every constraint of ``problem``) of least ``objective`` over the
+    problem's whole space and its value (ties: the lexicographically first decision)."""
     problem.check()
     X = problem.enumerate()
-    b = problem.breakdown(X)
-    ok = np.flatnonzero(b["memory_bytes"] <= problem.limit_bytes)
-    values = objective.fn(problem, X[ok], {k: v[ok] for k, v in b.items()})
+    ok = np.flatnonzero(problem.evaluate(X).feasible)
+    b = problem.breakdown(X[ok])
+    values = objective.fn(problem, X[ok], b)
     i = int(np.argmin(values))
     return X[ok][i], float(values[i])

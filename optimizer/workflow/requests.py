@@ -184,6 +184,9 @@ class SplitRequest(_Request):
     risk: str | None = Field(default=None, description="Risk objective over the trace: mean, pNN, cvarNN, "
                                                        "regret (default cvar95 with a trace)")
     trace_step_s: float = Field(default=0.1, gt=0, description="Spacing of the trace's upload start samples")
+    max_mean_increase: float | None = Field(
+        default=None, description="Expected latency over the trace at most this fraction above the least "
+                                  "(fraction or '5%'; a constraint next to the risk objective)")
     accuracy_data: str | None = Field(default=None, description="Labelled .npz (x, y[, calib]) for the accuracy "
                                                                 "of each partition (model: a .keras file)")
     min_accuracy: float | None = Field(default=None, description="Top-1 accuracy floor (fraction or '95%')")
@@ -193,9 +196,9 @@ class SplitRequest(_Request):
 
     _split_wire = field_validator("wire_dtypes", mode="before")(_names)
 
-    @field_validator("min_accuracy", mode="before")
+    @field_validator("min_accuracy", "max_mean_increase", mode="before")
     @classmethod
-    def _min_accuracy(cls, v: Any, info: ValidationInfo) -> float | None:
+    def _fraction(cls, v: Any, info: ValidationInfo) -> float | None:
         if v is None:
             return None
         text = str(v).strip()
@@ -204,8 +207,9 @@ class SplitRequest(_Request):
         except ValueError:
             value = float("nan")
         if not 0 <= value <= 1:
-            raise ConfigError(f"{_label(info, 'min_accuracy')} {v!r}: expected a fraction in 0..1 or a "
-                              "percentage such as 95%")
+            example = "95%" if info.field_name == "min_accuracy" else "5%"
+            raise ConfigError(f"{_label(info, str(info.field_name))} {v!r}: expected a fraction in 0..1 or a "
+                              f"percentage such as {example}")
         return value
 
     @field_validator("objectives", mode="before")
@@ -267,6 +271,9 @@ class SplitRequest(_Request):
                               "accuracy per partition runs the Keras model's parts")
         if self.risk is not None and self.bandwidth_trace is None:
             raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
+        if self.max_mean_increase is not None and self.bandwidth_trace is None:
+            raise ConfigError(f"{_label(info, 'max_mean_increase')} {self.max_mean_increase:g}: needs "
+                              f"{_label(info, 'bandwidth_trace')} (the mean is over the trace)")
         if self.weights is not None:
             split_weights(self.weights, self.all_objectives, _label(info, "weights"))
         return self

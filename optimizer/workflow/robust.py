@@ -3,7 +3,8 @@
 With ``SplitRequest.bandwidth_trace`` the split search keeps SmartSplit's latency, energy and
 memory — evaluated at the trace's mean uplink unless ``bandwidth_bps`` is given — and appends
 one risk objective over the trace (:class:`optimizer.search.split_risk.RiskObjective`: mean,
-pNN, CVaR_beta after Rockafellar & Uryasev 2000, or regret). The plan records the trace's
+pNN, CVaR_beta after Rockafellar & Uryasev 2000, or regret); ``max_mean_increase`` adds a ceiling on
+the expected latency over the trace (:class:`optimizer.search.split_risk.MeanLatencyGuard`). The plan records the trace's
 provenance and summary in ``search.settings["bandwidth_trace"]`` and the chosen split's risk
 statistics (mean, p95, CVaR-0.95 of latency over the trace) in ``predicted.extra``.
 """
@@ -19,17 +20,20 @@ if TYPE_CHECKING:
     from .requests import SplitRequest
 
 
-def risk_setup(request: SplitRequest, costs: Any) -> tuple[Any, Any]:
-    """The split costs at the trace's mean uplink (unless the request sets a bandwidth) and the
-    request's risk objective."""
+def risk_setup(request: SplitRequest, costs: Any) -> tuple[Any, Any, tuple[Any, ...]]:
+    """The split costs at the trace's mean uplink (unless the request sets a bandwidth), the
+    request's risk objective and its constraints over the trace (``max_mean_increase``:
+    :class:`optimizer.search.split_risk.MeanLatencyGuard`)."""
     from ..hardware import load_link
     from ..hardware.bandwidth import load_trace
-    from ..search.split_risk import RiskObjective, costs_at_uplink
+    from ..search.split_risk import MeanLatencyGuard, RiskObjective, costs_at_uplink
 
     trace = load_trace(str(request.bandwidth_trace))
     if request.bandwidth_bps is None:
         costs = costs_at_uplink(costs, load_link(request.network), trace.mean_bps)
-    return costs, RiskObjective(trace, request.risk or "cvar95", request.trace_step_s)
+    guards = () if request.max_mean_increase is None else (
+        MeanLatencyGuard(trace, request.max_mean_increase, request.trace_step_s),)
+    return costs, RiskObjective(trace, request.risk or "cvar95", request.trace_step_s), guards
 
 
 def trace_statistics(problem: Any, risk: Any, x: np.ndarray) -> dict[str, float]:

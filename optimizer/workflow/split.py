@@ -35,6 +35,7 @@ def make_split_plan(
     command: str | None = None,
     extra_objectives: tuple[Any, ...] = (),
     accuracy: tuple[Any, float] | None = None,
+    extra_constraints: tuple[Any, ...] = (),
 ) -> PlanOutcome:
     """Search the splits of ``graph`` priced by ``costs`` (:func:`split_costs` or
     :func:`optimizer.search.split.build_split_costs`) and build the plan; ``extra_objectives`` are
@@ -46,7 +47,7 @@ def make_split_plan(
     from ..search.split import SplitProblem
 
     options = {"memory_limit_bytes": memory_limit, "include_extremes": include_extremes,
-               "extra_objectives": tuple(extra_objectives)}
+               "extra_objectives": tuple(extra_objectives), "extra_constraints": tuple(extra_constraints)}
     if accuracy is not None:
         from ..search.split_accuracy import AccuracyConstrainedSplitProblem
 
@@ -117,11 +118,11 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
         status(f"searching splits of {graph.name} ({len(graph)} layers) with {request.solver}")
     if costs is None:
         costs = split_costs(request, graph)
-    risk = None
+    risk, guards = None, ()
     if request.bandwidth_trace is not None:
         from .robust import risk_setup
 
-        costs, risk = risk_setup(request, costs)
+        costs, risk, guards = risk_setup(request, costs)
         extra = (*extra, risk)
     accuracy = None
     if request.accuracy_data is not None:
@@ -133,7 +134,8 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
     outcome = make_split_plan(graph, costs, solver=request.solver, seed=request.seed,
                               memory_limit=request.head_memory_limit, include_extremes=request.include_extremes,
                               settings=solver_settings(request), command=command, extra_objectives=extra,
-                              accuracy=None if accuracy is None else (accuracy[0], request.min_accuracy or 0.0))
+                              accuracy=None if accuracy is None else (accuracy[0], request.min_accuracy or 0.0),
+                              extra_constraints=guards)
     if accuracy is not None:
         from .accuracy import annotate_accuracy
 
