@@ -145,8 +145,6 @@ def split_cmd(
         missing = [n for n, v in (("MODEL", model), ("--device", device), ("--network", network),
                                   ("--out", out)) if v is None]
         raise ConfigError(f"dnnplan split needs {', '.join(missing)} (or --job FILE)")
-    from ..fileio import atomic_write_text
-    from ..plan.io import write_plan
     from ..workflow import SplitRequest, parse_request, plan_split
 
     request = parse_request(SplitRequest, {
@@ -162,13 +160,21 @@ def split_cmd(
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
     with console_err.status("loading the model", spinner="dots") if not STATE.quiet else nullcontext() as status:
         outcome = plan_split(request, command=command, status=None if status is None else status.update)
+    _write_outcome(outcome, request.granularity, out, front)
+
+
+def _write_outcome(outcome: Any, granularity: str, out: Path, front: Path | None) -> None:
+    """Write the plan (and the front CSV), then print the table and notes unless quiet."""
+    from ..fileio import atomic_write_text
+    from ..plan.io import write_plan
+
     plan, result, costs = outcome.plan, outcome.result, outcome.problem.costs
     front_text = _front_csv(result, costs.layer_names) if front is not None else None
     write_plan(plan, out)
     if front_text is not None:
         atomic_write_text(front, front_text)
     if not STATE.quiet:
-        _print_outcome(plan, result, costs, request.granularity)
+        _print_outcome(plan, result, costs, granularity)
         console.print(f"wrote {out}" + (f" and {front}" if front is not None else ""), highlight=False)
 
 
