@@ -37,6 +37,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,18 @@ def one(graph, trace_name: str, device: str, network: str) -> dict[str, object]:
             "p95_guard": float(np.quantile(c, 0.95)), "avg_guard": float(c.mean())}
 
 
+def summary(group: list[dict[str, Any]], rule: str) -> str:
+    """p95 cut and mean change of ``rule`` ("cvar" or "guard") against the mean split over
+    ``group``, and the cases meeting both floors."""
+    cuts = [1 - r[f"p95_{rule}"] / r["p95_mean"] for r in group]
+    chgs = [r[f"avg_{rule}"] / r["avg_mean"] - 1 for r in group]
+    meets = [r for r, c, m in zip(group, cuts, chgs) if c >= 0.20 and m <= 0.05]
+    return (f"p95 cut min {min(cuts):.1%} median {np.median(cuts):.1%} max {max(cuts):.1%}; "
+            f"mean change min {min(chgs):+.1%} median {np.median(chgs):+.1%} max {max(chgs):+.1%}; "
+            f"{len(meets)} meet both floors ({len({r['trace'] for r in meets})} traces, "
+            f"{len({r['model'] for r in meets})} networks)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default="galaxy_j6,redmi_note8")
@@ -124,24 +137,13 @@ def main() -> None:
               f"{r['avg_mean'] * 1e3:8.1f}ms {r['avg_cvar'] * 1e3:8.1f}ms {chg:+8.1%}")
     differ = [r for r in rows if r["mean_split"] != r["cvar_split"]]
     for name, group in (("all cases", rows), ("cases where the two splits differ", differ)):
-        if not group:
-            continue
-        cuts = [1 - r["p95_cvar"] / r["p95_mean"] for r in group]
-        chgs = [r["avg_cvar"] / r["avg_mean"] - 1 for r in group]
-        meets = [r for r, c, m in zip(group, cuts, chgs) if c >= 0.20 and m <= 0.05]
-        print(f"{name} ({len(group)}): p95 cut min {min(cuts):.1%} median {np.median(cuts):.1%} max {max(cuts):.1%}; "
-              f"mean change min {min(chgs):+.1%} median {np.median(chgs):+.1%} max {max(chgs):+.1%}; "
-              f"{len(meets)} meet both floors ({len({r['trace'] for r in meets})} traces, "
-              f"{len({r['model'] for r in meets})} networks)")
-    cuts = [1 - r["p95_guard"] / r["p95_mean"] for r in rows]
-    chgs = [r["avg_guard"] / r["avg_mean"] - 1 for r in rows]
-    meets = [r for r, c, m in zip(rows, cuts, chgs) if c >= 0.20 and m <= 0.05]
+        if group:
+            print(f"{name} ({len(group)}): {summary(group, 'cvar')}")
     print(f"guarded CVaR (in-sample mean <= +{GUARD:.0%} of the least) vs mean split, all cases: "
           f"{sum(r['p95_guard'] != r['p95_mean'] or r['avg_guard'] != r['avg_mean'] for r in rows)} differ; "
-          f"p95 cut min {min(cuts):.1%} max {max(cuts):.1%}; mean change min {min(chgs):+.1%} max {max(chgs):+.1%}; "
-          f"{len(meets)} meet both floors ({len({r['trace'] for r in meets})} traces, "
-          f"{len({r['model'] for r in meets})} networks); held-out mean up > 5 % in {sum(m > 0.05 for m in chgs)} "
-          f"cases (unguarded CVaR: {sum(r['avg_cvar'] / r['avg_mean'] - 1 > 0.05 for r in rows)})")
+          f"{summary(rows, 'guard')}; held-out mean up > 5 % in "
+          f"{sum(r['avg_guard'] / r['avg_mean'] - 1 > 0.05 for r in rows)} cases "
+          f"(unguarded CVaR: {sum(r['avg_cvar'] / r['avg_mean'] - 1 > 0.05 for r in rows)})")
     networks: dict[str, set[str]] = {}
     for r in rows:
         if 1 - r["p95_cvar"] / r["p95_mean"] >= 0.20 and r["avg_cvar"] / r["avg_mean"] - 1 <= 0.05:
