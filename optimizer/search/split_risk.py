@@ -88,6 +88,14 @@ def latency_samples(breakdown: dict[str, np.ndarray], trace: Any, starts_s: np.n
     return np.asarray(fixed[:, None] + trace.transfer_s(b["crossing_bytes"], starts_s), dtype=np.float64)
 
 
+def fitting_samples(problem: Any, trace: Any, starts_s: np.ndarray) -> np.ndarray:
+    """Latency samples [N, S] of every decision of ``problem`` whose head fits its memory budget
+    (the reference set of regret and of the mean guard)."""
+    b = problem.breakdown(problem.enumerate())
+    ok = b["memory_bytes"] <= problem.limit_bytes
+    return latency_samples({k: v[ok] for k, v in b.items()}, trace, starts_s)
+
+
 @dataclass(frozen=True, eq=False)
 class RiskObjective:
     """A split objective: a risk statistic of latency over a bandwidth trace (module docstring).
@@ -120,9 +128,7 @@ class RiskObjective:
         """``min_j lat[j, s]`` over the feasible decisions of ``problem`` (cached per problem)."""
         key = id(problem)
         if key not in self._best:
-            b = problem.breakdown(problem.enumerate())
-            ok = b["memory_bytes"] <= problem.limit_bytes
-            lat = latency_samples({k: v[ok] for k, v in b.items()}, self.trace, self.starts_s)
+            lat = fitting_samples(problem, self.trace, self.starts_s)
             self._best[key] = lat.min(axis=0) if len(lat) else np.zeros(len(self.starts_s))
         return self._best[key]
 
@@ -168,9 +174,7 @@ class MeanLatencyGuard:
         """Least expected latency over the trace of the splits fitting the memory budget (cached)."""
         key = id(problem)
         if key not in self._least:
-            b = problem.breakdown(problem.enumerate())
-            ok = b["memory_bytes"] <= problem.limit_bytes
-            means = self._samples({k: v[ok] for k, v in b.items()}).mean(axis=1)
+            means = fitting_samples(problem, self.trace, self.trace.start_times(self.step_s)).mean(axis=1)
             self._least[key] = float(means.min()) if len(means) else float("inf")
         return self._least[key]
 
