@@ -46,18 +46,11 @@ def _front_csv(result: Any, layer_names: tuple[str, ...]) -> str:
     return buf.getvalue()
 
 
-#: short table headers of the objectives searched beyond latency, energy and memory
-_EXTRA_HEADERS = {"sustained_fps": "sust fps", "peak_temp_c": "peak °C", "time_to_throttle_s": "throttle s"}
-
-
 def _extra_column(name: str) -> tuple[str, float]:
-    """Header and display factor of an extra objective: a risk objective over a bandwidth trace
-    (``latency_cvar95_s`` -> ``cvar95 ms``) or a thermal one (units: report.frames)."""
-    from ..report.frames import display_factor
+    """Header and display factor of an extra objective (risk over a bandwidth trace, thermal)."""
+    from ..report.frames import display_factor, short_label
 
-    if name.startswith("latency_") and name.endswith("_s"):
-        return f"{name[len('latency_'):-2]} ms", display_factor(name)
-    return _EXTRA_HEADERS.get(name, name), display_factor(name)
+    return short_label(name), display_factor(name)
 
 
 def _summary(result: Any, n_layers: int, title: str) -> None:

@@ -66,6 +66,21 @@ def objective_unit(column: str) -> tuple[str, str, float, str] | None:
     return (f"{m.group(1)} latency over the trace", "ms", 1e3, "min") if m else None
 
 
+#: short column headers (terminal tables) of the objectives beyond latency, energy and memory
+_SHORT = {"sustained_fps": "sust", "peak_temp_c": "peak", "time_to_throttle_s": "throttle"}
+
+
+def short_label(column: str) -> str:
+    """A narrow table header with its unit: ``cvar95 ms`` for ``latency_cvar95_s``, ``sust FPS``
+    for ``sustained_fps``; the column itself when unknown."""
+    unit = objective_unit(column)
+    if unit is None:
+        return column
+    key = column.removeprefix("metric_")
+    m = _RISK.match(key)
+    return f"{m.group(1) if m else _SHORT.get(key, unit[0])} {unit[1]}"
+
+
 def axis_label(column: str) -> str:
     """Axis label with its unit, e.g. ``"latency (ms)"`` for ``latency_s``."""
     unit = objective_unit(column)
