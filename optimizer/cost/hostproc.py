@@ -125,9 +125,16 @@ def host_seconds_at_cap(seconds: Any, cpu_cap: float) -> Any:
 #: Detections a split's server returns per frame for an SSD head (``result="topk"``): the TF
 #: Object Detection API's ``max_total_detections`` (100 in the TF2 zoo SSD configs).
 SERVER_TOPK = 100
-#: Bytes per returned detection: int32 anchor index, float32 box encoding [4], float32 score
-#: (the best class logit), int32 class (its column in the class logits).
-TOPK_BYTES_PER_DETECTION = 4 + 4 * 4 + 4 + 4
+#: What the server returns per detection: (tensor name, per-detection shape, dtype). The anchor
+#: index, its box encoding, its score (the best class logit) and its class (that logit's column).
+#: ``plan.manifest.topk_outputs`` builds the served response from this one layout.
+TOPK_LAYOUT: tuple[tuple[str, tuple[int, ...], str], ...] = (
+    ("detection_anchor", (), "int32"),
+    ("detection_box_encoding", (4,), "float32"),
+    ("detection_score", (), "float32"),
+    ("detection_class", (), "int32"))
+#: Bytes per returned detection (28).
+TOPK_BYTES_PER_DETECTION = sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in TOPK_LAYOUT)
 RESULT_MODES = ("auto", "raw", "topk")
 
 

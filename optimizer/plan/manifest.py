@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..cost.hostproc import TOPK_LAYOUT
 from ..errors import InputFileError, SchemaError
 from ..fileio import read_json, sha256_file
 
@@ -97,17 +98,14 @@ class TopK(_Strict):
 
 
 #: Names of the tensors of a :class:`TopK` response (``optimizer.runtime.detections``).
-TOPK_ANCHOR, TOPK_BOX, TOPK_SCORE, TOPK_CLASS = (
-    "detection_anchor", "detection_box_encoding", "detection_score", "detection_class")
+TOPK_ANCHOR, TOPK_BOX, TOPK_SCORE, TOPK_CLASS = (name for name, _, _ in TOPK_LAYOUT)
 
 
 def topk_outputs(k: int) -> list[TensorInfo]:
     """The tensors a :class:`TopK` server sends per frame (batch 1): anchor index, box encoding,
-    score (best class logit) and class of its ``k`` best anchors."""
-    return [TensorInfo(name=TOPK_ANCHOR, shape=[1, k], dtype="int32"),
-            TensorInfo(name=TOPK_BOX, shape=[1, k, 4], dtype="float32"),
-            TensorInfo(name=TOPK_SCORE, shape=[1, k], dtype="float32"),
-            TensorInfo(name=TOPK_CLASS, shape=[1, k], dtype="int32")]
+    score (best class logit) and class of its ``k`` best anchors (``cost.hostproc.TOPK_LAYOUT``,
+    the layout the split cost model charges for)."""
+    return [TensorInfo(name=name, shape=[1, k, *shape], dtype=dtype) for name, shape, dtype in TOPK_LAYOUT]
 
 
 class Wire(_Strict):
