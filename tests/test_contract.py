@@ -194,6 +194,7 @@ def test_golden_splash_setting():
     spec = load_thermal_spec("pixel4")
     heft = run_schedule(pf, spec, "heft", 30.0, duration_s=400)
     minheat = run_schedule(pf, spec, "minheat", 30.0, duration_s=400)
-    assert (heft.time_to_severe_s, minheat.time_to_severe_s) == (128.0, 261.0)
+    # Min-Heat 261 -> 255 s when predicted rises <= 0 were floored at 1 m°C, as SPLASH's code does
+    assert (heft.time_to_severe_s, minheat.time_to_severe_s) == (128.0, 255.0)
     assert heft.peak_temp_c["skin"] == pytest.approx(51.172210374613755, rel=1e-6)
-    assert minheat.share["cloud"] == pytest.approx(0.5104097222222223, rel=1e-6)
+    assert minheat.share["cloud"] == pytest.approx(0.5098611111111111, rel=1e-6)

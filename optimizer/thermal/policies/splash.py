@@ -23,7 +23,7 @@ What the scheduler knows is what SPLASH learns online:
 
 Policies (per request; ``wait`` = time until the worker's queue drains, ``exec`` = table
 estimate, ``ΔT_w`` = predicted rise of the worker's own temperature over the next period if the
-request is added, from the fitted model):
+request is added, from the fitted model, floored at :data:`MIN_HEAT_RISE_C` as SPLASH's code does):
 
 * ``minheat``: among workers with ``wait + exec <= SLO`` (the frame period) the least ``ΔT_w``;
   if none meets it, the penalty form ``ΔT_w + η·max(0, SLO_fps - 1/(wait + exec))``;
@@ -183,6 +183,13 @@ class _OnlineModel:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return x @ self.theta
+
+
+#: Floor of a predicted temperature rise ΔT_w (°C). SPLASH's implementation sets a predicted
+#: change <= 0 to an epsilon of one sensor unit, 1 m°C (mrsnu/band,
+#: ``tensorflow/lite/planner/thermal_aware_slo_scheduler.cc``): a worker predicted to cool is not
+#: preferred for it, so noise in the fitted trend cannot outweigh latency.
+MIN_HEAT_RISE_C = 1e-3
 
 
 class Policy(ABC):
@@ -417,13 +424,14 @@ class _Dispatcher:
                 wait = free[w] - now if free[w] > now else 0.0
                 if w == cloud_w:
                     tots.append(wait + comp_ema[r] + comm_est[r])
-                    dts.append(cloud_dT[r])
+                    dT = cloud_dT[r]
                 else:
                     est = est_tab[r][w].get(wtemp[w])
                     if est is None:
                         est = last_est[r][w]
                     tots.append(wait + est)
-                    dts.append(trend[w] + gain[w] * est)
+                    dT = trend[w] + gain[w] * est
+                dts.append(dT if dT > MIN_HEAT_RISE_C else MIN_HEAT_RISE_C)
             w = choose(avail, tots, dts)
             start = free[w] if free[w] > now else now
             if w == cloud_w:
