@@ -246,7 +246,8 @@ def test_split_cli_with_trace_records_risk(run_cli, tiny_onnx, tmp_path):
     # the table shows the risk objective of the choice and of every baseline, and the line under it
     # the choice's trace statistics, both as in the plan
     out = " ".join(res.stdout.split())
-    assert "p95 ms" in out
+    assert "p95 ms" in out and "not stationary" not in out
+    assert bt["trace"]["half_mean_mbps"] == pytest.approx([4.86, 4.86], rel=0.01)
     lbo = plan["search"]["baselines"]["lbo"]["objectives"]["latency_p95_s"]
     row = next(line for line in res.stdout.splitlines() if line.strip().startswith("LBO"))
     assert f"{lbo * 1e3:.1f}" in row.split()
@@ -262,6 +263,34 @@ def test_split_cli_with_trace_records_risk(run_cli, tiny_onnx, tmp_path):
     assert "| p95 latency over the trace (ms) |" in md and line in md
     lbo_row = next(r for r in md.splitlines() if r.startswith("| LBO |"))
     assert f"| {lbo * 1e3:.4g} |" in lbo_row
+
+
+def test_nonstationary_trace_is_flagged_in_table_and_report(run_cli, tiny_onnx, tmp_path):
+    """A trace whose halves' means differ by more than NONSTATIONARY_RATIO gets a warning line in the
+    CLI and the report (the TMobile-LTE-short lesson of bench_robust_split.py); the shipped
+    TMobile-LTE-short trace is flagged, Verizon-LTE-short (x1.2) is not."""
+    from types import SimpleNamespace
+
+    from optimizer.hardware.bandwidth import load_trace
+    from optimizer.workflow.robust import trace_warnings
+
+    def plan_of(trace):
+        return SimpleNamespace(search=SimpleNamespace(settings={"bandwidth_trace": {"trace": trace.describe()}}))
+
+    assert "7.16 Mbps, its second 19.47 Mbps (x2.7)" in trace_warnings(plan_of(load_trace("TMobile-LTE-short")))[0]
+    assert trace_warnings(plan_of(load_trace("Verizon-LTE-short"))) == []
+    trace = tmp_path / "drift.csv"
+    trace.write_text("t_s,mbps\n" + "\n".join(f"{i},{2 if i < 15 else 8}" for i in range(30)) + "\n")
+    res = run_cli("split", tiny_onnx, "--device", "galaxy_j6", "--network", "lte", "--granularity", "op",
+                  "--solver", "exact", "--bandwidth-trace", trace, "--out", tmp_path / "plan.json")
+    assert res.exit_code == 0, res.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["search"]["settings"]["bandwidth_trace"]["trace"]["half_mean_mbps"] == pytest.approx([2, 8], rel=0.02)
+    out = " ".join(res.stdout.split())
+    assert "warning: drift is not stationary: its first half averages 2.00 Mbps, its second 8.00 Mbps (x4.0)" in out
+    rep = run_cli("report", tmp_path / "plan.json", "--out", tmp_path / "rep")
+    assert rep.exit_code == 0, rep.stderr
+    assert "Warning: drift is not stationary" in (tmp_path / "rep" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("extra, message", [

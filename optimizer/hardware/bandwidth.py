@@ -114,7 +114,8 @@ class BandwidthTrace:
         return {"name": self.name, "source": self.source, "sha256": self.sha256,
                 "duration_s": round(self.period_s, 6), "mean_mbps": round(self.mean_bps / 1e6, 6),
                 "p5_mbps_1s": round(float(np.percentile(rates, 5)) / 1e6, 6),
-                "p95_mbps_1s": round(float(np.percentile(rates, 95)) / 1e6, 6)}
+                "p95_mbps_1s": round(float(np.percentile(rates, 95)) / 1e6, 6),
+                "half_mean_mbps": [round(h.mean_bps / 1e6, 6) for h in self.halves()]}
 
 
 # ---------------------------------------------------------------------------- readers

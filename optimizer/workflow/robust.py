@@ -7,6 +7,11 @@ pNN, CVaR_beta after Rockafellar & Uryasev 2000, or regret); ``max_mean_increase
 the expected latency over the trace (:class:`optimizer.search.split_risk.MeanLatencyGuard`). The plan records the trace's
 provenance and summary in ``search.settings["bandwidth_trace"]`` and the chosen split's risk
 statistics (mean, p95, CVaR-0.95 of latency over the trace) in ``predicted.extra``.
+
+A split fitted on a trace assumes the trace is a fair sample of the link. When the mean rates of
+its two halves differ by more than :data:`NONSTATIONARY_RATIO` the CLI and the report say so: on
+``TMobile-LTE-short`` (7.2 then 19.5 Mbps) every CVaR split fitted on the first half that differs
+from the mean split loses on the second (``benchmarks/bench_robust_split.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import numpy as np
 if TYPE_CHECKING:
     from .outcome import PlanOutcome
     from .requests import SplitRequest
+
+#: Ratio of the two halves' mean uplink rates above which a trace is reported as non-stationary.
+NONSTATIONARY_RATIO = 1.5
 
 
 def risk_setup(request: SplitRequest, costs: Any) -> tuple[Any, Any, tuple[Any, ...]]:
@@ -71,3 +79,16 @@ def trace_summary(plan: Any) -> str | None:
     stats = " / ".join(f"{k} {ex[f'trace_latency_{k}_s'] * 1e3:.1f}" for k in ("mean", "p50", "p95", "cvar95"))
     return (f"over {t['trace']['name']} ({t['trace']['mean_mbps']:.2f} Mbps mean, {t['samples']} upload starts "
             f"every {t['step_s']:g} s) the choice takes {stats} ms")
+
+
+def trace_warnings(plan: Any) -> list[str]:
+    """Warning lines about the plan's bandwidth trace itself (for the CLI and the report): its
+    halves' mean rates differ by more than :data:`NONSTATIONARY_RATIO`."""
+    t = ((plan.search.settings or {}).get("bandwidth_trace") or {}).get("trace") or {}
+    halves = t.get("half_mean_mbps")
+    if not halves or min(halves) <= 0 or max(halves) / min(halves) <= NONSTATIONARY_RATIO:
+        return []
+    a, b = halves
+    return [f"warning: {t['name']} is not stationary: its first half averages {a:.2f} Mbps, its second "
+            f"{b:.2f} Mbps (x{max(a, b) / min(a, b):.1f}); a split chosen over the whole trace may not hold "
+            "for either regime, so check it on a trace of the conditions you expect"]
