@@ -19,8 +19,11 @@ the ``smartsplit_i5`` server:
 * both are replayed on the held-out half: one request per start time every 0.1 s, the crossing
   bytes drained through the trace's delivery opportunities (Mahimahi's rule, one 1500-byte
   packet per opportunity, :meth:`BandwidthTrace.transfer_s`), plus the modeled head, server,
-  download and RTT times. This is a simulated replay through the latency model, not a socket
-  replay: the upload term is exact for the trace, the compute terms are the cost model's.
+  download and RTT times. This is a simulated replay through the latency model: the upload term
+  is exact for the trace, the compute terms are the cost model's. ``--socket-probes N`` replays
+  the upload of both rules at N held-out start times on a loopback TCP socket paced by the
+  runtime's ``TracePacer`` (what ``dnnplan run --bandwidth-trace`` uses), for every case that
+  meets both floors, and prints the p95 cut measured that way next to the model's.
 
 On a constant trace at the first half's mean rate the CVaR split must be the mean split (floor);
 that is checked for every case too.
@@ -40,7 +43,9 @@ Run: ``.venv/bin/python benchmarks/bench_robust_split.py``
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +58,7 @@ from optimizer.graph import load_graph  # noqa: E402
 from optimizer.graph.zoo import zoo_names  # noqa: E402
 from optimizer.hardware import load_link  # noqa: E402
 from optimizer.hardware.bandwidth import PACKET_BYTES, constant_trace, load_trace, trace_names  # noqa: E402
+from optimizer.runtime.client import CHUNK, TracePacer  # noqa: E402
 from optimizer.search.split import SplitProblem, build_split_costs  # noqa: E402
 from optimizer.search.split_risk import (  # noqa: E402
     MeanLatencyGuard,
@@ -97,7 +103,10 @@ def one(graph, trace_name: str, device: str, network: str, processors: list[str]
     flat = constant_trace(train.mean_bps / 1e6, train.period_s)
     flat_x, _ = risk_best(at_mean, RiskObjective(flat, "cvar95", STEP_S))
     fluid = at_mean.evaluate(np.asarray([mean_x, flat_x])).F[:, 0]
+    b2 = at_mean.breakdown(np.asarray([mean_x, cvar_x]))
+    fixed = b2["client_s"] + b2["server_s"] + b2["download_s"] + b2["rtt_s"]
     return {"constant_same": bool(np.array_equal(flat_x, mean_x)), "constant_split": label(at_mean, flat_x),
+            "trace_name": trace_name, "bytes": b2["crossing_bytes"].tolist(), "fixed_s": fixed.tolist(),
             # modeled (fluid) latency given up by the constant-trace choice, and one packet's delivery time
             "constant_gap_s": float(fluid[1] - fluid[0]), "packet_s": PACKET_BYTES * 8 / train.mean_bps,
             "trace": Path(trace_name).stem, "model": graph.name,
@@ -106,6 +115,64 @@ def one(graph, trace_name: str, device: str, network: str, processors: list[str]
             "p95_mean": float(np.quantile(a, 0.95)), "p95_cvar": float(np.quantile(b, 0.95)),
             "avg_mean": float(a.mean()), "avg_cvar": float(b.mean()),
             "p95_guard": float(np.quantile(c, 0.95)), "avg_guard": float(c.mean())}
+
+
+def socket_uploads(trace, nbytes: int, starts_s: np.ndarray) -> np.ndarray:
+    """Upload time (s) of ``nbytes`` queued at each of ``starts_s`` on ``trace``, measured on a
+    loopback TCP socket paced by the runtime's :class:`~optimizer.runtime.client.TracePacer`
+    (``dnnplan run --bandwidth-trace``'s pacer, in its chunks): each probe starts on an idle link
+    at that trace time, as the simulated replay assumes, and ends when the receiver acknowledges
+    the last byte."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def receive() -> None:
+        conn, _ = server.accept()
+        with conn:
+            for _ in starts_s:
+                left = nbytes
+                while left:
+                    got = conn.recv(min(left, 1 << 20))
+                    if not got:
+                        return
+                    left -= len(got)
+                conn.sendall(b"\x01")
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    payload, pacer, out = memoryview(bytes(nbytes)), TracePacer(trace), []
+    with socket.create_connection(server.getsockname()) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for t in starts_s:
+            pacer.restart(at_s=float(t))
+            t0 = time.perf_counter()
+            for i in range(0, nbytes, CHUNK):
+                chunk = payload[i:i + CHUNK]
+                pacer.consume(len(chunk))
+                sock.sendall(chunk)
+            sock.recv(1)
+            out.append(time.perf_counter() - t0)
+    thread.join()
+    server.close()
+    return np.asarray(out)
+
+
+def socket_check(r: dict[str, Any], probes: int) -> str:
+    """The held-out p95 of both rules with the upload measured on the socket (``probes`` start
+    times spread over the held-out half) next to the same starts through the trace model."""
+    test = load_trace(r["trace_name"]).halves()[1]
+    starts = test.start_times(STEP_S)
+    starts = starts[np.linspace(0, len(starts) - 1, probes).round().astype(int)]
+    lat = {}
+    for k, (nbytes, fixed) in enumerate(zip(r["bytes"], r["fixed_s"])):
+        model = test.transfer_s(np.asarray([nbytes]), starts)[0]
+        sock = socket_uploads(test, int(nbytes), starts) if nbytes > 0 else np.zeros(len(starts))
+        lat[k] = (fixed + model, fixed + sock)
+    cut = [1 - np.quantile(lat[1][i], 0.95) / np.quantile(lat[0][i], 0.95) for i in (0, 1)]
+    err = max(abs(np.quantile(lat[k][1], q) / np.quantile(lat[k][0], q) - 1) for k in (0, 1) for q in (0.5, 0.95))
+    return (f"  socket: {r['device']} {r['trace']} {r['model']}: p95 mean rule {np.quantile(lat[0][1], 0.95) * 1e3:.1f} "
+            f"ms (model {np.quantile(lat[0][0], 0.95) * 1e3:.1f}), CVaR rule {np.quantile(lat[1][1], 0.95) * 1e3:.1f} ms "
+            f"(model {np.quantile(lat[1][0], 0.95) * 1e3:.1f}); p95 cut {cut[1]:.1%} on the socket, {cut[0]:.1%} in the "
+            f"model; largest p50/p95 gap socket vs model {err:.1%} ({probes} probes)")
 
 
 def meets_floors(r: dict[str, Any], rule: str = "cvar") -> bool:
@@ -145,6 +212,9 @@ def main() -> None:
     ap.add_argument("--traces", default=",".join(trace_names()), help="Comma-separated trace names or files (default: every shipped trace).")
     ap.add_argument("--processors", default=",".join(PROCESSORS),
                     help="Comma-separated processors the head may run on (default: the CPU, as in SmartSplit).")
+    ap.add_argument("--socket-probes", type=int, default=0,
+                    help="For every case meeting both floors, replay this many held-out upload starts of each "
+                         "rule on a paced loopback socket (default 0: off).")
     ap.add_argument("--models", default=",".join(zoo_names()), help="Comma-separated (default: the whole zoo).")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -173,6 +243,12 @@ def main() -> None:
     for rule in ("cvar", "guard"):
         for device in [*args.devices.split(","), None]:
             print(floors_by_network([r for r in rows if device in (None, r["device"])], device or "all devices", rule))
+    if args.socket_probes > 0:
+        print(f"socket replay of the cases meeting both floors (TracePacer on loopback, {args.socket_probes} "
+              "held-out upload starts per rule, compute terms from the cost model):")
+        for r in rows:
+            if meets_floors(r):
+                print(socket_check(r, args.socket_probes), flush=True)
     same = sum(r["constant_same"] for r in rows)
     print(f"constant trace at the first half's mean rate: both rules choose the same split in {same}/{len(rows)} cases")
     for r in rows:

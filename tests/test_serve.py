@@ -357,6 +357,13 @@ def test_trace_pacer_follows_the_trace_over_time(tmp_path):
     assert time.perf_counter() - t1 >= 0.098
     pacer.restart()
     assert pacer.next_g == 0 and pacer.residual == 0
+    # restart at a trace time: past the outage, 15 kB at 1 MB/s leaves within ~15 ms, as the model says
+    pacer.restart(at_s=0.2)
+    t2 = time.perf_counter()
+    pacer.consume(15_000)
+    took = time.perf_counter() - t2
+    model = pacer.trace.transfer_s(np.asarray([15_000]), np.asarray([0.2]))[0, 0]
+    assert 0.010 <= model <= 0.016 and model - 0.002 <= took < model + 0.02
 
 
 @pytest.mark.slow

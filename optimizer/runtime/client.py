@@ -58,9 +58,9 @@ class TracePacer:
         self._lock = threading.Lock()
         self.restart()
 
-    def restart(self) -> None:
-        """Start the trace again at time 0 (now)."""
-        self.t0 = time.perf_counter()
+    def restart(self, at_s: float = 0.0) -> None:
+        """Start the trace again, at its time ``at_s`` (default 0) now, with an idle link."""
+        self.t0 = time.perf_counter() - float(at_s)
         self.next_g = 0  # global index of the next usable opportunity
         self.residual = 0  # bytes left in the last packet sent
 
