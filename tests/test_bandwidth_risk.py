@@ -279,6 +279,9 @@ def test_nonstationary_trace_is_flagged_in_table_and_report(run_cli, tiny_onnx, 
 
     assert "7.16 Mbps, its second 19.47 Mbps (x2.7)" in trace_warnings(plan_of(load_trace("TMobile-LTE-short")))[0]
     assert trace_warnings(plan_of(load_trace("Verizon-LTE-short"))) == []
+    outage = SimpleNamespace(search=SimpleNamespace(settings={"bandwidth_trace": {"trace": {
+        "name": "dead", "half_mean_mbps": [0.0, 3.0]}}}))
+    assert "(one half carries nothing)" in trace_warnings(outage)[0]
     trace = tmp_path / "drift.csv"
     trace.write_text("t_s,mbps\n" + "\n".join(f"{i},{2 if i < 15 else 8}" for i in range(30)) + "\n")
     res = run_cli("split", tiny_onnx, "--device", "galaxy_j6", "--network", "lte", "--granularity", "op",

@@ -86,9 +86,10 @@ def trace_warnings(plan: Any) -> list[str]:
     halves' mean rates differ by more than :data:`NONSTATIONARY_RATIO`."""
     t = ((plan.search.settings or {}).get("bandwidth_trace") or {}).get("trace") or {}
     halves = t.get("half_mean_mbps")
-    if not halves or min(halves) <= 0 or max(halves) / min(halves) <= NONSTATIONARY_RATIO:
+    if not halves or max(halves) <= 0 or max(halves) <= NONSTATIONARY_RATIO * min(halves):
         return []
     a, b = halves
+    ratio = f"x{max(a, b) / min(a, b):.1f}" if min(a, b) > 0 else "one half carries nothing"
     return [f"warning: {t['name']} is not stationary: its first half averages {a:.2f} Mbps, its second "
-            f"{b:.2f} Mbps (x{max(a, b) / min(a, b):.1f}); a split chosen over the whole trace may not hold "
+            f"{b:.2f} Mbps ({ratio}); a split chosen over the whole trace may not hold "
             "for either regime, so check it on a trace of the conditions you expect"]
