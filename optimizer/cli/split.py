@@ -192,10 +192,10 @@ def _download_note(best: Any, costs: Any) -> str | None:
 
 def _notes(plan: Any, device: str) -> None:
     """Lines under the table: baselines dominating the choice, accuracy, thermal simulation."""
-    from ..workflow.advice import warning_lines
-    from ..workflow.robust import trace_summary, trace_warnings
+    from ..workflow.advice import plan_warnings
+    from ..workflow.robust import trace_summary
 
-    for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []) + trace_warnings(plan):
+    for line in plan_warnings(plan):
         console.print(f"[yellow]{line}[/]", highlight=False)
     pr = plan.predicted
     if (line := trace_summary(plan)) is not None:

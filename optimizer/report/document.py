@@ -185,10 +185,10 @@ def _plan_section(inp: ReportInput, front: ReportInput | None) -> Section:
         sec.text(f"{plan.model.name} ({L} {plan.model.granularity} layers, {plan.model.dtype}) split at boundary "
                  f"{s.layer}: {where}; predicted latency {_fmt(p.latency_s, 1e3)} ms, phone energy "
                  f"{_fmt(p.energy_j, 1e3)} mJ, memory {_fmt(p.memory_bytes, 1e-6)} MB.")
-        from ..workflow.advice import warning_lines
-        from ..workflow.robust import trace_summary, trace_warnings
+        from ..workflow.advice import plan_warnings
+        from ..workflow.robust import trace_summary
 
-        for line in warning_lines((plan.search.decision or {}).get("dominated_by") or []) + trace_warnings(plan):
+        for line in plan_warnings(plan):
             sec.text(line[0].upper() + line[1:])
         if (line := trace_summary(plan)) is not None:
             sec.text(line[0].upper() + line[1:] + ".")

@@ -96,6 +96,15 @@ def warning_lines(dominated_by: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def plan_warnings(plan: Any) -> list[str]:
+    """Every warning line of a split plan, for the CLI and the report: baselines dominating the
+    choice (:func:`warning_lines`) and a non-stationary bandwidth trace
+    (:func:`optimizer.workflow.robust.trace_warnings`)."""
+    from .robust import trace_warnings
+
+    return warning_lines((plan.search.decision or {}).get("dominated_by") or []) + trace_warnings(plan)
+
+
 def _fmt(name: str, value: float) -> str:
     if name.endswith("_s"):
         return f"{value * 1e3:.1f} ms"
