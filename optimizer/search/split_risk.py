@@ -81,11 +81,17 @@ def statistic(samples: np.ndarray, kind: str, beta: float, best: np.ndarray | No
     return np.asarray((samples - best[None, :]).mean(axis=1), dtype=np.float64)
 
 
+def fixed_seconds(breakdown: dict[str, np.ndarray]) -> np.ndarray:
+    """The part [N] of each candidate's latency that does not depend on the uplink: head (with its
+    host work), server, download and round trip."""
+    b = breakdown
+    return np.asarray(b["client_s"] + b["server_s"] + b["download_s"] + b["rtt_s"], dtype=np.float64)
+
+
 def latency_samples(breakdown: dict[str, np.ndarray], trace: Any, starts_s: np.ndarray) -> np.ndarray:
     """End-to-end latency [N, S] of the candidates of ``breakdown`` at each upload start time."""
-    b = breakdown
-    fixed = b["client_s"] + b["server_s"] + b["download_s"] + b["rtt_s"]
-    return np.asarray(fixed[:, None] + trace.transfer_s(b["crossing_bytes"], starts_s), dtype=np.float64)
+    fixed = fixed_seconds(breakdown)
+    return np.asarray(fixed[:, None] + trace.transfer_s(breakdown["crossing_bytes"], starts_s), dtype=np.float64)
 
 
 def fitting_samples(problem: Any, trace: Any, starts_s: np.ndarray) -> np.ndarray:
