@@ -193,23 +193,58 @@ def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs,
     assert by[h60]["rmse_c"]["overall"] * 2.5 <= by[h60]["persistence_rmse_c"]["overall"], by[h60]
 
 
-def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs, run_cli, tmp_path):
+def test_discrete_model_gets_the_trace_resampled_onto_its_step_at_any_ratio(synthetic_csv, run_cli, tmp_path):
+    """A discrete-only model (here the exact 2 s and 0.5 s discretisations of the network that made
+    the 1 s trace) scores a trace at any step: the trace is resampled onto the model's step, inputs
+    averaged over each step under a zero-order hold (issue 32 item 1)."""
     from optimizer.thermal.fit import align_trace
 
-    tr = read_trace(phone_logs[1], "time_s", PHONE_TEMPS, PHONE_INPUTS)
-    S, M = len(tr.temp_names), len(tr.input_names)
-    near = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 1.03, tr.temp_names, tr.input_names)
-    aligned, note = align_trace(near, tr)
-    assert aligned.dt_s == near.dt_s and "resampled onto the model's" in note
-    assert evaluate(near, tr, [1])[0].n == sum(len(s) - 1 for s in aligned.segments)
-    far = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 2, tr.temp_names, tr.input_names)
-    with pytest.raises(ConfigError, match="discrete-time at a 2.0.* s step and cannot predict at 1.0.* s"):
-        evaluate(far, tr, [1])
-    for model, code in ((near, 0), (far, 2)):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    for step in (2.0, 0.5):
+        d = net.discretise(step)
+        model = fixed_model(d.Ad, d.Bd, step, tr.temp_names, tr.input_names, c=d.ed * 24.0)
+        aligned, note = align_trace(model, tr)
+        assert aligned.dt_s == step and "resampled onto the model's" in note and "averaged" in note
+        scores = evaluate(model, tr, [1, 30])
+        assert scores[0].n == sum(len(s) - 1 for s in aligned.segments)
+        assert scores[-1].rmse_c["overall"] < 0.1 < 1.0 < scores[-1].persistence_rmse_c["overall"], step
         save_model(model, tmp_path / "fixed.json")
-        r = run_cli("thermal", "eval", tmp_path / "fixed.json", phone_logs[1], "--time", "time_s", "--horizons", "1")
-        assert r.exit_code == code, r.stderr
-        assert ("resampled onto the model's" in r.stderr) == (code == 0)
+        r = run_cli("thermal", "eval", tmp_path / "fixed.json", path, "--time", "time_s", "--horizons", "1",
+                    "--no-ridge")
+        assert r.exit_code == 0, r.stderr
+        assert f"resampled onto the model's {step:g} s step" in " ".join(r.stderr.split())
+    # the inputs of a coarser step are the mean of the held inputs over it, not a sample
+    seg = tr.resample(3.0, hold_inputs=True).segments[0]
+    raw = tr.segments[0]
+    np.testing.assert_allclose(seg.inputs[:-1], raw.inputs[:3 * (len(seg) - 1)].reshape(-1, 3, 2).mean(axis=1))
+
+
+def test_matrix_logarithm_cases_say_which_model_was_written():
+    """Exact logarithm; negative-axis modes reflected with the other modes and the steady state
+    kept; unstable fits left discrete (issue 32 item 1)."""
+    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, _continuous_from_discrete
+    from optimizer.thermal.rc import zoh
+
+    V = np.array([[1.0, 0.4], [0.3, 1.0]])
+    Bd, c = np.array([[0.2], [0.1]]), np.array([0.5, 0.3])
+    for lam, kind in (((0.9, 0.3), EXACT), ((0.9, -0.3), APPROXIMATE), ((1.02, 0.3), DISCRETE_ONLY)):
+        Ad = V @ np.diag(lam) @ np.linalg.inv(V)
+        cont, how = _continuous_from_discrete(Ad, Bd, c, 2.0)
+        assert how.startswith(kind), how
+        if kind == DISCRETE_ONLY:
+            assert cont is None and "1.02" in how
+            continue
+        A, B, b0 = cont
+        np.testing.assert_allclose(np.sort(np.exp(2.0 * np.linalg.eigvals(A).real)), np.sort(np.abs(lam)), rtol=1e-9)
+        Ad2, Bf = zoh(A, np.column_stack([B, b0]), 2.0)
+        np.testing.assert_allclose(np.linalg.solve(np.eye(2) - Ad2, Bf),        # steady state kept
+                                   np.linalg.solve(np.eye(2) - Ad, np.column_stack([Bd, c])), rtol=1e-9)
+        if kind == EXACT:
+            np.testing.assert_allclose(Ad2, Ad, atol=1e-12)
+            np.testing.assert_allclose(Bf, np.column_stack([Bd, c]), atol=1e-12)
+        else:
+            assert "-0.3" in how and not np.allclose(Ad2, Ad)
 
 
 def test_bad_fit_options_and_damaged_gzip(run_cli, synthetic_csv, tmp_path):
