@@ -296,3 +296,77 @@ def test_single_row_recordings_are_dropped_and_counted(small_csv):
     assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 2}
     assert [len(s) for s in tr.segments] == [4, 3] and not tr.resampled
     assert "2 row(s) in segments shorter than 2 samples dropped" in tr.describe()
+
+
+# -- issue 32: models that transfer, and a learned reference --------------------------------------
+def _write_at_step(trace, step: float, path) -> None:
+    """The trace's segments resampled to ``step`` and written as one CSV (time restarts per segment,
+    as a logger with another sample interval would write it)."""
+    frames = []
+    for s in trace.resample(step, hold_inputs=True).segments:
+        d = {"time_s": s.times_s - s.times_s[0]}
+        d.update(zip(trace.temp_names, s.temps_c.T, strict=True))
+        d.update(zip(trace.input_names, s.inputs.T, strict=True))
+        frames.append(pd.DataFrame(d))
+    pd.concat(frames).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("model, fit_step", [("linear", None), ("linear", "4"), ("rc", None), ("rc", "3")])
+def test_fit_then_eval_another_recording_at_any_step(run_cli, synthetic_csv, tmp_path, model, fit_step):
+    """Every model type, at a validated or forced fit step, scores another recording logged at
+    0.4 s or 2.5 s (issue 32 acceptance), next to the ridge reference fitted on its training data."""
+    path, _ = synthetic_csv
+    out = tmp_path / "m.json"
+    r = run_cli("thermal", "fit", path, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*",
+                "--model", model, "--train-to", "1400", "--out", out, *(("--fit-step", fit_step) if fit_step else ()))
+    assert r.exit_code == 0, r.stderr
+    saved = json.loads(out.read_text())
+    assert saved["info"]["train_window_s"] == [None, 1400.0] and saved["info"]["discretisation"]
+    other = read_trace(path, "time_s", "t_*_c", "p_*").window(1400.0, None)
+    for step in (0.4, 2.5):
+        csv = tmp_path / f"other_{step}.csv"
+        _write_at_step(other, step, csv)
+        r = run_cli("thermal", "eval", out, csv, "--horizons", "1,60s", "--json")
+        assert r.exit_code == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["dt_s"] == pytest.approx(step, rel=1e-6)
+        h60 = res["scores"][1]
+        assert h60["seconds"] == pytest.approx(60.0, abs=step)
+        assert h60["rmse_c"]["overall"] * 5 < h60["persistence_rmse_c"]["overall"], (step, h60)
+        assert h60["ridge_rmse_c"]["overall"] < h60["persistence_rmse_c"]["overall"]
+        assert res["scores"][-1]["ridge_rmse_c"] is None and "RidgeCV" in res["ridge_reference"]
+
+
+def test_ridge_reference_scores_the_same_starts_and_is_a_real_competitor(synthetic_csv):
+    """The ridge reference is fitted on the training data only, scored on the model's starts, and
+    on a linear plant it is near the noise one step ahead; a model that ignores the inputs loses to it."""
+    from optimizer.thermal.reference import RidgeReference
+
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    train, test = tr.window(None, 1400.0), tr.window(1400.0, None)
+    lazy = fixed_model(np.eye(3), np.zeros((3, 2)), 1.0, tr.temp_names, tr.input_names)   # = persistence
+    s1, s60 = evaluate(lazy, test, [1, 60], train=train)[:2]
+    assert s1.ridge_rmse_c["overall"] < 0.05 < s1.persistence_rmse_c["overall"]           # noise 0.02 °C
+    assert s60.ridge_rmse_c["overall"] < s60.rmse_c["overall"] / 3
+    assert s60.rmse_c == s60.persistence_rmse_c
+    ref = RidgeReference(train)
+    assert ref.squared_errors(test, 60).shape == (3,) and ref.alpha(60) is not None
+    assert ref.squared_errors(test, 10_000) is None                                        # no pair that long
+
+
+def test_eval_names_a_missing_training_trace_and_accepts_train(run_cli, synthetic_csv, tmp_path):
+    path, _ = synthetic_csv
+    moved = tmp_path / "train.csv"
+    moved.write_text(path.read_text())
+    out = tmp_path / "m.json"
+    assert run_cli("thermal", "fit", moved, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*",
+                   "--out", out).exit_code == 0
+    moved.unlink()
+    r = run_cli("thermal", "eval", out, path, "--horizons", "1")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "train.csv' is not found; give the training log with --train PATH" in " ".join(r.stderr.split())
+    r = run_cli("thermal", "eval", out, path, "--horizons", "1,60", "--train", path)
+    assert r.exit_code == 0, r.stderr
+    assert "model ÷ ridge" in r.stdout and "ridge reference" in r.stderr
+    assert run_cli("thermal", "eval", out, path, "--horizons", "1", "--no-ridge").exit_code == 0
