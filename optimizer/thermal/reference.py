@@ -76,7 +76,8 @@ class RidgeReference:
             return None
         if not len(X):
             return np.zeros(len(trace.temp_names))
-        return ((T0 + pipe.predict(X) - Th) ** 2).sum(axis=0)
+        # scikit-learn returns 1-D predictions for a one-column target: keep [n, S]
+        return ((T0 + pipe.predict(X).reshape(Th.shape) - Th) ** 2).sum(axis=0)
 
     def alpha(self, h: int) -> float | None:
         """The penalty chosen for horizon ``h``."""
