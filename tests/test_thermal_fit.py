@@ -193,23 +193,58 @@ def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs,
     assert by[h60]["rmse_c"]["overall"] * 2.5 <= by[h60]["persistence_rmse_c"]["overall"], by[h60]
 
 
-def test_discrete_model_resamples_within_tolerance_and_refuses_far_steps(phone_logs, run_cli, tmp_path):
+def test_discrete_model_gets_the_trace_resampled_onto_its_step_at_any_ratio(synthetic_csv, run_cli, tmp_path):
+    """A discrete-only model (here the exact 2 s and 0.5 s discretisations of the network that made
+    the 1 s trace) scores a trace at any step: the trace is resampled onto the model's step, inputs
+    averaged over each step under a zero-order hold (issue 32 item 1)."""
     from optimizer.thermal.fit import align_trace
 
-    tr = read_trace(phone_logs[1], "time_s", PHONE_TEMPS, PHONE_INPUTS)
-    S, M = len(tr.temp_names), len(tr.input_names)
-    near = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 1.03, tr.temp_names, tr.input_names)
-    aligned, note = align_trace(near, tr)
-    assert aligned.dt_s == near.dt_s and "resampled onto the model's" in note
-    assert evaluate(near, tr, [1])[0].n == sum(len(s) - 1 for s in aligned.segments)
-    far = fixed_model(np.eye(S), np.zeros((S, M)), tr.dt_s * 2, tr.temp_names, tr.input_names)
-    with pytest.raises(ConfigError, match="discrete-time at a 2.0.* s step and cannot predict at 1.0.* s"):
-        evaluate(far, tr, [1])
-    for model, code in ((near, 0), (far, 2)):
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    for step in (2.0, 0.5):
+        d = net.discretise(step)
+        model = fixed_model(d.Ad, d.Bd, step, tr.temp_names, tr.input_names, c=d.ed * 24.0)
+        aligned, note = align_trace(model, tr)
+        assert aligned.dt_s == step and "resampled onto the model's" in note and "averaged" in note
+        scores = evaluate(model, tr, [1, 30])
+        assert scores[0].n == sum(len(s) - 1 for s in aligned.segments)
+        assert scores[-1].rmse_c["overall"] < 0.1 < 1.0 < scores[-1].persistence_rmse_c["overall"], step
         save_model(model, tmp_path / "fixed.json")
-        r = run_cli("thermal", "eval", tmp_path / "fixed.json", phone_logs[1], "--time", "time_s", "--horizons", "1")
-        assert r.exit_code == code, r.stderr
-        assert ("resampled onto the model's" in r.stderr) == (code == 0)
+        r = run_cli("thermal", "eval", tmp_path / "fixed.json", path, "--time", "time_s", "--horizons", "1",
+                    "--no-ridge")
+        assert r.exit_code == 0, r.stderr
+        assert f"resampled onto the model's {step:g} s step" in " ".join(r.stderr.split())
+    # the inputs of a coarser step are the mean of the held inputs over it, not a sample
+    seg = tr.resample(3.0, hold_inputs=True).segments[0]
+    raw = tr.segments[0]
+    np.testing.assert_allclose(seg.inputs[:-1], raw.inputs[:3 * (len(seg) - 1)].reshape(-1, 3, 2).mean(axis=1))
+
+
+def test_matrix_logarithm_cases_say_which_model_was_written():
+    """Exact logarithm; negative-axis modes reflected with the other modes and the steady state
+    kept; unstable fits left discrete (issue 32 item 1)."""
+    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, _continuous_from_discrete
+    from optimizer.thermal.rc import zoh
+
+    V = np.array([[1.0, 0.4], [0.3, 1.0]])
+    Bd, c = np.array([[0.2], [0.1]]), np.array([0.5, 0.3])
+    for lam, kind in (((0.9, 0.3), EXACT), ((0.9, -0.3), APPROXIMATE), ((1.02, 0.3), DISCRETE_ONLY)):
+        Ad = V @ np.diag(lam) @ np.linalg.inv(V)
+        cont, how = _continuous_from_discrete(Ad, Bd, c, 2.0)
+        assert how.startswith(kind), how
+        if kind == DISCRETE_ONLY:
+            assert cont is None and "1.02" in how
+            continue
+        A, B, b0 = cont
+        np.testing.assert_allclose(np.sort(np.exp(2.0 * np.linalg.eigvals(A).real)), np.sort(np.abs(lam)), rtol=1e-9)
+        Ad2, Bf = zoh(A, np.column_stack([B, b0]), 2.0)
+        np.testing.assert_allclose(np.linalg.solve(np.eye(2) - Ad2, Bf),        # steady state kept
+                                   np.linalg.solve(np.eye(2) - Ad, np.column_stack([Bd, c])), rtol=1e-9)
+        if kind == EXACT:
+            np.testing.assert_allclose(Ad2, Ad, atol=1e-12)
+            np.testing.assert_allclose(Bf, np.column_stack([Bd, c]), atol=1e-12)
+        else:
+            assert "-0.3" in how and not np.allclose(Ad2, Ad)
 
 
 def test_bad_fit_options_and_damaged_gzip(run_cli, synthetic_csv, tmp_path):
@@ -261,3 +296,77 @@ def test_single_row_recordings_are_dropped_and_counted(small_csv):
     assert tr.breaks == {"resets": 2, "gaps": 1, "dropped_rows": 2}
     assert [len(s) for s in tr.segments] == [4, 3] and not tr.resampled
     assert "2 row(s) in segments shorter than 2 samples dropped" in tr.describe()
+
+
+# -- issue 32: models that transfer, and a learned reference --------------------------------------
+def _write_at_step(trace, step: float, path) -> None:
+    """The trace's segments resampled to ``step`` and written as one CSV (time restarts per segment,
+    as a logger with another sample interval would write it)."""
+    frames = []
+    for s in trace.resample(step, hold_inputs=True).segments:
+        d = {"time_s": s.times_s - s.times_s[0]}
+        d.update(zip(trace.temp_names, s.temps_c.T, strict=True))
+        d.update(zip(trace.input_names, s.inputs.T, strict=True))
+        frames.append(pd.DataFrame(d))
+    pd.concat(frames).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("model, fit_step", [("linear", None), ("linear", "4"), ("rc", None), ("rc", "3")])
+def test_fit_then_eval_another_recording_at_any_step(run_cli, synthetic_csv, tmp_path, model, fit_step):
+    """Every model type, at a validated or forced fit step, scores another recording logged at
+    0.4 s or 2.5 s (issue 32 acceptance), next to the ridge reference fitted on its training data."""
+    path, _ = synthetic_csv
+    out = tmp_path / "m.json"
+    r = run_cli("thermal", "fit", path, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*",
+                "--model", model, "--train-to", "1400", "--out", out, *(("--fit-step", fit_step) if fit_step else ()))
+    assert r.exit_code == 0, r.stderr
+    saved = json.loads(out.read_text())
+    assert saved["info"]["train_window_s"] == [None, 1400.0] and saved["info"]["discretisation"]
+    other = read_trace(path, "time_s", "t_*_c", "p_*").window(1400.0, None)
+    for step in (0.4, 2.5):
+        csv = tmp_path / f"other_{step}.csv"
+        _write_at_step(other, step, csv)
+        r = run_cli("thermal", "eval", out, csv, "--horizons", "1,60s", "--json")
+        assert r.exit_code == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["dt_s"] == pytest.approx(step, rel=1e-6)
+        h60 = res["scores"][1]
+        assert h60["seconds"] == pytest.approx(60.0, abs=step)
+        assert h60["rmse_c"]["overall"] * 5 < h60["persistence_rmse_c"]["overall"], (step, h60)
+        assert h60["ridge_rmse_c"]["overall"] < h60["persistence_rmse_c"]["overall"]
+        assert res["scores"][-1]["ridge_rmse_c"] is None and "RidgeCV" in res["ridge_reference"]
+
+
+def test_ridge_reference_scores_the_same_starts_and_is_a_real_competitor(synthetic_csv):
+    """The ridge reference is fitted on the training data only, scored on the model's starts, and
+    on a linear plant it is near the noise one step ahead; a model that ignores the inputs loses to it."""
+    from optimizer.thermal.reference import RidgeReference
+
+    path, net = synthetic_csv
+    tr = read_trace(path, "time_s", "t_*_c", "p_*")
+    train, test = tr.window(None, 1400.0), tr.window(1400.0, None)
+    lazy = fixed_model(np.eye(3), np.zeros((3, 2)), 1.0, tr.temp_names, tr.input_names)   # = persistence
+    s1, s60 = evaluate(lazy, test, [1, 60], train=train)[:2]
+    assert s1.ridge_rmse_c["overall"] < 0.05 < s1.persistence_rmse_c["overall"]           # noise 0.02 °C
+    assert s60.ridge_rmse_c["overall"] < s60.rmse_c["overall"] / 3
+    assert s60.rmse_c == s60.persistence_rmse_c
+    ref = RidgeReference(train)
+    assert ref.squared_errors(test, 60).shape == (3,) and ref.alpha(60) is not None
+    assert ref.squared_errors(test, 10_000) is None                                        # no pair that long
+
+
+def test_eval_names_a_missing_training_trace_and_accepts_train(run_cli, synthetic_csv, tmp_path):
+    path, _ = synthetic_csv
+    moved = tmp_path / "train.csv"
+    moved.write_text(path.read_text())
+    out = tmp_path / "m.json"
+    assert run_cli("thermal", "fit", moved, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*",
+                   "--out", out).exit_code == 0
+    moved.unlink()
+    r = run_cli("thermal", "eval", out, path, "--horizons", "1")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "train.csv' is not found; give the training log with --train PATH" in " ".join(r.stderr.split())
+    r = run_cli("thermal", "eval", out, path, "--horizons", "1,60", "--train", path)
+    assert r.exit_code == 0, r.stderr
+    assert "model ÷ ridge" in r.stdout and "ridge reference" in r.stderr
+    assert run_cli("thermal", "eval", out, path, "--horizons", "1", "--no-ridge").exit_code == 0

@@ -40,7 +40,7 @@ def fit_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the rc fit's restarts."),
 ) -> None:
     """Fit a thermal model to a trace and write it as JSON."""
-    from ..thermal.fit import fit_model, save_model
+    from ..thermal.fit import EXACT, fit_model, save_model
     from ..thermal.trace import read_trace
 
     if model not in ("linear", "rc"):
@@ -53,16 +53,22 @@ def fit_cmd(
     with _progress() as progress:
         m = fit_model(tr, model, window=window, ridge=ridge, hidden=hidden_nodes, shooting_s=shooting, seed=seed,
                       fit_step_s=fit_step, progress=progress)
+    # what `thermal eval` needs to fit the ridge reference on the same training data
+    m.info.update(trace_resolved=str(Path(trace).resolve()), train_window_s=[train_from, train_to],
+                  gap_factor=gap_factor)
     save_model(m, out)
     if not STATE.quiet:
         taus = ", ".join(f"{t:.3g}" for t in m.time_constants_s()[:4])
         how = ("continuous-time: predicts traces at any step" if m.continuous_time else
-               f"discrete-time at {m.dt_s:g} s: traces within 5 % of that step are resampled onto it")
+               f"discrete-time at {m.dt_s:g} s: traces at other steps are resampled onto it")
         hid = f", {m.n_hidden} hidden node(s)" if model == "rc" else ""
         console_err.print(f"trace: {tr.describe()}", highlight=False)
         console_err.print(f"{model} model: {len(m.temp_names)} sensors, {len(m.input_names)} inputs{hid}, "
                           f"fitted at a {m.info.get('fit_step_s') or m.dt_s:.4g} s step, {how}; "
                           f"time constants {taus} s -> {out}", highlight=False)
+        how_ct = m.info.get("discretisation", "")
+        if how_ct and not how_ct.startswith(EXACT):
+            console_err.print(f"note: the {model} model written is {how_ct}", highlight=False)
 
 
 @contextmanager
@@ -108,36 +114,59 @@ def eval_cmd(
     t_to: float | None = typer.Option(None, "--to", help="Evaluate on samples with t < this (s)."),
     time: str | None = typer.Option(None, "--time", help="Time column (default: the model's training one)."),
     gap_factor: float = typer.Option(5.0, "--gap-factor", help="Split segments at gaps > this x median step."),
+    train: Path | None = typer.Option(None, "--train", help="Training trace for the ridge reference (default: the "
+                                      "one recorded in the model, with its --train-from/--train-to window)."),
+    no_ridge: bool = typer.Option(False, "--no-ridge", help="Skip the ridge reference."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """RMSE per sensor at each horizon and open loop, next to persistence."""
+    """RMSE per sensor at each horizon and open loop, next to a ridge reference and persistence."""
     from ..thermal.fit import align_trace, evaluate, load_model
+    from ..thermal.reference import training_trace
     from ..thermal.trace import read_trace
 
     m = load_model(model_path)
     tcol = time or m.info.get("time_column") or "t_s"
+    train_tr = None
+    if not no_ridge:
+        info = m.info if train is None else {**m.info, "train_window_s": None}
+        train_tr = training_trace(info, m.temp_names, m.input_names, train, where=str(model_path))
     tr = read_trace(trace, tcol, list(m.temp_names), list(m.input_names), gap_factor=gap_factor)
     if t_from is not None or t_to is not None:
         tr = tr.window(t_from, t_to)
     described = tr.describe()
     tr, note = align_trace(m, tr)
-    scores = evaluate(m, tr, _parse_horizons(horizons, tr.dt_s))
+    scores = evaluate(m, tr, _parse_horizons(horizons, tr.dt_s), train=train_tr)
+    ridge_about = (None if train_tr is None else
+                   f"ridge reference: T[k+h]-T[k] ~ current temps, current inputs and the inputs' mean over the "
+                   f"horizon (one RidgeCV per horizon), fitted on {train_tr.path} ({train_tr.n_rows} rows)")
     if as_json:
         print_json({"model": str(model_path), "kind": m.kind, "trace": str(trace), "dt_s": tr.dt_s,
                     "rows": tr.n_rows, "segments": len(tr.segments), "breaks": tr.breaks, "resampled": note,
-                    "scores": [s.to_dict() for s in scores]})
+                    "ridge_reference": ridge_about, "scores": [s.to_dict() for s in scores]})
         return
     if not STATE.quiet:
         console_err.print(f"trace: {described}" + (f"; {note}" if note else ""), highlight=False)
+        if ridge_about:
+            console_err.print(ridge_about, highlight=False)
     from rich.table import Table
 
-    table = Table(title=f"{m.kind} model on {trace.name} ({tr.n_rows} rows, step {tr.dt_s:g} s): RMSE °C "
-                        f"(model / persistence)")
+    cols = "model / ridge / persistence" if train_tr is not None else "model / persistence"
+    table = Table(title=f"{m.kind} model on {trace.name} ({tr.n_rows} rows, step {tr.dt_s:g} s): RMSE °C ({cols})")
     table.add_column("horizon")
     for name in [*m.temp_names, "overall"]:
         table.add_column(name, justify="right")
     for s in scores:
         label = s.label if s.seconds is None else f"{s.steps} ({s.seconds:g} s)"
-        table.add_row(label, *[f"{s.rmse_c[k]:.3f} / {s.persistence_rmse_c[k]:.3f}"
-                               for k in [*m.temp_names, "overall"]])
+        table.add_row(label, *[" / ".join(f"{d[k]:.3f}" for d in (s.rmse_c, s.ridge_rmse_c, s.persistence_rmse_c)
+                                          if d is not None) for k in [*m.temp_names, "overall"]])
     console.print(table)
+    summary = Table(title="overall RMSE °C: does the model beat the learned reference and persistence?")
+    for c in ("horizon", "model", "ridge", "persistence", "persistence ÷ model", "model ÷ ridge"):
+        summary.add_column(c, justify="right")
+    for s in scores:
+        mod, per = s.rmse_c["overall"], s.persistence_rmse_c["overall"]
+        rid = s.ridge_rmse_c["overall"] if s.ridge_rmse_c is not None else None
+        summary.add_row(s.label if s.seconds is None else f"{s.steps} ({s.seconds:g} s)", f"{mod:.3f}",
+                        "-" if rid is None else f"{rid:.3f}", f"{per:.3f}", f"{per / mod:.2f}",
+                        "-" if rid is None else f"{mod / rid:.2f}")
+    console.print(summary)

@@ -25,9 +25,11 @@ Two model families, both ending as a discrete state-space model
     (:class:`_VarProRC`, slow). The overall capacity scale is not identifiable from temperatures
     alone and is fixed by ``C_0 = 1``; time constants, gains and predictions are unaffected.
 
-A model fitted at one step predicts a trace at another: continuous-time models are
-re-discretised exactly; a discrete-only model within 5 % of the trace's step gets the trace
-resampled onto its step by interpolation (:func:`align_trace`).
+A model fitted at one step predicts a trace at any other: continuous-time models are
+re-discretised exactly; a discrete-only model (a given ``fixed`` one, or a linear fit unstable
+at its step) gets the trace resampled onto its step, with a note (:func:`align_trace`). How a
+linear model was made continuous-time (exact logarithm, or negative-axis modes reflected) is in
+``info["discretisation"]``.
 
 Evaluation (:func:`evaluate`) reports RMSE per sensor and overall at each horizon (every start
 in every segment, never across a gap) and open loop from each segment's first sample, next to
@@ -52,13 +54,16 @@ from threadpoolctl import threadpool_limits
 from ..errors import ConfigError, SchemaError
 from ..fileio import atomic_write_json, read_json
 from .rc import propagate, zoh
-from .trace import STEP_TOLERANCE, Segment, Trace
+from .trace import Segment, Trace
 
 _log = logging.getLogger(__name__)
 
 MODEL_SCHEMA = "dnnplan.thermal-model"
 MODEL_VERSION = 1
 ModelKind = Literal["linear", "rc", "fixed"]
+#: how a linear model was written (start of ``info["discretisation"]``, see :func:`_continuous_from_discrete`)
+EXACT, APPROXIMATE, DISCRETE_ONLY = ("continuous-time, exact", "continuous-time by approximation",
+                                     "discrete-time only")
 #: ``progress(stage, done, total)``, called as a fit advances (the CLI draws a Rich bar)
 ProgressFn = Callable[[str, int, int], None]
 
@@ -100,8 +105,7 @@ class ThermalModel:
             return self.Ad, self.Bd, self.c
         if self.A is None:
             raise ConfigError(f"this {self.kind} model is discrete-time at a {self.dt_s:g} s step and cannot "
-                              f"predict at {dt:g} s (more than {STEP_TOLERANCE:.0%} off); refit it on this "
-                              f"trace, or fit with --model rc")
+                              f"predict at {dt:g} s directly; resample the trace onto its step (align_trace)")
         Ad, Bfull = zoh(self.A, np.column_stack([self.B, self.b0]), dt)
         return Ad, Bfull[:, :-1], Bfull[:, -1]
 
@@ -218,6 +222,7 @@ def _split_for_validation(trace: Trace) -> tuple[Trace, Trace]:
 
 
 def _open_loop_rmse(model: ThermalModel, trace: Trace) -> float:
+    trace, _ = align_trace(model, trace)
     se, n = 0.0, 0
     for s in trace.segments:
         pred = model.simulate(s.temps_c[0], s.inputs, trace.dt_s)
@@ -331,29 +336,68 @@ def _linear_at(trace: Trace, ridge: float, window: int | None) -> ThermalModel:
     resid = X @ theta - Y
     info = {"solver": "ridge" if ridge else "lstsq (SVD)", "ridge": ridge, "window": window,
             "transitions": len(X), "train_one_step_rmse_c": float(np.sqrt(np.mean(resid**2)))}
-    cont = _continuous_from_discrete(Ad, Bd, c, trace.dt_s)
+    cont, how = _continuous_from_discrete(Ad, Bd, c, trace.dt_s)
+    info["discretisation"] = how
     if cont is None:
         return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c, info=info)
-    return ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c, 0, *cont, info=info)
+    model = ThermalModel("linear", trace.temp_names, trace.input_names, trace.dt_s, Ad, Bd, c, 0, *cont, info=info)
+    if how.startswith(APPROXIMATE):      # the fit-step matrices become the continuous model's own
+        Ad2, Bfull = zoh(cont[0], np.column_stack([cont[1], cont[2]]), trace.dt_s)
+        model = replace(model, Ad=Ad2, Bd=Bfull[:, :-1], c=Bfull[:, -1])
+        info["train_one_step_rmse_c_before_reflection"] = info["train_one_step_rmse_c"]
+        info["train_one_step_rmse_c"] = float(np.sqrt(np.mean((X @ np.vstack([model.Ad.T, model.Bd.T, model.c])
+                                                                 - Y) ** 2)))
+    return model
 
 
-def _continuous_from_discrete(Ad, Bd, c, dt: float):
-    """``(A, B, b0)`` whose zero-order hold at ``dt`` is ``(Ad, Bd, c)``, or None when the matrix
-    logarithm is not real (an eigenvalue of ``Ad`` on the negative axis) or not stable."""
+def _continuous_from_discrete(Ad, Bd, c, dt: float) -> tuple[tuple | None, str]:
+    """``((A, B, b0), how)``: a continuous-time model whose zero-order hold at ``dt`` is, or
+    approximates, ``(Ad, Bd, c)``, and one sentence saying which (``None`` and why when there is none).
+
+    1. Exact: the principal matrix logarithm of the augmented ``[[Ad, Bd, c], [0, I]]`` (the
+       inverse of the zero-order hold; Van Loan 1978), when it is real and stable.
+    2. Approximate: an eigenvalue of ``Ad`` on the negative real axis (a mode that flips sign at
+       every step, usually noise fitted at a fast step) has no real logarithm (Higham,
+       *Functions of Matrices*, 2008, Thm 1.23), so ``logm`` gives a complex result. Each such
+       eigenvalue ``λ`` is replaced by ``|λ|`` (the same decay per step, without the flip), ``A``
+       is taken from the modified eigendecomposition and ``B, b0`` are set so that the
+       steady state ``(I - Ad)⁻¹ (Bd u + c)`` is kept exactly; the other modes are unchanged.
+    3. None: ``Ad`` has an eigenvalue of modulus >= 1 (the fitted model is unstable at ``dt``).
+    """
     n, m = Bd.shape
+    lam, V = np.linalg.eig(Ad)
+    if np.abs(lam).max() >= 1.0:
+        k = int(np.argmax(np.abs(lam)))
+        return None, (f"{DISCRETE_ONLY}: the fitted Ad has eigenvalue {complex(lam[k]):.4g} of modulus "
+                      f">= 1 (unstable at the {dt:.4g} s fit step), so it has no stable continuous-time "
+                      f"form; traces at other steps are resampled onto {dt:.4g} s")
     aug = np.eye(n + m + 1)
     aug[:n, :n], aug[:n, n:n + m], aug[:n, -1] = Ad, Bd, c
     with np.errstate(all="ignore"):
         try:
             L = logm(aug)
         except (ValueError, np.linalg.LinAlgError):
-            return None
-    if not np.all(np.isfinite(L)) or np.abs(np.imag(L)).max() > 1e-6 * max(1.0, np.abs(L).max()):
-        return None
-    L = np.real(L) / dt
-    if np.linalg.eigvals(L[:n, :n]).real.max() >= 0:
-        return None
-    return L[:n, :n], L[:n, n:n + m], L[:n, -1]
+            L = np.full_like(aug, np.nan)
+    if np.all(np.isfinite(L)) and np.abs(np.imag(L)).max() <= 1e-6 * max(1.0, np.abs(L).max()):
+        L = np.real(L) / dt
+        if np.linalg.eigvals(L[:n, :n]).real.max() < 0:
+            return (L[:n, :n], L[:n, n:n + m], L[:n, -1]), f"{EXACT}: real matrix logarithm of its zero-order hold"
+    neg = (np.abs(lam.imag) <= 1e-9 * np.maximum(1.0, np.abs(lam))) & (lam.real <= 0)
+    lam2 = np.where(neg, np.maximum(np.abs(lam), 1e-12), lam).astype(complex)
+    try:
+        if np.linalg.cond(V) > 1e10:
+            raise np.linalg.LinAlgError("defective")
+        A = np.real(V @ np.diag(np.log(lam2)) @ np.linalg.inv(V)) / dt
+        gain = np.linalg.solve(np.eye(n) - Ad, np.column_stack([Bd, c]))     # steady state per unit input
+    except np.linalg.LinAlgError:
+        return None, (f"{DISCRETE_ONLY}: Ad is not diagonalisable, so its matrix logarithm cannot be "
+                      f"made real; traces at other steps are resampled onto {dt:.4g} s")
+    Bfull = -A @ gain
+    flipped = ", ".join(f"{v.real:.3g}" for v in lam[neg])
+    return (A, Bfull[:, :-1], Bfull[:, -1]), (
+        f"{APPROXIMATE}: the matrix logarithm is not real (Ad has {int(neg.sum())} eigenvalue(s) on the negative "
+        f"real axis: {flipped}); those modes were reflected to |λ| (same decay per {dt:.4g} s step, no sign "
+        f"flip), steady-state gains kept")
 
 
 def _ridge_solve(X: np.ndarray, Y: np.ndarray, ridge: float) -> np.ndarray:
@@ -848,6 +892,7 @@ def fit_model(trace: Trace, model: str = "linear", *, window: int | None = None,
                    progress=progress)
     else:
         raise ConfigError(f"--model must be linear or rc, got {model!r}")
+    m.info.setdefault("discretisation", f"{EXACT}: an RC network fitted in continuous time")
     m.info.update(trace=trace.path, time_column=trace.time_name, train_from_s=float(trace.segments[0].times_s[0]),
                   train_to_s=float(trace.segments[-1].times_s[-1]), segments=len(trace.segments),
                   rows=trace.n_rows, resampled=trace.resampled, breaks=trace.breaks,
@@ -860,7 +905,8 @@ def fit_model(trace: Trace, model: str = "linear", *, window: int | None = None,
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class HorizonScore:
-    """RMSE (°C) per sensor and overall of the model and of persistence at one horizon."""
+    """RMSE (°C) per sensor and overall of the model, of persistence and (when a training trace
+    was given) of the ridge reference (:mod:`optimizer.thermal.reference`) at one horizon."""
 
     label: str
     steps: int | None            # None = open loop
@@ -868,50 +914,63 @@ class HorizonScore:
     n: int
     rmse_c: dict[str, float]
     persistence_rmse_c: dict[str, float]
+    ridge_rmse_c: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         return {"horizon": self.label, "steps": self.steps, "seconds": self.seconds, "n": self.n,
-                "rmse_c": self.rmse_c, "persistence_rmse_c": self.persistence_rmse_c}
+                "rmse_c": self.rmse_c, "persistence_rmse_c": self.persistence_rmse_c,
+                "ridge_rmse_c": self.ridge_rmse_c}
 
 
 def align_trace(model: ThermalModel, trace: Trace) -> tuple[Trace, str | None]:
     """``trace`` at a step the model predicts, and a note when it had to be resampled.
 
-    A continuous-time model (rc, or linear with a real matrix logarithm) is re-discretised
-    exactly at the trace's step. A discrete-only model at a step within
-    :data:`~optimizer.thermal.trace.STEP_TOLERANCE` of the trace's (loggers jitter: 1.025 s
-    vs 1.039 s) gets the trace resampled onto its own step by linear interpolation.
-
-    Raises
-    ------
-    ConfigError
-        A discrete-only model whose step is further than the tolerance from the trace's.
+    A continuous-time model (rc, and linear with a real or approximated matrix logarithm) is
+    re-discretised exactly at the trace's step. A discrete-only model (a given ``fixed``
+    model, or a fitted one that was unstable at its step) gets the trace resampled onto its
+    own step: temperatures interpolated linearly, inputs averaged over each step under a
+    zero-order hold, as the fits decimate (:meth:`Trace.resample`). Horizons in steps are then
+    steps of the model.
     """
     if model.continuous_time or abs(trace.dt_s - model.dt_s) <= 1e-3 * model.dt_s:
         return trace, None
-    if abs(trace.dt_s - model.dt_s) <= STEP_TOLERANCE * model.dt_s:
-        note = (f"trace step {trace.dt_s:.4g} s resampled onto the model's {model.dt_s:.4g} s step by "
-                f"linear interpolation of temperatures and inputs")
-        return trace.resample(model.dt_s), note
-    model.discrete(trace.dt_s)       # raises the one-line error naming both steps
-    return trace, None
+    note = (f"the {model.kind} model is discrete-time at {model.dt_s:.4g} s: trace step {trace.dt_s:.4g} s "
+            f"resampled onto the model's {model.dt_s:.4g} s step (temperatures interpolated, inputs averaged "
+            f"over each step); horizons in steps are {model.dt_s:.4g} s steps")
+    return trace.resample(model.dt_s, hold_inputs=True), note
 
 
-def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[HorizonScore]:
+def evaluate(model: ThermalModel, trace: Trace, horizons: list[int],
+             train: Trace | None = None) -> list[HorizonScore]:
     """RMSE at each horizon (steps) from every start, and open loop from each segment start.
+
+    Parameters
+    ----------
+    model, trace
+        The model and the trace to score it on (resampled onto a discrete-only model's step,
+        :func:`align_trace`).
+    horizons
+        Horizons in steps of the (aligned) trace.
+    train
+        The model's training data: a ridge reference (:class:`~optimizer.thermal.reference.RidgeReference`)
+        is fitted on it at the evaluated step and scored on the same starts (``ridge_rmse_c``).
 
     Raises
     ------
     ConfigError
         The trace's columns differ from the model's, or a horizon is < 1.
     """
-    if trace.temp_names != model.temp_names or trace.input_names != model.input_names:
-        raise ConfigError(f"{trace.path}: columns differ from the model's: model temps "
-                          f"{','.join(model.temp_names)} inputs {','.join(model.input_names)}; trace temps "
-                          f"{','.join(trace.temp_names)} inputs {','.join(trace.input_names)}")
+    from .reference import RidgeReference, at_step
+
+    for tr in (trace, train) if train is not None else (trace,):
+        if tr.temp_names != model.temp_names or tr.input_names != model.input_names:
+            raise ConfigError(f"{tr.path}: columns differ from the model's: model temps "
+                              f"{','.join(model.temp_names)} inputs {','.join(model.input_names)}; trace temps "
+                              f"{','.join(tr.temp_names)} inputs {','.join(tr.input_names)}")
     if any(h < 1 for h in horizons):
         raise ConfigError(f"horizons must be >= 1 step, got {horizons}")
     trace, _ = align_trace(model, trace)
+    ridge = RidgeReference(at_step(train, trace.dt_s)) if train is not None else None
     Ad, Bd, c = model.discrete(trace.dt_s)
     S = len(model.temp_names)
     names = list(model.temp_names)
@@ -929,7 +988,8 @@ def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[Hor
             se += ((X[:, :S] - target) ** 2).sum(axis=0)
             pe += ((s.temps_c[:K] - target) ** 2).sum(axis=0)
             n += K
-        out.append(_score(f"{h} steps", h, h * trace.dt_s, n, se, pe, names))
+        re = ridge.squared_errors(trace, h) if ridge is not None else None
+        out.append(_score(f"{h} steps", h, h * trace.dt_s, n, se, pe, names, re))
     se, pe, n = np.zeros(S), np.zeros(S), 0
     for s in trace.segments:
         pred = model.simulate(s.temps_c[0], s.inputs, trace.dt_s)
@@ -940,13 +1000,13 @@ def evaluate(model: ThermalModel, trace: Trace, horizons: list[int]) -> list[Hor
     return out
 
 
-def _score(label, steps, seconds, n, se, pe, names) -> HorizonScore:
+def _score(label, steps, seconds, n, se, pe, names, re=None) -> HorizonScore:
     if n == 0:
         nan = {k: float("nan") for k in [*names, "overall"]}
-        return HorizonScore(label, steps, seconds, 0, nan, dict(nan))
+        return HorizonScore(label, steps, seconds, 0, nan, dict(nan), dict(nan) if re is not None else None)
 
     def per(v):
         d = {k: float(np.sqrt(v[i] / n)) for i, k in enumerate(names)}
         d["overall"] = float(np.sqrt(v.sum() / (n * len(names))))
         return d
-    return HorizonScore(label, steps, seconds, n, per(se), per(pe))
+    return HorizonScore(label, steps, seconds, n, per(se), per(pe), per(re) if re is not None else None)

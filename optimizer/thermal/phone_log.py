@@ -1,7 +1,8 @@
 """A seeded synthetic phone log as Android loggers write it, for tests and benchmarks.
 
-A short search found no public multi-recording 1 Hz phone log with these columns and a
-clear licence, so this generator stands in for one: it is the format, not the physics, that it exercises.
+No public multi-recording 1 Hz phone log with these columns and a clear licence was found
+(what was searched: search_spaces/thermal/traces/README.md), so this generator stands in for
+one: it is the format, not the physics, that it exercises.
 A 14-node RC network (:class:`~optimizer.thermal.rc.RCNetwork`: 8 CPU cores, GPU, battery,
 skin, board, modem, PMIC, plus one unlogged case node) is driven by a random sequence of
 workload phases and sampled like a logger: several recordings concatenated in one CSV (time

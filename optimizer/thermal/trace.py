@@ -31,9 +31,6 @@ from ..errors import ConfigError, InputFileError
 
 #: relative jitter of the sample interval above which a segment is resampled
 JITTER_TOLERANCE = 0.01
-#: relative difference between a model's step and a trace's step within which the trace is
-#: resampled onto the model's step (inputs and temperatures interpolated linearly)
-STEP_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -73,12 +70,15 @@ class Trace:
             text += f"; jittered segments resampled onto the {self.dt_s:g} s grid by linear interpolation"
         return text
 
-    def resample(self, dt: float) -> Trace:
+    def resample(self, dt: float, hold_inputs: bool = False) -> Trace:
         """The trace on a uniform grid of step ``dt`` (linear interpolation of temperatures and
-        inputs inside each segment; segments shorter than 2 new samples are dropped)."""
-        if dt == self.dt_s and not self.resampled:
+        inputs inside each segment; segments shorter than 2 new samples are dropped).
+
+        With ``hold_inputs`` the input of each new step is instead the mean, over that step, of
+        the inputs held constant over each logged step (zero-order hold), as the fits decimate."""
+        if dt == self.dt_s and not self.resampled and not hold_inputs:
             return self
-        segs = [s2 for s2 in (_resample_segment(s, dt) for s in self.segments) if len(s2) >= 2]
+        segs = [s2 for s2 in (_resample_segment(s, dt, hold_inputs) for s in self.segments) if len(s2) >= 2]
         if not segs:
             raise ConfigError(f"{self.path}: no segment spans two steps of {dt:g} s")
         return replace(self, dt_s=float(dt), segments=tuple(segs), resampled=True)
@@ -217,10 +217,17 @@ def _split_segments(t, T, U, gap_factor: float, p: Path, tname: str):
     return dt, segments, {"resets": int(len(resets)), "gaps": int(len(gaps)), "dropped_rows": int(dropped)}
 
 
-def _resample_segment(sg: Segment, dt: float) -> Segment:
-    """``sg`` on the grid ``t0 + k dt`` inside its span, by linear interpolation of every column."""
+def _resample_segment(sg: Segment, dt: float, hold_inputs: bool = False) -> Segment:
+    """``sg`` on the grid ``t0 + k dt`` inside its span, by linear interpolation of every column
+    (inputs: the mean of their zero-order hold over each new step when ``hold_inputs``)."""
     grid = sg.times_s[0] + dt * np.arange(int(np.floor((sg.times_s[-1] - sg.times_s[0]) / dt + 1e-9)) + 1)
 
-    def interp(X):
-        return np.column_stack([np.interp(grid, sg.times_s, X[:, j]) for j in range(X.shape[1])])
-    return Segment(grid, interp(sg.temps_c), interp(sg.inputs))
+    def interp(X, at=grid):
+        return np.column_stack([np.interp(at, sg.times_s, X[:, j]) for j in range(X.shape[1])])
+    if not hold_inputs:
+        return Segment(grid, interp(sg.temps_c), interp(sg.inputs))
+    # the integral of the held inputs is piecewise linear in t: interpolating it is exact
+    integral = np.vstack([np.zeros(sg.inputs.shape[1]), np.cumsum(sg.inputs[:-1] * np.diff(sg.times_s)[:, None], 0)])
+    u = np.diff(interp(integral, np.append(grid, grid[-1] + dt)), axis=0) / dt
+    u[-1] = sg.inputs[-1]          # the last sample's input acts beyond the segment: held
+    return Segment(grid, interp(sg.temps_c), u)
