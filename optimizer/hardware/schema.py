@@ -351,7 +351,7 @@ class RadioState(NamedTuple):
 
     def tail_j(self, gap_s: float | np.ndarray) -> float | np.ndarray:
         """Tail energy after a transfer followed by ``gap_s`` seconds of silence: the radio
-        holds ``tail_w`` for ``min(gap, tail_s)`` (Huang et al., MobiSys'12, section 4)."""
+        holds ``tail_w`` for ``min(gap, tail_s)`` (Huang et al., MobiSys'12, tail of Table 3)."""
         return self.tail_w * np.minimum(gap_s, self.tail_s)
 
 
