@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from optimizer.hardware import load_link
 from optimizer.plan.io import read_plan, write_plan
 from optimizer.workflow import make_pipeline_plan, make_split_plan
 from optimizer.search.split import build_split_costs
@@ -66,7 +67,11 @@ def test_split_plan_workload(split_plan, graph):
     pt = wl({})
     extra = split_plan.predicted.extra
     assert pt.fps == pytest.approx(1.0 / split_plan.predicted.latency_s, rel=1e-9)
-    assert pt.power_w["modem"] == pytest.approx((extra["upload_j"] + extra["download_j"]) * pt.fps, rel=1e-9)
+    # transfers, then the radio's tail (the Pixel 4's measured idle power) until the next upload
+    rs = load_link("wifi_13").radio_state("pixel4")
+    tail = rs.tail_j(max(1.0 / pt.fps - extra["upload_s"] - extra["download_s"], 0.0))
+    assert 0 < tail <= rs.tail_w * rs.tail_s
+    assert pt.power_w["modem"] == pytest.approx((extra["upload_j"] + extra["download_j"] + tail) * pt.fps, rel=1e-9)
     head = split_plan.split.head_processor
     assert pt.power_w[head] > 0
     res = simulate_plan(split_plan, graph=graph)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from optimizer.errors import UnknownNameError
-from optimizer.hardware import load_device
+from optimizer.hardware import load_device, load_link
 from optimizer.workflow import make_pipeline_plan, pipeline_problem
 from optimizer.search.thermal_objectives import GovernorLevels, pipeline_thermal_objectives, split_thermal_objectives
 from optimizer.search.thermal_workload import mapping_workload
@@ -76,7 +76,8 @@ def test_split_objectives_match_simulator(graph):
         wl = SplitWorkload(tables, d["split"], d["processor"] if d["split"] > 0 else None, d["clock_hz"],
                            float(b["upload_s"][i] + b["server_s"][i] + b["download_s"][i] + b["rtt_s"][i]),
                            float(b["upload_j"][i] + b["download_j"][i]),
-                           float(b["upload_s"][i] + b["download_s"][i]))
+                           float(b["upload_s"][i] + b["download_s"][i]),
+                           radio=load_link("wifi_13").radio_state("pixel4"))
         sims.append(simulate(dev.thermal_spec(), wl))
         assert sims[-1].fps[0] == pytest.approx(1.0 / F[i, 0], rel=1e-9)
     throttled, cool = _check_against_simulator(obj, sims)

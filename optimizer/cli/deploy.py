@@ -8,6 +8,7 @@ import typer
 
 from ..errors import ConfigError
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, output_folder, print_json
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def export(
     plan_file: str = typer.Argument(..., metavar="PLAN.json", help="Plan to export."),
     out: str = typer.Option(..., "--out", "-o", callback=output_folder, help="Artifacts directory (replaced atomically)."),
     calib: str = typer.Option("synthetic", "--calib", help="INT8 calibration: 'synthetic' or FILE.npz."),
-    samples: int = typer.Option(64, "--samples", help="Calibration samples."),
+    samples: int = typer.Option(64, "--samples", callback=bounded("export", "--samples"), help="Calibration samples."),
     seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),
     model: Optional[str] = typer.Option(None, "--model",
                                         help="A .keras, .tflite or .onnx file instead of the plan's model."),
@@ -52,7 +53,7 @@ def export(
 def run(
     plan_file: str = typer.Argument(..., metavar="PLAN.json", help="The exported plan."),
     artifacts: str = typer.Option(..., "--artifacts", help="Directory written by 'dnnplan export'."),
-    frames: int = typer.Option(50, "--frames", help="Frames to run."),
+    frames: int = typer.Option(50, "--frames", callback=bounded("run", "--frames"), help="Frames to run."),
     input_file: Optional[str] = typer.Option(None, "--input", help="Input frames (.npy) [N, ...]."),
     server: Optional[str] = typer.Option(None, "--server", help="Tail server HOST:PORT (loopback); "
                                          "default: an in-process server for split plans."),
@@ -60,7 +61,7 @@ def run(
     bandwidth_trace: Optional[str] = typer.Option(
         None, "--bandwidth-trace", help="Replay an uplink trace on the split socket (Mahimahi file, t_s,mbps "
                                         "CSV or a name in search_spaces/bandwidth); reports p50/p95."),
-    fps: Optional[float] = typer.Option(None, "--fps", help="Pace the input at this frame rate "
+    fps: Optional[float] = typer.Option(None, "--fps", callback=bounded("run", "--fps"), help="Pace the input at this frame rate "
                                         "(default: saturated, as fast as the slowest part accepts)."),
     no_pin: bool = typer.Option(False, "--no-pin", help="Do not pin stages to core groups."),
     check: bool = typer.Option(False, "--check", help="Also run the single-file model on the same frames "

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, output_file
 
 #: option names of the request fields, for one-line errors in the user's words
@@ -45,8 +46,8 @@ def map_cmd(
                                         "(default: a detector's modeled resize/normalise, else 0)."),
     post_ms: float | None = typer.Option(None, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms "
                                          "(default: a detector's modeled decode/NMS, else 0)."),
-    generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
-    population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
+    generations: int = typer.Option(300, "--generations", callback=bounded("map", "--generations"), help="GA generation cap (paper: 200-300)."),
+    population: int = typer.Option(32, "--population", callback=bounded("map", "--population"), help="GA population (paper: 32)."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
                                               help="GA checkpoint file (default: OUT.ckpt, removed on success)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the GA from its checkpoint."),
@@ -59,7 +60,7 @@ def map_cmd(
     measure_repeats: Optional[int] = typer.Option(None, "--measure-repeats",
                                                   help="Timed runs per measurement, median kept (default 10 "
                                                        "with --measure-cmd, 2 warm-up runs; 5 with --measure host)."),
-    measure_frames: int = typer.Option(100, "--measure-frames", help="Frames per timed run (--measure host)."),
+    measure_frames: int = typer.Option(100, "--measure-frames", callback=bounded("map", "--measure-frames"), help="Frames per timed run (--measure host)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant",
                                                 help="Zoo builder argument KEY=VALUE (repeatable), e.g. input_size=96."),
     measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",

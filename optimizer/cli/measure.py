@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, output_file, print_json
 
 
@@ -16,8 +17,8 @@ def measure(
     models: list[str] = typer.Argument(..., help="Zoo name(s) or .keras/.onnx/.tflite file(s); several only with --calibrate-host."),
     backend: str = typer.Option("ort", "--backend", "-b", help="ort (per-layer, onnxruntime profiler) or litert (whole model)."),
     threads: int = typer.Option(1, "--threads", help="Inference threads."),
-    repeats: int = typer.Option(20, "--repeats", "-r", help="Timed runs (median and spread over these)."),
-    warmup: int = typer.Option(3, "--warmup", help="Discarded warm-up runs."),
+    repeats: int = typer.Option(20, "--repeats", "-r", callback=bounded("measure", "--repeats"), help="Timed runs (median and spread over these)."),
+    warmup: int = typer.Option(3, "--warmup", callback=bounded("measure", "--warmup"), help="Discarded warm-up runs."),
     out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="Write the table (.csv/.json; litert: .json); with --calibrate-host the host.yaml."),
     refresh: bool = typer.Option(False, "--refresh", help="Measure again even if results/cache has the table."),
     calibrate_host: bool = typer.Option(False, "--calibrate-host", help="Fit the host CPU to the per-layer tables of MODELS and write --out (a host.yaml)."),

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import typer
 
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, print_json
 
 
@@ -21,8 +22,8 @@ def schedule(
     device: str = typer.Option("pixel4", "--device", "-d", help="Phone whose processors are the workers."),
     network: str = typer.Option("wifi_249", "--network", "-n", help="Link to the cloud worker, or 'none'."),
     policy: str = typer.Option("minheat", "--policy", "-p", help="minheat, ppt, heft or heft-cloud."),
-    duration: float = typer.Option(600.0, "--duration", help="Simulated seconds."),
-    fps: Optional[float] = typer.Option(None, "--fps", help="Camera frame rate (default: the workload's)."),
+    duration: float = typer.Option(600.0, "--duration", callback=bounded("schedule", "--duration"), help="Simulated seconds."),
+    fps: Optional[float] = typer.Option(None, "--fps", callback=bounded("schedule", "--fps"), help="Camera frame rate (default: the workload's)."),
     max_fps: bool = typer.Option(False, "--max-fps", help="Find the highest FPS (0.5 FPS steps, ascending) up to which the "
                                  "policy runs the whole duration without thermal status severe and with >= 90 % "
                                  "of frames within the SLO."),
@@ -138,7 +139,7 @@ def tadf(
     device: str = typer.Option("jetson_nano", "--device", "-d", help="Device with a CPU and a GPU."),
     ambient: float = typer.Option(40.0, "--ambient", help="Environment temperature (°C)."),
     tmax: float = typer.Option(85.0, "--tmax", help="Steady-state limit T_max (°C)."),
-    theta: float = typer.Option(0.5, "--theta", help="Bisection tolerance θ (°C)."),
+    theta: float = typer.Option(0.5, "--theta", callback=bounded("tadf", "--theta"), help="Bisection tolerance θ (°C)."),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or int8."),
     layers: bool = typer.Option(False, "--layers", help="Print every layer's decision."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
@@ -187,9 +188,9 @@ def tadf(
 def shift(
     model: str = typer.Argument("slimmable_resnet50", help="slimmable_resnet50 or bert_small."),
     device: str = typer.Option("pixel4", "--device", "-d", help="Device (phone profile, or raspberry_pi4)."),
-    duration: float = typer.Option(3600.0, "--duration", help="Simulated seconds."),
-    fps: Optional[float] = typer.Option(None, "--fps", help="Request rate (default: large variant 80 % busy)."),
-    reload: float = typer.Option(1.0, "--reload", help="Model reload time per switch (s); 0 = shared weights."),
+    duration: float = typer.Option(3600.0, "--duration", callback=bounded("shift", "--duration"), help="Simulated seconds."),
+    fps: Optional[float] = typer.Option(None, "--fps", callback=bounded("shift", "--fps"), help="Request rate (default: large variant 80 % busy)."),
+    reload: float = typer.Option(1.0, "--reload", callback=bounded("shift", "--reload"), help="Model reload time per switch (s); 0 = shared weights."),
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or int8."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),

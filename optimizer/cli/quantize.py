@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, output_file, print_json
 
 
@@ -15,15 +16,15 @@ def quantize(
     model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2), a .keras, float .tflite or .onnx file, or a SavedModel directory."),
     out: str = typer.Option(..., "--out", "-o", callback=output_file, help="Quantized .tflite to write (only on success)."),
     calib: str = typer.Option("synthetic", "--calib", help="Calibration data: image directory, .npz (one array per input), 'sample-images' (random crops of the photographs scikit-learn ships) or 'synthetic'."),
-    samples: int = typer.Option(1000, "--samples", help="Calibration samples drawn at random (Park & Ha use 1000)."),
+    samples: int = typer.Option(1000, "--samples", callback=bounded("quantize", "--samples"), help="Calibration samples drawn at random (Park & Ha use 1000)."),
     scheme: str = typer.Option("per-channel", "--scheme", help="per-channel (TFLite full-integer default), per-tensor, fp16 or dynamic."),
     io: Optional[str] = typer.Option(None, "--io", help="Model interface: int8 or float (default: int8 for integer schemes, else float)."),
     report: Optional[str] = typer.Option(None, "--report", callback=output_file, help="Also write the report as JSON to this file."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample draw and of zoo weight initialisation."),
-    heldout: int = typer.Option(100, "--heldout", help="Held-out samples (not used for calibration) for fidelity."),
+    heldout: int = typer.Option(100, "--heldout", callback=bounded("quantize", "--heldout"), help="Held-out samples (not used for calibration) for fidelity."),
     threads: int = typer.Option(2, "--threads", help="LiteRT interpreter threads for the latency figures."),
-    runs: int = typer.Option(30, "--runs", help="Timed inference runs per model (after warm-up)."),
-    warmup: int = typer.Option(5, "--warmup", help="Untimed warm-up runs per model."),
+    runs: int = typer.Option(30, "--runs", callback=bounded("quantize", "--runs"), help="Timed inference runs per model (after warm-up)."),
+    warmup: int = typer.Option(5, "--warmup", callback=bounded("quantize", "--warmup"), help="Untimed warm-up runs per model."),
     allow_float_ops: bool = typer.Option(False, "--allow-float-ops", help="Integer schemes: keep operators the converter cannot quantize in float instead of failing."),
     no_latency: bool = typer.Option(False, "--no-latency", help="Skip the host latency measurement."),
     compact: bool = typer.Option(True, "--compact/--no-compact", help="Store identical flatbuffer vectors once (same model, smaller file)."),

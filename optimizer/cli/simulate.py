@@ -8,13 +8,14 @@ from typing import Optional
 import typer
 
 from . import app
+from .bounds import bounded
 from .common import STATE, console, output_file, print_json
 
 
 @app.command("simulate")
 def simulate_cmd(
     plan: Path = typer.Argument(..., help="Plan JSON (pipeline or split, schema v1)."),
-    duration: float = typer.Option(600.0, "--duration", help="Simulated seconds (default: 10 minutes)."),
+    duration: float = typer.Option(600.0, "--duration", callback=bounded("simulate", "--duration"), help="Simulated seconds (default: 10 minutes)."),
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the thermal spec's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw temperatures, caps and FPS over time (PNG)."),
@@ -26,8 +27,6 @@ def simulate_cmd(
     from ..plan.io import read_plan
     from ..workflow.simulate import simulate_plan
 
-    if not duration > 0:
-        raise ConfigError(f"--duration {duration!r}: expected seconds > 0")
     if ambient is not None and not -50 <= ambient <= 80:
         raise ConfigError(f"--ambient {ambient!r}: expected a temperature between -50 and 80 °C")
     if plot is not None and plot.suffix.lower() != ".png":

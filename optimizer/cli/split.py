@@ -10,6 +10,7 @@ import typer
 
 from ..errors import ConfigError
 from . import app
+from .bounds import bounded
 from .common import STATE, console, console_err, output_file, print_wide
 
 SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
@@ -121,8 +122,8 @@ def split_cmd(
         "auto", "--result", help="What the server sends back: raw (the network's outputs as float32), topk "
                                  "(an SSD head's 100 best anchors: index, box encoding, score, class; the phone "
                                  "decodes and finishes NMS) or auto (topk for SSD heads, else raw)."),
-    population: int = typer.Option(40, "--population", help="NSGA-II population."),
-    generations: int = typer.Option(40, "--generations", help="NSGA-II generations."),
+    population: int = typer.Option(40, "--population", callback=bounded("split", "--population"), help="NSGA-II population."),
+    generations: int = typer.Option(40, "--generations", callback=bounded("split", "--generations"), help="NSGA-II generations."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
     out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Plan JSON to write."),
     front: Path | None = typer.Option(None, "--front", callback=output_file, help="Pareto front CSV to write."),

@@ -88,17 +88,22 @@ def _progress():
         yield update
 
 
-def _parse_horizons(text: str, dt: float) -> list[int]:
+def _parse_horizons(text: str, dt: float, max_steps: int) -> list[int]:
+    """Horizons in steps; each within ``[1, max_steps]`` (the longest segment's steps: a longer
+    horizon has no start to score)."""
     out = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         try:
             steps = round(float(part[:-1]) / dt) if part.endswith("s") else int(part)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ConfigError(f"--horizons: {part!r} is not a step count (e.g. 10) or a duration (e.g. 60s)") from None
         if steps < 1:
             raise ConfigError(f"--horizons: {part!r} is shorter than one step ({dt:g} s)")
+        if steps > max_steps:
+            raise ConfigError(f"--horizons: {part!r} is {steps} steps, longer than the trace's longest segment "
+                              f"({max_steps} steps of {dt:g} s): no start can be scored; give at most {max_steps}")
         out.append(steps)
     if not out:
         raise ConfigError("--horizons is empty")
@@ -135,7 +140,7 @@ def eval_cmd(
         tr = tr.window(t_from, t_to)
     described = tr.describe()
     tr, note = align_trace(m, tr)
-    scores = evaluate(m, tr, _parse_horizons(horizons, tr.dt_s), train=train_tr)
+    scores = evaluate(m, tr, _parse_horizons(horizons, tr.dt_s, max(len(sg) for sg in tr.segments) - 1), train=train_tr)
     ridge_about = (None if train_tr is None else
                    f"ridge reference: T[k+h]-T[k] ~ current temps, current inputs and the inputs' mean over the "
                    f"horizon (one RidgeCV per horizon), fitted on {train_tr.path} ({train_tr.n_rows} rows)")

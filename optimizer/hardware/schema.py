@@ -8,7 +8,7 @@ key is the unit-free alias (``memory: 4 GB``). Every section carries a ``source`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -327,17 +327,64 @@ class Device(_Model):
         return load_thermal_spec(self.thermal)
 
 
+class PhoneRadio(_Model):
+    """One phone's measured radio powers on one technology: the controller's TX, RX and awake-idle
+    current at its operating voltage, as the phone's Android ``power_profile.xml`` gives them
+    (``wifi.controller.tx|rx|idle`` × ``wifi.controller.voltage``). They replace the generic
+    Huang et al. model (and its assumed cap) for that phone."""
+
+    tx_power_w: Annotated[Watts, Positive] = Field(alias="tx_power")
+    rx_power_w: Annotated[Watts, Positive] = Field(alias="rx_power")
+    idle_power_w: Annotated[Watts, NonNegative] = Field(alias="idle_power")
+    source: str
+
+
+class RadioState(NamedTuple):
+    """The radio powers one phone draws on a link: sending, receiving, and in the tail (the
+    high-power state the radio holds for ``tail_s`` after each transfer before it sleeps)."""
+
+    up_w: float
+    down_w: float
+    tail_w: float
+    tail_s: float
+    source: str
+
+    def tail_j(self, gap_s: float | np.ndarray) -> float | np.ndarray:
+        """Tail energy after a transfer followed by ``gap_s`` seconds of silence: the radio
+        holds ``tail_w`` for ``min(gap, tail_s)`` (Huang et al., MobiSys'12, tail of Table 3)."""
+        return self.tail_w * np.minimum(gap_s, self.tail_s)
+
+
 class RadioPower(_Model):
-    """Huang et al. (MobiSys'12) data-transfer power: ``P = alpha * tau + beta`` with ``tau``
-    the achieved throughput; alpha in W per bit/s, beta in W. ``max_power_w`` caps it: the
-    linear model was fitted at throughputs of a few to tens of Mbps and would give tens of
-    watts at hundreds of Mbps."""
+    """Huang et al. (MobiSys'12) radio power: while transferring, ``P = alpha * tau + beta`` with
+    ``tau`` the achieved throughput (alpha in W per bit/s, beta in W); after each transfer the
+    radio stays in a high-power tail state (``tail_power`` for ``tail_time``, Huang et al.
+    Table 3) before it sleeps, so requests closer together than ``tail_time`` keep it awake.
+    ``max_power_w`` caps the transfer power: the linear model was fitted at throughputs of a few
+    to tens of Mbps and would give tens of watts at hundreds of Mbps. ``phones`` holds measured
+    per-phone radio powers (:class:`PhoneRadio`), which replace the generic model and its cap
+    for those phones (:meth:`Link.radio_state`)."""
 
     alpha_u_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_u")
     alpha_d_w_per_bps: Annotated[WattsPerBitrate, NonNegative] = Field(alias="alpha_d")
     beta_w: Annotated[Watts, NonNegative] = Field(alias="beta")
     max_power_w: Annotated[Watts, Positive] | None = Field(default=None, alias="max_power")
+    tail_power_w: Annotated[Watts, NonNegative] = Field(0.0, alias="tail_power")
+    tail_time_s: Annotated[Seconds, NonNegative] = Field(0.0, alias="tail_time")
+    phones: dict[str, PhoneRadio] = Field(default_factory=dict)
     source: str
+
+    @field_validator("phones")
+    @classmethod
+    def _known_phones(cls, v: dict[str, PhoneRadio]) -> dict[str, PhoneRadio]:
+        if v:
+            from .loader import device_names
+
+            names = device_names()
+            bad = sorted(set(v) - set(names))
+            if bad:
+                raise ValueError(f"unknown device {bad[0]!r} in radio.phones; valid: {', '.join(names)}")
+        return v
 
     def power_w(self, alpha_w_per_bps: float, tau_bps: float) -> float:
         """``alpha * tau + beta``, capped at ``max_power_w`` when set."""
@@ -374,6 +421,17 @@ class Link(_Model):
     def download_power_w(self) -> float:
         """Radio power while receiving: ``alpha_d * tau_d + beta``."""
         return self.radio.power_w(self.radio.alpha_d_w_per_bps, self.downlink_bps)
+
+    def radio_state(self, device: str | None = None) -> RadioState:
+        """The radio powers ``device`` draws on this link: its measured powers where the link
+        lists the phone (``radio.phones``), else the generic model (capped transfer power, the
+        link's tail). The tail state of a listed phone is its awake-idle power."""
+        r = self.radio
+        ph = r.phones.get(device) if device else None
+        if ph is not None:
+            return RadioState(ph.tx_power_w, ph.rx_power_w, ph.idle_power_w, r.tail_time_s,
+                              f"{device}: {ph.source}; tail time: {r.source}")
+        return RadioState(self.upload_power_w, self.download_power_w, r.tail_power_w, r.tail_time_s, r.source)
 
     def upload_j(self, nbytes: float | np.ndarray) -> float | np.ndarray:
         """Phone energy to send ``nbytes``: ``(alpha_u tau_u + beta) I / B`` (SmartSplit, Huang et al.)."""

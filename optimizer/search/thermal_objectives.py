@@ -44,7 +44,8 @@ import numpy as np
 
 from ..cost.hostproc import host_seconds_at_cap
 from ..errors import ConfigError, UnknownNameError
-from ..hardware import load_device
+from ..hardware import load_device, load_link
+from ..hardware.schema import RadioState
 from ..thermal.governor import Governor
 from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns, thermal_spec_of
 from ..thermal.rc import RCNetwork
@@ -239,7 +240,8 @@ def split_thermal_objectives(names: Sequence[str], device: Any, *, graph: Any = 
     Under a level's caps, a head option (processor, clock) runs at the highest clock level of
     its processor not above ``min(clock, cap f_max)`` (an "off" head falls back to the CPU's
     options); the phone is busy ``client_s`` of each ``client + upload + server + download +
-    RTT`` period, its radio spends ``upload_j + download_j`` per period (``modem`` node). With
+    RTT`` period, its radio spends ``upload_j + download_j`` per period plus its tail between
+    transfers (the phone's :meth:`~optimizer.hardware.schema.Link.radio_state`; ``modem`` node). With
     ``graph`` (the searched LayerGraph) the head's CPU-fallback time heats the CPU, as in
     :class:`~optimizer.thermal.plan_workload.SplitWorkload`; without it all head time heats
     the head processor.
@@ -321,10 +323,13 @@ class _SplitThermal:
         transfer = b["upload_s"] + b["download_s"]
         pop = {"l": l, "k": k, "transfer": transfer, "remote": transfer + b["server_s"] + b["rtt_s"],
                "radio": b["upload_j"] + b["download_j"], "on_phone": l > 0}
-        return self.levels.estimate(lambda caps: self.power_fps(caps, pop), len(X), sustained=self.sustained)
+        radio = load_link(problem.costs.network).radio_state(self.dev.name)
+        return self.levels.estimate(lambda caps: self.power_fps(caps, pop, radio), len(X), sustained=self.sustained)
 
-    def power_fps(self, caps: dict[str, float], pop: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Power per thermal-spec processor [N, P] and frame rate [N] of the population under ``caps``."""
+    def power_fps(self, caps: dict[str, float], pop: dict[str, np.ndarray],
+                  radio: RadioState | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Power per thermal-spec processor [N, P] and frame rate [N] of the population under ``caps``
+        (``radio``: the phone's radio on the link, whose tail heats the modem between frames)."""
         n, cpu, static = len(pop["l"]), self.cpu_name, self.static
         if caps.get(cpu, 1.0) <= 0:
             return np.zeros((n, len(self.spec_idx))), np.zeros(n)
@@ -350,6 +355,11 @@ class _SplitThermal:
         power[:, col] += np.where(on_phone & (procs == cpu), 0.0, static[cpu])
         power[:, col] += (cpu_active - static[cpu]) * np.where(on_phone, client_s - native_s, 0.0) * inv
         power[:, col] += (cpu_active - static[cpu]) * self.costs.meta.get("host_cpu_share", 0.0) * host_s * inv
-        if MODEM in self.spec_idx:
-            power[:, self.spec_idx[MODEM]] += pop["radio"] * inv
+        if MODEM in self.spec_idx:           # transfers, then the tail until the next frame's upload
+            tail = np.zeros(n)
+            if radio is not None:
+                stretched = transfer / radio_cap if 0 < radio_cap < 1 else transfer
+                gap = np.maximum(np.where(np.isfinite(period), period, 0.0) - stretched, 0.0)
+                tail = np.where(transfer > 0, radio.tail_j(gap), 0.0)
+            power[:, self.spec_idx[MODEM]] += (pop["radio"] + tail) * inv
         return power, np.divide(1.0, period, out=np.full_like(period, np.inf), where=period > 0)

@@ -36,7 +36,9 @@ plan uses (the CPU always: it hosts pre/post-processing and CPU fallback), 0 for
 2023). CPU busy time counts CPU stages, CPU fallback of other stages' unsupported layers and
 pre/post-processing weighted by ``host_threads / cpu_threads``. A split's uploads heat the
 ``modem`` node: radio energy per frame (Huang et al., MobiSys'12: ``(α_u τ_u + β) I / B`` up,
-alike down) over the period; a governor cap ``c`` on the ``modem`` (modem thermal mitigation)
+alike down) plus, with the phone's :class:`~optimizer.hardware.schema.RadioState`, the tail the
+radio holds between one frame's transfers and the next (Huang et al.'s tail, cut by the next
+upload) over the period; a governor cap ``c`` on the ``modem`` (modem thermal mitigation)
 stretches upload and download by ``1/c`` (same energy per bit, lower radio duty) and "off"
 stops offloading (throughput 0). The phone's whole-device idle power (display, DRAM) is not an
 input of the thermal specs and is left out.
@@ -52,6 +54,7 @@ import numpy as np
 
 from ..cost.hostproc import host_seconds_at_cap
 from ..errors import ConfigError
+from ..hardware.schema import RadioState
 from .simulate import WorkloadPoint
 
 #: processor name of the radio in the thermal specs
@@ -189,6 +192,7 @@ class SplitWorkload:
     transfer_s: float = 0.0  # the upload + download part of remote_s (stretched by a modem cap)
     host_s: float = 0.0  # detector pre/post-processing on the CPU at its top clock (cost.hostproc)
     host_share: float = 0.0  # the host threads' share of the CPU
+    radio: RadioState | None = None  # the phone's radio on the link: its tail between transfers
 
     def __call__(self, caps: Mapping[str, float]) -> WorkloadPoint:
         if self.tables.cpu_off(caps):
@@ -236,7 +240,11 @@ class SplitWorkload:
         u_cpu = (cpu_busy + host * self.host_share) / period if period > 0 else 0.0
         power[names[cpu]] = float(static[cpu] + (ct.active_power_w[cpu] - static[cpu]) * u_cpu)
         if self.radio_j > 0 and period > 0:
-            power[MODEM] = self.radio_j / period
+            tail = 0.0
+            if self.radio is not None:      # the radio holds its tail state until the next frame's upload
+                transfer = self.transfer_s / radio_cap if radio_cap < 1 else self.transfer_s
+                tail = float(self.radio.tail_j(max(period - transfer, 0.0)))
+            power[MODEM] = (self.radio_j + tail) / period
         return WorkloadPoint(power, 1.0 / period if period > 0 else float("inf"))
 
 

@@ -3,10 +3,16 @@
 A trace has a time column (s), temperature columns (°C, the sensors to model) and input
 columns (power W, frequencies, utilisations), as loggers write them: several recordings may be
 concatenated and the sample interval jitters. The time step is the median of the positive
-sample intervals; the trace is split into segments wherever time runs backwards or stands still
-(a new recording: the clock was reset) and wherever the interval exceeds ``gap_factor`` × the
-step (the logger paused), so no model ever predicts across a break; both are counted in
-:attr:`Trace.breaks`. A segment sampled irregularly (intervals deviating by more than 1 % from
+sample intervals; the trace is split into segments wherever the clock was reset (a new
+recording) and wherever the interval exceeds ``gap_factor`` × the step (the logger paused), so
+no model ever predicts across a break; both are counted in :attr:`Trace.breaks`.
+
+**Reset or out of order.** A row whose time is not later than the previous row's is a *reset*
+when its time is at most one step after the first time of the current recording (the clock
+restarted where recordings start, e.g. at 0 s); the row opens a new recording.
+Any other step back or standstill is out of order (shuffled, merged or duplicated rows) and
+:func:`read_trace` refuses the file naming the row: a model fitted or scored on it would
+predict across the jumps. A segment sampled irregularly (intervals deviating by more than 1 % from
 the step) is resampled onto a uniform grid by linear interpolation. CSV files may be
 gzip-compressed (``.csv.gz``).
 
@@ -143,7 +149,8 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     InputFileError
         Missing file or column (lists the columns found), a non-numeric or NaN value (names the
         row and column), a column with no numeric value at all, a time column that never
-        increases or leaves no stretch of 2 samples.
+        increases or leaves no stretch of 2 samples, or one out of order (a step back that is not
+        a clock reset; names the row).
     """
     import pandas as pd
 
@@ -194,8 +201,10 @@ def _numeric_column(df, c: str, p: Path) -> np.ndarray:
 
 
 def _split_segments(t, T, U, gap_factor: float, p: Path, tname: str):
-    """``(step, segments, breaks)``: cut where time goes backwards/stands still or jumps ahead by
-    more than ``gap_factor`` steps; drop pieces of fewer than 2 rows."""
+    """``(step, segments, breaks)``: cut at resets (see the module docstring: a step back to at
+    most one step after the current recording's first time) and where time jumps ahead
+    by more than ``gap_factor`` steps; drop pieces of fewer than 2 rows. Any other step back or
+    standstill raises :class:`InputFileError` naming the row."""
     if not gap_factor > 1:
         raise ConfigError(f"--gap-factor must be > 1 (a multiple of the sample step), got {gap_factor:g}")
     d = np.diff(t)
@@ -203,7 +212,8 @@ def _split_segments(t, T, U, gap_factor: float, p: Path, tname: str):
     if not len(pos):
         raise InputFileError(f"{p}: time column {tname!r} never increases; is it the time (s)?")
     dt = float(np.median(pos))
-    resets, gaps = np.flatnonzero(d <= 0) + 1, np.flatnonzero(d > gap_factor * dt) + 1
+    resets = _resets(t, np.flatnonzero(d <= 0) + 1, dt, p, tname)
+    gaps = np.flatnonzero(d > gap_factor * dt) + 1
     bounds = np.concatenate([[0], np.union1d(resets, gaps), [len(t)]])
     segments, dropped = [], 0
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
@@ -215,6 +225,21 @@ def _split_segments(t, T, U, gap_factor: float, p: Path, tname: str):
         raise InputFileError(f"{p}: no stretch of 2 or more samples without a time reset or gap "
                              f"(> {gap_factor:g} x the {dt:g} s step); raise --gap-factor")
     return dt, segments, {"resets": int(len(resets)), "gaps": int(len(gaps)), "dropped_rows": int(dropped)}
+
+
+def _resets(t: np.ndarray, back: np.ndarray, reach_s: float, p: Path, tname: str) -> np.ndarray:
+    """The rows of ``back`` (time not later than the row before) that are clock resets: at most
+    ``reach_s`` after the first time of the current recording. Raise on the first that is not."""
+    start = t[0]
+    for i in back:
+        if t[i] > start + reach_s:
+            how = f"stands still at {t[i]:g} s" if t[i] == t[i - 1] else f"goes back from {t[i - 1]:g} to {t[i]:g} s"
+            raise InputFileError(
+                f"{p}: row {i + 1} (line {i + 2}): time column {tname!r} {how}: not a clock reset (a new "
+                f"recording restarts at or before {start + reach_s:g} s, one step after this recording's start); "
+                f"rows out of order or duplicated: sort the file by time or remove the duplicate rows")
+        start = t[i]
+    return back
 
 
 def _resample_segment(sg: Segment, dt: float, hold_inputs: bool = False) -> Segment:

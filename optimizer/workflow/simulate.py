@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..hardware import load_link
 from ..plan.schema import Plan
 from ..search.thermal_workload import PipelineWorkload
 from ..thermal.plan_workload import CappedTables, SplitWorkload, spec_columns, thermal_spec_of
@@ -89,8 +90,10 @@ def plan_workload(plan: Plan, *, graph: Any = None, device: Any = None, spec: An
         if sp.head_processor is not None:
             dev.processor(sp.head_processor)
         host_s, share = _split_host(plan, graph, dev)
+        state = None if plan.network is None or sp.layer >= len(graph) else \
+            load_link(plan.network).radio_state(dev.name)
         return SplitWorkload(tables, sp.layer, sp.head_processor if sp.layer > 0 else None,
-                             sp.head_clock_hz, float(remote), float(radio), float(transfer), host_s, share)
+                             sp.head_clock_hz, float(remote), float(radio), float(transfer), host_s, share, state)
     raise ConfigError(f"plan: kind {plan.kind!r} cannot be simulated; expected 'pipeline' or 'split'")
 
 
@@ -111,7 +114,7 @@ def _remote_from_files(plan: Plan, graph: Any) -> tuple[float, float, float]:
     split plan, from its files."""
     from ..cost import build_cost_table
     from ..cost.hostproc import resolve_result, result_bytes
-    from ..hardware import load_link, load_server
+    from ..hardware import load_server
 
     sp = plan.split
     if sp.layer >= len(graph):

@@ -6,8 +6,10 @@ to one worker (the phone's CPU, GPU, DSP, NPU, or the cloud), each with a FIFO q
 network advanced exactly every ``substep_s`` under the power the dispatched requests draw, and
 its hysteresis governor sampled every ``period_s``. Clock caps slow workers (latency ∝ 1/cap,
 dynamic power ∝ cap³); a switched-off processor (Pixel 4's NPU at 51 °C skin) takes no work.
-Offloading heats the phone through the radio ("modem" node) while it sends and receives; the
-radio is one FIFO resource (a request holds it for its upload and download).
+Offloading heats the phone through the radio ("modem" node) while it sends and receives, and in
+its tail state after each transfer (Huang et al., MobiSys'12: the radio holds a high power for
+``tail_s`` before it sleeps; at a camera rate the next transfer comes first, so it never sleeps);
+the radio is one FIFO resource (a request holds it for its upload and download).
 
 What the scheduler knows is what SPLASH learns online:
 
@@ -298,6 +300,7 @@ class _Setup:
             if self.has_cloud else math.inf
         self.radio_up_w = min(profiles.radio_up_w, radio_limit)
         self.radio_down_w = min(profiles.radio_down_w, radio_limit)
+        self.radio_tail_w = min(profiles.radio_tail_w, radio_limit)
 
     def features(self, temps_s, caps_in, busy_f, in_mb, out_mb) -> np.ndarray:
         return np.concatenate([temps_s, caps_in, busy_f, [in_mb, out_mb, self.profiles.rssi_proxy_db, 1.0]])
@@ -312,7 +315,9 @@ class _Setup:
         prof = self.profiles
         for w in range(self.W):
             if prof.workers[w] == CLOUD:
-                p[self.inp[w]] += busy_frac[w] * self.radio_up_w
+                # transfers spread over the period: between them the radio stays in its tail
+                tail = (1.0 - busy_frac[w]) * self.radio_tail_w if busy_frac[w] > 0 else 0.0
+                p[self.inp[w]] += busy_frac[w] * self.radio_up_w + tail
             else:
                 p[self.inp[w]] += busy_frac[w] * (prof.static_w[w] + prof.dynamic_w[w] * caps_w[w] ** 3)
         return p
@@ -387,6 +392,7 @@ class _Dispatcher:
         self.b_rows = [[0.0] * W for _ in range(self.pad)]
         self.io = np.zeros((s.n_periods + 2, 2))
         self.free = [0.0] * W
+        self.radio_end = -math.inf             # end of the radio's last transfer
         self.frame_done = [0.0] * self.n_frames
         self.latency = [0.0] * n_req
         self.worker_of = [0] * n_req
@@ -468,6 +474,10 @@ class _Dispatcher:
         comp = self.srv_s[r] * self.jd[req]
         self.free[w] = start + up + down
         self._spread(self.e_rows, s.inp[w], start, start + up + down, s.radio_up_w * up + s.radio_down_w * down)
+        tail = min(start - self.radio_end, s.profiles.radio_tail_s)
+        if s.radio_tail_w > 0 and tail > 0 and self.radio_end > -math.inf:   # tail since the last transfer
+            self._spread(self.e_rows, s.inp[w], self.radio_end, self.radio_end + tail, s.radio_tail_w * tail)
+        self.radio_end = start + up + down
         self._spread(self.b_rows, w, start, start + up + down, up + down)
         pi = int(start / s.period)
         if pi < len(self.io):

@@ -81,8 +81,9 @@ class WorkerProfiles:
     All times are at the processors' maximum clocks. ``native_s``/``fallback_s`` split a
     request's on-device time into the part on its worker and the CPU-fallback part;
     ``native_w`` is the worker's active power split ``static_w + dynamic_w`` (clock-scaled as
-    ``static + dynamic·c³``). Cloud columns: ``native_s`` holds the whole round trip, and the
-    radio is busy ``radio_s`` drawing ``radio_w``.
+    ``static + dynamic·c³``). Cloud columns: ``native_s`` holds the whole round trip; the radio
+    draws ``radio_up_w``/``radio_down_w`` while it sends/receives and ``radio_tail_w`` for up to
+    ``radio_tail_s`` after each transfer (its tail state, :class:`~optimizer.hardware.schema.RadioState`).
     """
 
     workload: str
@@ -103,6 +104,8 @@ class WorkerProfiles:
     rtt_s: float = 0.0
     radio_up_w: float = 0.0
     radio_down_w: float = 0.0
+    radio_tail_w: float = 0.0
+    radio_tail_s: float = 0.0
     rssi_proxy_db: float = 0.0
     meta: dict = field(default_factory=dict)
 
@@ -134,9 +137,11 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
     dtype
         Precision of on-device inference (int8: DSP and NPU run int8 only).
     max_radio_w
-        Ceiling on the Wi-Fi/cellular radio power. Huang et al.'s ``alpha·tau + beta`` was
-        measured at a few Mbps; at 249 Mbps it would give ~70 W, which no phone radio draws.
-        1.2 W is the order of a phone Wi-Fi/LTE front end at full transmit duty.
+        Ceiling on the generic Wi-Fi/cellular radio power (phones the link does not list in
+        ``radio.phones``). Huang et al.'s ``alpha·tau + beta`` was measured at a few Mbps; at
+        249 Mbps it would give ~70 W, which no phone radio draws. 1.2 W is an assumed order of a
+        phone Wi-Fi/LTE front end at full transmit duty. A listed phone's measured powers
+        (:meth:`~optimizer.hardware.schema.Link.radio_state`) are used as they are.
     max_result_bytes
         Ceiling on what the server sends back. The size itself follows the split's rule
         (:func:`optimizer.cost.hostproc.result_bytes` with ``result="auto"``): an SSD head's
@@ -147,6 +152,7 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
     from ...cost import build_cost_table
     from ...cost.hostproc import resolve_result, result_bytes
     from ...hardware import load_device, load_link, load_server
+    from ...hardware.schema import RadioState
 
     dev = load_device(device)
     lk = load_link(link) if link else None
@@ -175,6 +181,8 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
     up = np.asarray(lk.upload_s(in_b), float) if lk else np.zeros(R)
     down = np.asarray(lk.download_s(out_b), float) if lk else np.zeros(R)
     rtt = lk.rtt_s if lk else 0.0
+    radio = lk.radio_state(dev.name) if lk else RadioState(0.0, 0.0, 0.0, 0.0, "no link")
+    measured = lk is not None and dev.name in lk.radio.phones
     if lk:
         native[:, -1] = rtt + up + server_s + down
     return WorkerProfiles(
@@ -183,11 +191,12 @@ def worker_profiles(workload: WorkloadSpec, device: str, link: str | None = None
         counts=np.array([r.count for r in workload.requests], dtype=int),
         native_s=native, fallback_s=fallback, static_w=static, dynamic_w=active - static,
         in_bytes=in_b, out_bytes=out_b, server_s=server_s, upload_s=up, download_s=down, rtt_s=rtt,
-        radio_up_w=min(lk.upload_power_w, max_radio_w) if lk else 0.0,
-        radio_down_w=min(lk.download_power_w, max_radio_w) if lk else 0.0,
+        radio_up_w=radio.up_w if measured else min(radio.up_w, max_radio_w),
+        radio_down_w=radio.down_w if measured else min(radio.down_w, max_radio_w),
+        radio_tail_w=radio.tail_w, radio_tail_s=radio.tail_s,
         rssi_proxy_db=10.0 * np.log10(lk.uplink_bps / 1e6) if lk else 0.0,
         meta={"dtype": dtype, "server": server if lk else None, "cpu_index": cpu,
-              "max_radio_w": max_radio_w, "max_result_bytes": max_result_bytes})
+              "max_radio_w": max_radio_w, "max_result_bytes": max_result_bytes, "radio_source": radio.source})
 
 
 @lru_cache(maxsize=32)
