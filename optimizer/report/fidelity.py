@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ import numpy as np
 from ..errors import SchemaError
 from ..hardware.units import parse_quantity
 
-DEFAULT_PUBLISHED = Path(__file__).resolve().parents[2] / "search_spaces" / "calibration" / "published.yaml"
 
 
 @dataclass(frozen=True)
@@ -79,10 +77,12 @@ class FidelityReport:
 
 
 def read_published(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The published calibration data (``points``, ``speedups``, ``pipeline``, ``band``)."""
+    """The published calibration data (``points``, ``speedups``, ``pipeline``, ``band``) of a file,
+    or of a name in ``calibration/`` of the search spaces (default: the shipped ``published``)."""
+    from ..shipped import resolve
     from ..yamlio import read_yaml
 
-    src = Path(path) if path is not None else DEFAULT_PUBLISHED
+    src = resolve(path if path is not None else "published", "calibration", "published calibration points")
     data, _ = read_yaml(src)
     for key in ("points", "speedups", "pipeline", "band"):
         if not isinstance(data, dict) or key not in data:
