@@ -82,3 +82,10 @@ def test_split_head_processor_is_checked():
     with pytest.raises(ConfigError, match="split.head_processor 'npu' is not a processor of device 'galaxy_j6'"):
         check_processors("galaxy_j6", [("split.head_processor", "npu")], "plan.json")
     check_processors("galaxy_j6", [("split.head_processor", "cpu")], "plan.json")
+
+
+def test_a_core_of_a_cpu_processor_is_a_processor():
+    """plan_for_cuts's host plans run stages on cpu0, cpu1, ... (cores of host's 'cpu')."""
+    check_processors("host", [("stages[0].processor", "cpu0"), ("stages[2].processor", "cpu2")], "plan.json")
+    with pytest.raises(ConfigError, match="'gpu0' is not a processor of device 'host'"):
+        check_processors("host", [("stages[0].processor", "gpu0")], "plan.json")

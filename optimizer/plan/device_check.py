@@ -1,6 +1,11 @@
 """A plan against its device: every processor it names exists there, and the device is the one
 the plan was made with (issue 33: ``validate``, ``export``, ``run`` and ``serve`` check this).
 
+A stage may also name one core of a CPU processor by suffixing its index (``cpu0``, ``cpu1`` of a
+device whose CPU processor is ``cpu``): the reference runtime pins such stages to this host's CPUs
+(:mod:`optimizer.runtime.pipeline`), as the hand-made plans of
+:func:`optimizer.plan.export.plan_for_cuts` do.
+
 The device's identity, the SHA-256 of its validated content as canonical JSON (so comments and
 formatting of the YAML file do not count, units do not either: ``2.8 GHz`` and ``2800 MHz`` are one
 value), is recorded in the plan's ``provenance.inputs["device"]`` when the plan is made (schema
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import warnings
 
 from ..errors import ConfigError, DnnplanError
@@ -59,8 +65,10 @@ def check_processors(device_name: str, used: list[tuple[str, str]], where: str,
                       "folder with --search-spaces DIR)", stacklevel=3)
         return
     names = device.processor_names
+    cpus = {p.name for p in device.processors if p.kind == "cpu"}
     for field, proc in used:
-        if proc not in names:
+        core = re.fullmatch(r"(.+?)(\d+)", proc)
+        if proc not in names and not (core and core.group(1) in cpus):
             raise ConfigError(f"{where}: {field} {proc!r} is not a processor of device {device_name!r} "
                               f"({', '.join(names)}); re-plan for this device or fix the plan")
     now = device_sha256(device)
