@@ -25,12 +25,16 @@ YAML = (".yaml", ".yml")
 
 
 def shipped_root() -> Path:
-    """The shipped ``search_spaces/`` folder (package data of the ``search_spaces`` package)."""
+    """The shipped ``search_spaces/`` folder (package data of the ``search_spaces`` package).
+
+    Next to ``optimizer/`` when the package cannot be imported as a regular package (an editable
+    install made before it was one, or only a namespace portion such as a folder of that name in
+    the working directory is found)."""
     try:
         root = resources.files(PACKAGE)
-    except ModuleNotFoundError:  # an editable install made before search_spaces was a package
-        return Path(__file__).resolve().parents[1] / PACKAGE
-    return Path(str(root))
+    except ModuleNotFoundError:
+        root = None
+    return root if isinstance(root, Path) else Path(__file__).resolve().parents[1] / PACKAGE
 
 
 def user_roots() -> list[Path]:
