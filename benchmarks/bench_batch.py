@@ -1,6 +1,6 @@
 """Batch throughput: the same job on 1 and 2 local workers, and on a Dask LocalCluster of 2.
 
-Run: .venv/bin/python benchmarks/bench_batch.py [JOB.yaml]   (default: search_spaces/jobs/paper_grid.yaml)
+Run: .venv/bin/python benchmarks/bench_batch.py [JOB]   (a file or a job name; default: paper_grid)
 Prints tasks/s per backend and the 2-vs-1 speed-up measured in this run (shared inputs are
 built once per key and counted in each run's wall time).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from optimizer.batch import ResultStore, load_job, run_job
 
 
-def main(job_path: str = "search_spaces/jobs/paper_grid.yaml") -> None:
+def main(job_path: str = "paper_grid") -> None:
     job = load_job(job_path)
     n = len(job.expand())
     rates = {}

@@ -33,9 +33,10 @@ from optimizer.search.nsga2 import run_nsga2  # noqa: E402
 from optimizer.search.split import SplitProblem, build_split_costs  # noqa: E402
 from optimizer.search.split_baselines import index_only_decisions  # noqa: E402
 from optimizer.search.split_job import SplitJob  # noqa: E402
+from optimizer.shipped import shipped_root  # noqa: E402
 from optimizer.yamlio import load_model_yaml  # noqa: E402
 
-JOB = Path(__file__).resolve().parents[1] / "search_spaces" / "jobs" / "smartsplit.yaml"
+JOB = shipped_root() / "jobs" / "smartsplit.yaml"
 
 
 def hv_ratio(F: np.ndarray, exact: np.ndarray) -> float:

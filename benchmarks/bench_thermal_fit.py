@@ -21,11 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from optimizer.shipped import shipped_root  # noqa: E402
 from optimizer.thermal.fit import evaluate, fit_model, fit_rc_open_loop, fixed_model  # noqa: E402
 from optimizer.thermal.phone_log import make_phone_log  # noqa: E402
 from optimizer.thermal.trace import read_trace  # noqa: E402
 
-TRACE = Path(__file__).resolve().parents[1] / "search_spaces" / "thermal" / "traces" / "odroid_xu3_rise.csv.gz"
+TRACE = shipped_root() / "thermal" / "traces" / "odroid_xu3_rise.csv.gz"
 
 # Bhat, Gumussoy, Ogras (ACM TECS 2017), as given in shared/data/README.md:
 # T = [a15 core0..3, gpu] (°C), P = [a7, a15, mem, gpu] (W), step 0.1 s, T[k+1] = A T[k] + B P[k]

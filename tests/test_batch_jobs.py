@@ -7,6 +7,7 @@ import pytest
 
 from optimizer.batch import load_job
 from optimizer.errors import SchemaError
+from optimizer.shipped import shipped_root
 
 GRID = """\
 name: small
@@ -71,7 +72,7 @@ def test_batch_plan_lists_tasks(tmp_path, run_cli):
     assert "17 tasks" in res.stdout
 
 
-SMARTSPLIT = "search_spaces/jobs/smartsplit.yaml"
+SMARTSPLIT = str(shipped_root() / "jobs" / "smartsplit.yaml")
 
 
 def test_split_job_file_runs_as_a_batch_job_with_its_costs_and_settings(tmp_path, run_cli):

@@ -89,24 +89,27 @@ def test_dask_local_cluster_matches_local_pool(tiny_onnx, tmp_path, reference_ru
 
 
 def test_failing_tasks_are_recorded_and_others_finish(tiny_onnx, tmp_path, run_cli):
-    extra = ("tasks:\n"
-             "  - {kind: map, model: no_such_net, device: pixel6}\n"
-             f"  - {{kind: map, model: {tiny_onnx}, device: pixel6, memory_limit: 10 B}}\n")
+    # a name no task can run is refused before the run folder exists (issue 33)
+    bad = _job(tmp_path, tiny_onnx, 1, "tasks:\n  - {kind: map, model: no_such_net, device: pixel6}\n")
+    res = run_cli("--quiet", "batch", "run", bad, "--out", tmp_path / "bad")
+    assert res.exit_code == 2 and "unknown zoo network 'no_such_net'" in res.stderr
+    assert not (tmp_path / "bad").exists()
+    # a task that fails only when it runs is recorded, and the others finish
+    extra = f"tasks:\n  - {{kind: map, model: {tiny_onnx}, device: pixel6, memory_limit: 10 B}}\n"
     job = _job(tmp_path, tiny_onnx, 1, extra)
     res = run_cli("--quiet", "batch", "run", job, "--out", tmp_path / "run")
     assert res.exit_code == 1
     table = ResultStore.open_existing(tmp_path / "run").table()
     failed = table[table.status == "failed"].set_index("model")
-    assert len(failed) == 2 and (table.status == "done").sum() == 12
-    assert "unknown zoo network 'no_such_net'" in failed.loc["no_such_net", "error"]
+    assert len(failed) == 1 and (table.status == "done").sum() == 12
     assert "memory" in failed.loc[str(tiny_onnx), "error"]
     status = run_cli("batch", "status", tmp_path / "run")
-    assert "12 done, 2 failed" in status.stdout and "no_such_net" in status.stdout
+    assert "12 done, 1 failed" in status.stdout and "memory" in status.stdout
     # failed tasks are not retried without --retry-failed
     again = run_cli("--quiet", "batch", "run", job, "--out", tmp_path / "run")
     assert "0 run now" in again.stdout.replace("\n", " ")
     retry = run_cli("--quiet", "batch", "run", job, "--out", tmp_path / "run", "--retry-failed")
-    assert "2 run now" in retry.stdout.replace("\n", " ")
+    assert "1 run now" in retry.stdout.replace("\n", " ")
 
 
 def test_collect_writes_csv_and_parquet(tiny_onnx, tmp_path, run_cli):

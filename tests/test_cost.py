@@ -295,6 +295,25 @@ def test_cli_cost_json_and_errors(run_cli, tmp_path):
     assert r.exit_code == 2 and "layer 0 is 'nope'" in r.stderr
 
 
+def test_cli_cost_measured_is_labelled_with_the_tables_dtype_and_source(run_cli, tmp_path, zoo_graph):
+    """Issue 33: FP32 onnxruntime timings are shown as fp32 (not the int8 default), the table is
+    named in the title instead of a stray line, and a contradicting --dtype is one clear line."""
+    from optimizer.cost.measured import write_measured_table
+
+    ref = build_cost_table(zoo_graph("alexnet"), "host", "fp32")
+    path = write_measured_table(_table_from(ref, {"model": "alexnet", "dtype": "fp32", "backend": "ort"}),
+                                tmp_path / "alexnet_ort.csv")
+    r = run_cli("cost", "alexnet", "--device", "host", "--backend", "measured", "--table", path)
+    assert r.exit_code == 0, r.stderr
+    title = " ".join(r.stdout.split())
+    assert f"fp32, measured (table {path})" in title and "int8" not in title
+    assert r.stderr.strip() == ""
+    r = run_cli("cost", "alexnet", "--device", "host", "--backend", "measured", "--table", path, "--json")
+    assert json.loads(r.stdout)["dtype"] == "fp32"
+    r = run_cli("cost", "alexnet", "--device", "host", "--backend", "measured", "--table", path, "--dtype", "int8")
+    assert r.exit_code == 2 and f"--dtype int8: {path} holds fp32 timings" in r.stderr.replace("\n", "")
+
+
 def test_fallback_is_one_cpu_partition_not_a_transfer_per_layer(zoo_graph):
     # S22 Hexagon runs INT8 only: at FP32 the delegate claims nothing and the whole network is
     # one CPU partition (TFLite delegate partitioning), not 2 transfers around every layer

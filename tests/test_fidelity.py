@@ -16,6 +16,7 @@ from optimizer.hardware import load_device
 from optimizer.report.fidelity import PointRow, read_published
 from optimizer.search import solve
 from optimizer.search.pipeline import PipelineProblem
+from optimizer.shipped import shipped_root
 from tests.test_cost import TOY_DEVICE
 
 
@@ -127,6 +128,29 @@ def test_calibrate_cli_errors_exit_2(run_cli, tmp_path):
     assert r.exit_code == 2 and "missing top-level field 'speedups'" in r.stderr
     r = run_cli("calibrate")
     assert r.exit_code == 2 and "--report" in r.stderr
+
+
+def test_known_failures_are_reported_but_do_not_fail_the_report(run_cli, tmp_path):
+    """Issue 33: rows listed in known_failures show as KNOWN and leave the exit status 0 unless
+    --strict; an unlisted failing row still fails; the shipped list names issue 31."""
+    from optimizer.report.fidelity import FactRow, FidelityReport, format_report
+
+    ok = PointRow("d", "cpu", "m", "int8", 10.0, 12.0, 11.0, (0.67, 1.5), "s")
+    known = FactRow("pixel6 tpu: INT8/FP32 speed-up x1.3-1.5 (+-5 %)", "x2.15", False, "s")
+    other = FactRow("pixel6: GPU INT8 not faster than FP16", "0.5", False, "s")
+    rep = FidelityReport([ok], [known], known=[{"row": "pixel6 tpu: INT8/FP32", "note": "known, issue 31"}])
+    assert not rep.passed and rep.unexpected_failures == [] and rep.known_note(known) == "known, issue 31"
+    lines = format_report(rep)
+    assert "KNOWN (known, issue 31)  pixel6 tpu: INT8/FP32" in "\n".join(lines) and "1 known failure" in lines[-1]
+    assert rep.to_dict()["passed_except_known"] and rep.to_dict()["facts"][0]["known"] == "known, issue 31"
+    rep.facts.append(other)
+    assert rep.unexpected_failures == ["pixel6: GPU INT8 not faster than FP16"] and rep.known_note(other) is None
+    shipped = read_published()["known_failures"]
+    assert shipped and all("issue 31" in k["note"] for k in shipped)
+    bad = tmp_path / "p.yaml"
+    bad.write_text(open(shipped_root() / "calibration" / "published.yaml").read() + "  - just a string\n")
+    r = run_cli("calibrate", "--report", "--published", str(bad))
+    assert r.exit_code == 2 and "known_failures must be a list" in r.stderr
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from optimizer.errors import InputFileError, SchemaError, UnknownNameError
+from optimizer.shipped import shipped_root
 from optimizer.hardware import (
     device_names,
     link_names,
@@ -98,7 +99,7 @@ def test_power_model_forms():
 
 # --------------------------------------------------------------------------- bad input
 def _write(tmp_path: Path, name: str, mutate) -> Path:
-    src = Path(__file__).resolve().parents[1] / "search_spaces" / "devices" / "pixel4.yaml"
+    src = shipped_root() / "devices" / "pixel4.yaml"
     doc = yaml.safe_load(src.read_text())
     mutate(doc)
     out = tmp_path / name

@@ -60,3 +60,15 @@ def test_cli_tadf(run_cli):
     assert set(out["hswd"]["latency_s"]) == {"hswd", "cpu_only", "gpu_only", "cgp"}
     r = run_cli("tadf", "alexnet", "--ambient", "90")
     assert r.exit_code == 2 and "not below T_max" in r.stderr
+
+
+def test_a_throttled_tadf_run_names_the_governor_rules(run_cli):
+    """Issue 33: the model and simulator temperatures are labelled, and a throttled run says which
+    rules of the thermal spec tripped (galaxy_s20's skin trips at 40, 42, 44 °C)."""
+    res = tadf("galaxy_s20", 25.0, 85.0)
+    assert res.throttled and res.throttle_rules[0] == "skin >= 40 °C" and res.time_to_throttle_s is not None
+    assert not tadf("jetson_nano", 40.0, 85.0).throttle_rules
+    r = run_cli("tadf", "alexnet", "--device", "galaxy_s20")
+    line = " ".join(r.stdout.split()).split("HSWD decisions")[0]
+    assert r.exit_code == 0 and "(gpu, no governor)" in line and "with the governor" in line
+    assert "THROTTLED at" in line and "governor rule(s) skin >= 40 °C" in line

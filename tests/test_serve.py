@@ -319,6 +319,22 @@ def test_cli_run_split_against_server_with_bandwidth_shaping(split_export, serve
 
 
 @pytest.mark.slow
+def test_cli_serve_refuses_a_manifest_naming_a_processor_its_device_lacks(split_export, run_cli, tmp_path):
+    """Issue 33: serve checks the export's device parts against its device before listening."""
+    import shutil
+
+    art = tmp_path / "art"
+    shutil.copytree(split_export["dir"], art)
+    doc = json.loads((art / "manifest.json").read_text())
+    k = next(i for i, p in enumerate(doc["parts"]) if p["location"] == "device")
+    doc["parts"][k]["processor"] = "quantum"
+    (art / "manifest.json").write_text(json.dumps(doc))
+    res = run_cli("serve", "--artifacts", art, "--port", "0")
+    assert res.exit_code == 2
+    assert f"parts[{k}].processor 'quantum' is not a processor of device 'host'" in res.stderr.replace("\n", "")
+
+
+@pytest.mark.slow
 def test_cli_serve_port_in_use_is_one_line_exit_2(split_export, run_cli):
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", 0))

@@ -146,7 +146,7 @@ def test_irregular_sampling_is_resampled_and_gaps_split(small_csv):
     assert tr.resampled and len(tr.segments) == 2
     np.testing.assert_allclose(np.diff(tr.segments[0].times_s), 1.0)
     assert tr.segments[0].temps_c[3, 0] == pytest.approx(30.03)
-    with pytest.raises(InputFileError, match="not found"):
+    with pytest.raises(InputFileError, match="no such thermal trace file"):
         read_trace(small_csv(rows).with_name("missing.csv"), "t_s", "temp_*_c", "p_w")
 
 

@@ -8,9 +8,10 @@ import importlib.util
 
 import pytest
 
+from optimizer.shipped import shipped_root
 from tests.conftest import REPO
 
-TRACE = REPO / "search_spaces" / "thermal" / "traces" / "odroid_xu3_rise.csv.gz"
+TRACE = shipped_root() / "thermal" / "traces" / "odroid_xu3_rise.csv.gz"
 TEMPS, INPUTS = "t_a15_core*_c,t_gpu_c", "p_a7_w,p_a15_w,p_mem_w,p_gpu_w"
 
 

@@ -89,27 +89,32 @@ def test_plan_split_request_with_thermal_objective(tiny_onnx):
 
 def test_batch_split_task_honours_its_objectives(tiny_onnx, tmp_path):
     """Before the workflow layer a batch split task dropped ``objectives``: the plan searched
-    latency, energy and memory only, and an unknown objective passed silently."""
+    latency, energy and memory only, and an unknown objective passed silently; now it is refused
+    before the run folder is created (issue 33)."""
     from optimizer.batch import ResultStore, load_job, run_job
+    from optimizer.errors import ConfigError
 
-    job = tmp_path / "job.yaml"
-    job.write_text(f"""\
+    tasks = f"""\
 name: thermal_split
 tasks:
   - {{kind: split, model: {tiny_onnx}, device: pixel4, network: wifi_13, granularity: op, solver: exact,
      objectives: [latency, energy, memory, sustained-fps]}}
   - {{kind: split, model: {tiny_onnx}, device: pixel4, network: wifi_13, granularity: op, solver: exact}}
-  - {{kind: split, model: {tiny_onnx}, device: pixel4, network: wifi_13, granularity: op, solver: exact,
-     objectives: [latency, heat]}}
+"""
+    job = tmp_path / "job.yaml"
+    job.write_text(tasks + """\
+  - {kind: split, model: alexnet, device: pixel4, network: wifi_13, granularity: op, solver: exact,
+     objectives: [latency, heat]}
 """)
+    with pytest.raises(ConfigError, match="unknown split objective 'heat'"):
+        run_job(load_job(job), ResultStore(tmp_path / "bad"), workers=1)
+    assert not (tmp_path / "bad").exists()
+    job.write_text(tasks)
     store = ResultStore(tmp_path / "run")
     summary = run_job(load_job(job), store, workers=1)
-    assert (summary.done, summary.failed) == (2, 1)
-    plans, chosen, errors = {}, {}, []
+    assert (summary.done, summary.failed) == (2, 0)
+    plans, chosen = {}, {}
     for task, result in store.records():
-        if result["status"] == "failed":
-            errors.append(result["error"])
-            continue
         key = tuple(task.objectives)
         plans[key] = json.loads((store.task_dir(task.task_id) / "plan.json").read_text())
         chosen[key] = result["search"]["comparison"]["objectives"]
@@ -117,7 +122,6 @@ tasks:
     assert plans[thermal]["search"]["objectives"] == ["latency_s", "energy_j", "memory_bytes", "sustained_fps"]
     assert plans[plain]["search"]["objectives"] == ["latency_s", "energy_j", "memory_bytes"]
     assert chosen[thermal]["sustained_fps"] > 0 and "sustained_fps" not in chosen[plain]
-    assert len(errors) == 1 and "unknown split objective 'heat'" in errors[0]
 
 
 def test_batch_map_task_with_measured_fitness(tiny_onnx, tmp_path):

@@ -245,8 +245,11 @@ def job_from_split_job(split_job: Any) -> JobSpec:
 
 
 def load_job(path: str | os.PathLike[str]) -> JobSpec:
-    """Read and validate a job file (batch format, or a ``kind: split`` SmartSplit job);
-    an empty expansion is an error."""
+    """Read and validate a job file (batch format, or a ``kind: split`` SmartSplit job) given by
+    path or by name in ``jobs/`` of the search spaces; an empty expansion is an error."""
+    from ..shipped import resolve
+
+    path = resolve(path, "jobs", "job")
     data, node = read_yaml(path)
     if isinstance(data, dict) and data.get("kind") == "split":
         from ..search.split_job import SplitJob

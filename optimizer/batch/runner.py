@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ConfigError
 from .jobspec import JobSpec, TaskSpec
 from .store import ResultStore, TaskOutcome
-from .tasks import SharedInputs, build_inputs, execute_task
+from .tasks import SharedInputs, build_inputs, check_tasks, execute_task
 
 ProgressFn = Callable[[int, int, int, int], None]  # done, failed, remaining, total
 
@@ -78,6 +78,7 @@ def run_job(
         raise ConfigError(f"--workers {workers}: expected at least 1")
     t0 = time.perf_counter()
     tasks = job.expand()
+    check_tasks(job.name, tasks)  # every name resolves before the run folder is created
     client = cluster = None
     if scheduler or local_cluster:
         client, cluster = connect_dask(scheduler, local_cluster)  # fail before writing anything

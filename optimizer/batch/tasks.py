@@ -84,6 +84,38 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
     return parse_request(SplitRequest, fields)
 
 
+def check_tasks(job_name: str, tasks: list[TaskSpec]) -> None:
+    """Resolve every name of every task before anything is created or run (issue 33): model,
+    device, network, server and bandwidth trace, and the request each task becomes (objectives,
+    solver, risk, settings). Each distinct name is resolved once.
+
+    Raises
+    ------
+    ConfigError
+        ``job <name>: <task label>: <the one-line error>`` for the first task that cannot run.
+    """
+    from ..errors import ConfigError
+    from ..graph.loader import resolve_model
+    from ..hardware import load_device, load_link, load_server
+    from ..hardware.bandwidth import load_trace
+
+    resolvers: dict[str, Any] = {"model": resolve_model, "device": load_device, "network": load_link,
+                                 "server": load_server, "trace": load_trace}
+    seen: set[tuple[str, str]] = set()
+    for t in tasks:
+        names = {"model": t.model, "device": t.device}
+        if t.kind == "split":
+            names.update(network=t.network or "", server=t.server or DEFAULT_SERVER, trace=t.bandwidth_trace or "")
+        try:
+            for kind, name in names.items():
+                if name and (kind, name) not in seen:
+                    resolvers[kind](name)
+                    seen.add((kind, name))
+            map_request(t) if t.kind == "map" else split_request(t)
+        except DnnplanError as exc:
+            raise ConfigError(f"job {job_name}: {t.label()}: {str(exc).splitlines()[0]}") from None
+
+
 def execute_task(task: TaskSpec, inputs: SharedInputs) -> TaskOutcome:
     """Run one task; any error becomes a failed outcome with its one-line message."""
     t0 = time.perf_counter()

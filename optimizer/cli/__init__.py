@@ -14,6 +14,7 @@ import importlib
 import os
 import sys
 import warnings
+from typing import Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -47,9 +48,17 @@ def _root(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summaries on stderr."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
+    search_spaces: Optional[str] = typer.Option(
+        None, "--search-spaces", metavar="DIR",
+        help="A folder laid out like search_spaces/ (devices/, networks/, jobs/...) whose files overlay the "
+             "shipped ones (same name: yours wins); adds to $DNNPLAN_SEARCH_SPACES."),
 ) -> None:
     STATE.debug = debug
     STATE.quiet = quiet
+    if search_spaces is not None:
+        from ..shipped import add_user_root
+
+        add_user_root(search_spaces)
 
 
 for _name in COMMAND_MODULES:

@@ -15,14 +15,16 @@ app.add_typer(batch_app, name="batch")
 
 
 @batch_app.command("plan")
-def batch_plan(job_file: str = typer.Argument(..., metavar="JOB.yaml")) -> None:
-    """Show the expanded task list and its count without running anything."""
+def batch_plan(job_file: str = typer.Argument(..., metavar="JOB", help="Job file, or a job name in search_spaces/jobs (e.g. demo).")) -> None:
+    """Show the expanded task list and its count without running anything (every name checked)."""
     from rich.table import Table
 
     from ..batch import load_job
+    from ..batch.tasks import check_tasks
 
     job = load_job(job_file)
     tasks = job.expand()
+    check_tasks(job.name, tasks)
     table = Table(title=f"job {job.name}: {len(tasks)} tasks", header_style="bold")
     for col in ("task id", "kind", "model", "device", "network", "solver", "objectives", "seed"):
         table.add_column(col)
@@ -35,7 +37,7 @@ def batch_plan(job_file: str = typer.Argument(..., metavar="JOB.yaml")) -> None:
 
 @batch_app.command("run")
 def batch_run(
-    job_file: str = typer.Argument(..., metavar="JOB.yaml"),
+    job_file: str = typer.Argument(..., metavar="JOB", help="Job file, or a job name in search_spaces/jobs (e.g. demo)."),
     out: Optional[str] = typer.Option(None, "--out", callback=output_folder, help="Run folder [default: results/<job name>]."),
     workers: int = typer.Option(2, "--workers", "-w", help="Local worker processes."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),

@@ -57,14 +57,14 @@ def human_count(n: float) -> str:
 
 
 def parse_variant(items: list[str] | None) -> dict[str, Any]:
-    """``["width=0.25", "depth=1"]`` -> ``{"width": 0.25, "depth": 1}`` (zoo builder arguments)."""
+    """``["alpha=0.5", "input_size=160"]`` -> ``{"alpha": 0.5, "input_size": 160}`` (zoo builder arguments)."""
     from ..errors import ConfigError
 
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--variant {item!r}: expected KEY=VALUE, e.g. width=0.25")
+            raise ConfigError(f"--variant {item!r}: expected KEY=VALUE, e.g. alpha=0.5 (mobilenet_v2's width multiplier)")
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:

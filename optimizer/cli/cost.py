@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, print_json
 
 
 def _device(name: str):
@@ -63,7 +63,8 @@ def cost(
     device: str = typer.Option(..., "--device", "-d", help="Device or server name (search_spaces/) or a YAML path."),
     backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned (registered "
                                                                     "cost backends)."),
-    dtype: str = typer.Option("int8", "--dtype", help="int8, fp16 or fp32."),
+    dtype: str | None = typer.Option(None, "--dtype", help="int8, fp16 or fp32 (default: int8; measured: the "
+                                        "table's, e.g. fp32 for onnxruntime timings)."),
     table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
     clock: list[str] = typer.Option([], "--clock", help="PROCESSOR=FREQUENCY (e.g. cpu=1.8GHz); default: max clocks (repeatable)."),
@@ -88,6 +89,16 @@ def cost(
         raise UnknownNameError("processor", unknown[0], dev.processor_names, where=f"device {dev.name!r}")
     if backend == "measured" and len(table) != 1:
         raise ConfigError("--backend measured needs exactly one --table FILE (from `dnnplan measure`)")
+    measured = None
+    if backend == "measured":
+        from ..cost.measured import read_measured_table
+
+        measured = read_measured_table(table[0])
+        timed = measured.meta.get("dtype")
+        if dtype is not None and timed and dtype != timed:
+            raise ConfigError(f"--dtype {dtype}: {table[0]} holds {timed} timings; drop --dtype or give {timed}")
+        dtype = dtype or timed
+    dtype = dtype or "int8"
     graph = load_graph(model, granularity)
     if backend == "learned":
         from ..workflow import learned_model_from_tables
@@ -96,7 +107,7 @@ def cost(
     else:
         learned = None
     ct = build_cost_table(graph, dev, dtype, backend, clock_hz=clocks or None,
-                          table=table[0] if backend == "measured" else None, model=learned)
+                          table=measured, model=learned)
     if as_json:
         print_json(cost_to_dict(ct))
         return
@@ -106,7 +117,9 @@ def cost(
 def _print(ct) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{ct.model} on {ct.device} — {ct.n_layers} layers, {ct.dtype}, {ct.backend} "
+    source = {"measured": f" (table {ct.meta.get('table')})",
+              "learned": f" (trained on {', '.join(map(str, ct.meta.get('trained_on') or []))})"}.get(ct.backend, "")
+    t = Table(title=f"{ct.model} on {ct.device} — {ct.n_layers} layers, {ct.dtype}, {ct.backend}{source} "
                     "(ms; * = CPU fallback)", header_style="bold")
     t.add_column("#", justify="right")
     t.add_column("layer")
@@ -122,5 +135,3 @@ def _print(ct) -> None:
     t.add_row("", "[bold]total energy (mJ)[/]", *[f"{v * 1e3:.2f}" for v in ct.cum_energy_j[-1]])
     t.add_row("", "fallback layers", *[str(int(v)) for v in (~ct.supported).sum(axis=0)])
     console.print(t)
-    if ct.backend != "analytic" and not STATE.quiet:
-        console_err.print(f"[dim]{ct.meta.get('table') or ''} {ct.meta.get('trained_on') or ''}[/]")

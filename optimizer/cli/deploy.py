@@ -32,9 +32,11 @@ def export(
 ) -> None:
     """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""
     from ..plan import read_plan
+    from ..plan.device_check import check_plan_device
     from ..plan.export import export_plan
 
     plan = read_plan(plan_file)
+    check_plan_device(plan, plan_file)
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
                            keep_reference=keep_reference, progress=progress)
@@ -72,9 +74,11 @@ def run(
 ) -> None:
     """Execute a plan on this host and report measured FPS and latency next to the prediction."""
     from ..plan import read_plan
+    from ..plan.device_check import check_plan_device
     from ..runtime import parse_bandwidth, parse_server, run_plan
 
     plan = read_plan(plan_file)
+    check_plan_device(plan, plan_file)
     addr = parse_server(server) if server else None
     rate = parse_bandwidth(bandwidth)
     trace = None
@@ -171,8 +175,11 @@ def serve(
     max_clients: int = typer.Option(32, "--max-clients", help="Concurrent connections."),
 ) -> None:
     """Serve the tail of a split plan over TCP until interrupted (Ctrl-C)."""
+    from ..plan.device_check import check_manifest_device
+    from ..plan.manifest import read_manifest
     from ..runtime import TailServer
 
+    check_manifest_device(read_manifest(artifacts), artifacts)
     server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
     console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
                       "(Ctrl-C stops)", highlight=False)

@@ -120,7 +120,8 @@ def _calibrate(models, out, threads, repeats, warmup, refresh, as_json) -> None:
     from ..measure.host import calibrate_host
 
     if not out or not out.endswith((".yaml", ".yml")):
-        raise ConfigError("--calibrate-host needs --out PATH.yaml (e.g. search_spaces/devices/host.yaml)")
+        raise ConfigError("--calibrate-host needs --out PATH.yaml (e.g. mine/devices/host.yaml, then "
+                          "'dnnplan --search-spaces mine ...' uses it as device 'host')")
     fit = calibrate_host(models, out, threads=threads, repeats=repeats, warmup=warmup, refresh=refresh)
     if as_json:
         print_json({"out": out, **fit})

@@ -13,10 +13,13 @@ def validate(
     plan_file: str = typer.Argument(..., metavar="PLAN.json", help="Plan to check."),
     as_json: bool = typer.Option(False, "--json", help="Print the validated plan as JSON."),
 ) -> None:
-    """Check a plan against schema v1 (fields, types, layer ranges); exit 2 naming the bad field."""
+    """Check a plan against schema v1 (fields, types, layer ranges) and its device (every processor
+    exists; warns if the device changed since planning); exit 2 naming the bad field."""
     from ..plan import read_plan
+    from ..plan.device_check import check_plan_device
 
     plan = read_plan(plan_file)
+    check_plan_device(plan, plan_file)
     if as_json:
         print_json(plan.model_dump(mode="json"))
         return

@@ -163,8 +163,12 @@ def tadf(
     console.print(f"T_inf = {co['a1']:g}·T_env + {co['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
                   f"{co['a3_at_max_c']:.2f}·(fG/fGmax)³ + {co['a0']:.2f}  (node {co['node']}, derived from the "
                   "RC network and power model)")
-    console.print(f"steady temperature: model {max(res.predicted_steady_c.values()):.1f} °C, simulator "
-                  f"{res.simulated_peak_die_c:.1f} °C (hottest die){', THROTTLED' if res.throttled else ''}")
+    node, model_c = max(res.predicted_steady_c.items(), key=lambda kv: kv[1])
+    throttled = (f"; THROTTLED at {res.time_to_throttle_s:.0f} s by the thermal spec's governor rule(s) "
+                 f"{', '.join(res.throttle_rules) or '(status only)'}, whose caps hold the die below the unthrottled "
+                 "steady state" if res.throttled else "; not throttled")
+    console.print(f"steady temperature: TADF model {model_c:.1f} °C ({node}, no governor), simulator "
+                  f"{res.simulated_peak_die_c:.1f} °C (hottest die, with the governor){throttled}", highlight=False)
     if layers and not STATE.quiet:
         t = Table(title=f"HSWD decisions: {h.model}", header_style="bold")
         for c in ("layer", "op", "choice", "GPU share", "CPU ms", "GPU ms", "split ms"):

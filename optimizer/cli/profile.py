@@ -16,7 +16,7 @@ def profile(
     granularity: str = typer.Option("op", "--granularity", "-g", help="op (one layer per operator) or block (merged blocks)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, fp16 or int8 for byte counts [default: the model's weight dtype, else fp32]."),
     input_size: Optional[int] = typer.Option(None, "--input-size", help="Zoo networks only: input size (H=W, or sequence length)."),
-    variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. width=0.25."),
+    variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. alpha=0.5 (mobilenet_v2's width multiplier)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
     out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="Also write the JSON profile to this file (atomically)."),
 ) -> None:

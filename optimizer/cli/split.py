@@ -127,7 +127,7 @@ def split_cmd(
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same plan)."),
     out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Plan JSON to write."),
     front: Path | None = typer.Option(None, "--front", callback=output_file, help="Pareto front CSV to write."),
-    job: Path | None = typer.Option(None, "--job", help="Run a split job file instead (search_spaces/jobs)."),
+    job: str | None = typer.Option(None, "--job", help="Run a split job instead: a file, or a name in search_spaces/jobs (e.g. smartsplit)."),
 ) -> None:
     """Split a network between phone and server: NSGA-II front + TOPSIS choice vs baselines."""
     if job is not None:
@@ -240,12 +240,13 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
     return argv + (["--extremes"] if r.include_extremes else [])
 
 
-def _run_job(path: Path) -> None:
+def _run_job(ref: str) -> None:
     from ..search.split_job import SplitJob
+    from ..shipped import resolve
     from ..workflow import run_split_job
     from ..yamlio import load_model_yaml
 
-    job = load_model_yaml(path, SplitJob)
+    job = load_model_yaml(resolve(ref, "jobs", "split job"), SplitJob)
     rows = run_split_job(job, progress=None if STATE.quiet else
                          (lambda msg: console_err.print(f"[dim]{msg}[/]", highlight=False)))
     print_comparison(rows, f"{job.name}: split chosen ({job.solver} + TOPSIS {job.topsis}) vs baselines")

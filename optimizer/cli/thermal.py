@@ -18,7 +18,7 @@ app.add_typer(thermal_app, name="thermal")
 
 @thermal_app.command("fit")
 def fit_cmd(
-    trace: Path = typer.Argument(..., help="CSV trace with a header row (.csv or .csv.gz); concatenated "
+    trace: Path = typer.Argument(..., help="CSV trace with a header row (.csv or .csv.gz) or a shipped one's name (odroid_xu3_rise); concatenated "
                                            "recordings (time resets) and gaps start new segments."),
     time: str = typer.Option(..., "--time", help="Time column (s)."),
     temps: str = typer.Option(..., "--temps", help="Temperature columns, comma-separated, globs allowed."),
@@ -113,7 +113,7 @@ def _parse_horizons(text: str, dt: float, max_steps: int) -> list[int]:
 @thermal_app.command("eval")
 def eval_cmd(
     model_path: Path = typer.Argument(..., help="Model JSON written by 'thermal fit'."),
-    trace: Path = typer.Argument(..., help="CSV trace with the model's columns."),
+    trace: Path = typer.Argument(..., help="CSV trace with the model's columns, or a shipped one's name."),
     horizons: str = typer.Option("1,10,60", "--horizons", help="Steps, or durations with s (e.g. 1,10,60s)."),
     t_from: float | None = typer.Option(None, "--from", help="Evaluate on samples with t >= this (s)."),
     t_to: float | None = typer.Option(None, "--to", help="Evaluate on samples with t < this (s)."),

@@ -11,32 +11,41 @@ from .layergraph import LayerGraph
 from .zoo import builder_names, dropped_model_files, zoo_names
 
 
-def load_graph(model: str | os.PathLike[str], granularity: str = "op", **variant: Any) -> LayerGraph:
-    """Import ``model`` (zoo name, ``.keras``, SavedModel dir, ``.onnx`` or ``.tflite``).
-
-    ``variant`` is passed to zoo builders (e.g. ``input_size=160``, ``width=0.25``).
-    """
+def resolve_model(model: str | os.PathLike[str]) -> Path | str:
+    """The file (or SavedModel folder) of a model reference, or its zoo builder name, without
+    importing anything; a missing file or an unknown name raises the one-line error."""
     ref = str(model)
     path = Path(ref)
     if not path.exists() and ref in dropped_model_files():
         path = dropped_model_files()[ref]
     if path.exists():
-        if variant:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"{ref}: builder arguments {sorted(variant)} apply to zoo networks only, "
-                              "not to model files")
-        return load_graph_file(path, granularity)
+        return path
     if ref in builder_names():
-        from .zoo_import import graph_from_zoo
-
-        return graph_from_zoo(ref, **variant).with_granularity(granularity)
+        return ref
     if path.suffix or os.sep in ref:
         raise InputFileError(f"{ref}: no such file; give a .keras/.onnx/.tflite file, a SavedModel "
                              "directory, or a zoo name")
     from ..errors import UnknownNameError
 
     raise UnknownNameError("zoo network", ref, zoo_names())
+
+
+def load_graph(model: str | os.PathLike[str], granularity: str = "op", **variant: Any) -> LayerGraph:
+    """Import ``model`` (zoo name, ``.keras``, SavedModel dir, ``.onnx`` or ``.tflite``).
+
+    ``variant`` is passed to zoo builders (e.g. ``input_size=160``, ``alpha=0.5``).
+    """
+    found = resolve_model(model)
+    if isinstance(found, Path):
+        if variant:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{model}: builder arguments {sorted(variant)} apply to zoo networks only, "
+                              "not to model files")
+        return load_graph_file(found, granularity)
+    from .zoo_import import graph_from_zoo
+
+    return graph_from_zoo(found, **variant).with_granularity(granularity)
 
 
 def load_graph_file(path: Path, granularity: str = "op") -> LayerGraph:

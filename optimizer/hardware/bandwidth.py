@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError, SchemaError, UnknownNameError
+from .. import shipped
+from ..errors import ConfigError, InputFileError, SchemaError
 
 PACKET_BYTES = 1500
 PACKET_BITS = PACKET_BYTES * 8
@@ -208,36 +209,21 @@ def read_trace(path: str | os.PathLike[str]) -> BandwidthTrace:
 
 
 def _shown(path: Path) -> str:
-    """``search_spaces/bandwidth/...`` for a shipped trace, else the path as given."""
-    from .loader import search_spaces_dir
-
-    root = search_spaces_dir()
-    try:
-        return str(Path(root.name) / path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)
+    """``search_spaces/bandwidth/...`` for a shipped (or user-folder) trace, else the path as given."""
+    return shipped.shown(path)
 
 
 def trace_names() -> list[str]:
-    """Names of the traces shipped under ``search_spaces/bandwidth/`` (any depth)."""
-    from .loader import search_spaces_dir
-
-    root = search_spaces_dir() / "bandwidth"
-    return sorted(p.stem for p in root.rglob("*") if p.suffix.lower() in TRACE_SUFFIXES)
+    """Names of the traces under ``bandwidth/`` (any depth) of the user's and the shipped search spaces."""
+    return shipped.names("bandwidth", TRACE_SUFFIXES, recursive=True)
 
 
 def load_trace(name_or_path: str | os.PathLike[str]) -> BandwidthTrace:
-    """A trace by path, or by the name of a file under ``search_spaces/bandwidth/``."""
-    from .loader import search_spaces_dir
-
+    """A trace by path, or by name under ``bandwidth/`` of the user's and the shipped search spaces."""
     s = str(name_or_path)
-    if Path(s).is_file() or os.sep in s or Path(s).suffix.lower() in TRACE_SUFFIXES:
+    if Path(s).is_file():
         return read_trace(s)
-    found = [p for p in (search_spaces_dir() / "bandwidth").rglob("*")
-             if p.stem == s and p.suffix.lower() in TRACE_SUFFIXES]
-    if not found:
-        raise UnknownNameError("bandwidth trace", s, trace_names())
-    return read_trace(sorted(found)[0])
+    return read_trace(shipped.resolve(s, "bandwidth", "bandwidth trace", TRACE_SUFFIXES, recursive=True))
 
 
 # ---------------------------------------------------------------------------- generators

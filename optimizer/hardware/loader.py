@@ -1,7 +1,8 @@
 """Load Device and Link files from ``search_spaces/`` by name or path, with one-line errors.
 
-Names resolve to ``search_spaces/devices/<name>.yaml``, ``networks/<name>.yaml`` and
-``servers/<name>.yaml`` (override the root with ``$DNNPLAN_SEARCH_SPACES``). A schema violation
+Names resolve to ``devices/<name>.yaml``, ``networks/<name>.yaml`` and ``servers/<name>.yaml`` of
+the user's folders (``$DNNPLAN_SEARCH_SPACES``, ``--search-spaces``) and then the shipped
+``search_spaces/`` (one resolver: :mod:`optimizer.shipped`). A schema violation
 becomes a :class:`~optimizer.errors.SchemaError` naming the file, the field and the problem.
 """
 
@@ -15,38 +16,25 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import InputFileError, SchemaError, UnknownNameError
+from .. import shipped
+from ..errors import SchemaError
+from ..shipped import shipped_root as search_spaces_dir  # noqa: F401  (re-exported)
 from ..yamlio import load_model_yaml
 from .schema import Device, Link
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def search_spaces_dir() -> Path:
-    """``$DNNPLAN_SEARCH_SPACES`` or the repository's ``search_spaces/``."""
-    env = os.environ.get("DNNPLAN_SEARCH_SPACES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "search_spaces"
-
-
 def shipped_names(folder: str) -> list[str]:
-    """Names (file stems) of the YAML files in ``search_spaces/<folder>/``."""
-    d = search_spaces_dir() / folder
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    """Names (file stems) of the YAML files in ``<folder>/`` of the user's and the shipped search
+    spaces (:mod:`optimizer.shipped`)."""
+    return shipped.names(folder)
 
 
 def resolve_shipped(ref: str | os.PathLike[str], folder: str, kind: str) -> Path:
     """A YAML file by path (``.yaml``/``.yml`` or containing a separator) or by name in
-    ``search_spaces/<folder>/``; an unknown name lists the valid ones."""
-    s = str(ref)
-    p = Path(s)
-    if p.suffix in (".yaml", ".yml") or os.sep in s:
-        if not p.is_file():
-            raise InputFileError(f"{p}: no such {kind} file")
-        return p
-    cand = search_spaces_dir() / folder / f"{s}.yaml"
-    if not cand.is_file():
-        raise UnknownNameError(kind, s, shipped_names(folder))
-    return cand
+    ``<folder>/`` of the user's and the shipped search spaces; an unknown name lists the valid ones."""
+    return shipped.resolve(ref, folder, kind)
 
 
 @lru_cache(maxsize=64)

@@ -1,7 +1,8 @@
 """Model artifacts for measurement (ONNX, float TFLite), exported once and cached by content.
 
-Artifacts go to ``$DNNPLAN_CACHE/artifacts`` (default ``results/cache/artifacts``), named by the
-model's identity hash, so re-measuring never re-exports.
+Artifacts go to ``$DNNPLAN_CACHE/artifacts`` (default ``results/cache/artifacts`` in a checkout,
+the user cache folder ``$XDG_CACHE_HOME/dnnplan`` or ``~/.cache/dnnplan`` for an installed wheel),
+named by the model's identity hash, so re-measuring never re-exports.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ from ..graph.layergraph import LayerGraph
 
 
 def cache_dir() -> Path:
-    """``$DNNPLAN_CACHE`` or the repository's ``results/cache``."""
+    """``$DNNPLAN_CACHE``, else the checkout's ``results/cache``, else (an installed wheel, whose
+    site-packages holds no ``results/``) the user cache folder (XDG base directory spec)."""
     env = os.environ.get("DNNPLAN_CACHE")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "results" / "cache"
+    if env:
+        return Path(env)
+    checkout = Path(__file__).resolve().parents[2] / "results"
+    if checkout.is_dir():
+        return checkout / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dnnplan"
 
 
 def _keras_model(model_ref: str, variant: dict[str, Any]) -> Any:

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
-from ..fileio import atomic_write_json, read_npz, sha256_bytes, sha256_file
+from ..fileio import _umask, atomic_write_json, read_npz, sha256_bytes, sha256_file
 from ..graph.layergraph import LayerGraph
 from .manifest import (
     MANIFEST_FILE,
@@ -646,6 +646,7 @@ def _staging(out: Path) -> Iterator[Path]:
     removed when it fails (nothing half-written)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the export is an ordinary folder
     try:
         yield tmp
         _swap_in(tmp, out)

@@ -191,9 +191,16 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     say = progress or (lambda _msg: None)
     src, cal = prep.src, prep.cal
     fp32 = compact_model(prep.fp32, f"{src.name} (FP32)") if compact else prep.fp32
-    warnings = list(prep.warnings)
+    if scheme in INTEGER_SCHEMES:
+        warnings = list(prep.warnings)
+        say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
+    else:  # fp16 and dynamic read no calibration data: no warning about it (issue 33)
+        warnings = [w for w in prep.warnings if w not in cal.notes]
+        if cal.source == "synthetic":
+            warnings.append(f"the {scheme} scheme uses no calibration data; its fidelity figures compare "
+                            "outputs on synthetic held-out inputs")
+        say(f"quantizing ({scheme}, no calibration data)")
     out_path = Path(out)
-    say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
     converted = convert_quantized(src, scheme, cal.samples("calib"), io, calib_workers=calib_workers,

@@ -35,6 +35,9 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError
 
+#: suffixes of thermal trace files (pandas reads the gzip-compressed ones directly)
+TRACE_SUFFIXES = (".csv", ".csv.gz")
+
 #: relative jitter of the sample interval above which a segment is resampled
 JITTER_TOLERANCE = 0.01
 
@@ -138,7 +141,8 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     Parameters
     ----------
     path
-        CSV file with a header row.
+        CSV file with a header row (``.csv`` or ``.csv.gz``), or the name of one in
+        ``thermal/traces/`` of the search spaces (``odroid_xu3_rise``).
     time, temps, inputs
         Column names or globs (comma-separated or lists), e.g. ``t_a15_core*_c,t_gpu_c``.
     gap_factor
@@ -154,9 +158,11 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     """
     import pandas as pd
 
+    from ..shipped import resolve
+
     p = Path(path)
-    if not p.is_file():
-        raise InputFileError(f"{p}: trace file not found")
+    if not p.is_file():  # a name: a trace shipped in (or overlaid on) search_spaces/thermal/traces
+        p = resolve(path, "thermal/traces", "thermal trace", TRACE_SUFFIXES)
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError) as exc:

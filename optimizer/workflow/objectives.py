@@ -20,11 +20,22 @@ _SPLIT_SPELLINGS = {"latency": "latency", "energy": "energy", "memory": "memory"
 
 
 def pipeline_objective_names(names: Sequence[str]) -> tuple[str, ...]:
-    """Pipeline objectives with thermal aliases made canonical (``peak-temp`` -> ``peak_temp_c``);
-    other names are left for the problem to check."""
-    from ..search.thermal_objectives import thermal_name
+    """Pipeline objectives with thermal aliases made canonical (``peak-temp`` -> ``peak_temp_c``).
 
-    return tuple(thermal_name(n) or n for n in (s.strip() for s in names) if n)
+    Raises
+    ------
+    UnknownNameError
+        A name that is neither a pipeline objective (:data:`optimizer.search.pipeline.OBJECTIVES`
+        and aliases) nor a thermal one; the valid list names both kinds.
+    """
+    from ..search.pipeline import ALIASES, OBJECTIVES
+    from ..search.thermal_objectives import THERMAL_ALIASES, THERMAL_OBJECTIVES, thermal_name
+
+    out = tuple(thermal_name(n) or n for n in (s.strip() for s in names) if n)
+    for raw, name in zip((s.strip() for s in names if s.strip()), out):
+        if name not in OBJECTIVES and name not in ALIASES and name not in THERMAL_OBJECTIVES:
+            raise UnknownNameError("objective", raw, [*OBJECTIVES, *ALIASES, *THERMAL_OBJECTIVES, *THERMAL_ALIASES])
+    return out
 
 
 def split_objective_names(names: Sequence[str]) -> tuple[str, ...]:

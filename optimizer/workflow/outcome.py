@@ -23,7 +23,8 @@ class PlanOutcome:
 def annotate_thermal(plan: Plan, graph: LayerGraph, device: Any) -> Plan:
     """Fill the plan's thermal predictions by one simulation
     (:func:`optimizer.workflow.simulate.annotate_plan`) when its device has a thermal spec;
-    ``device`` is a Device, a device name, or None for the plan's own device."""
+    ``device`` is a Device, a device name, or None for the plan's own device; the device's
+    identity is recorded first (:func:`stamp_device`)."""
     from ..errors import UnknownNameError
     from ..hardware import load_device
     from .simulate import annotate_plan
@@ -33,4 +34,13 @@ def annotate_thermal(plan: Plan, graph: LayerGraph, device: Any) -> Plan:
             device = load_device(device or plan.device)
         except UnknownNameError:
             return plan
-    return annotate_plan(plan, graph=graph, device=device)
+    return annotate_plan(stamp_device(plan, device), graph=graph, device=device)
+
+
+def stamp_device(plan: Plan, device: Any) -> Plan:
+    """Record the device's identity in ``plan.provenance.inputs["device"]`` (in place; returns the
+    plan): :func:`optimizer.plan.device_check.device_sha256`, which ``validate``/``export``/``run`` compare."""
+    from ..plan.device_check import DEVICE_INPUT, device_sha256
+
+    plan.provenance.inputs[DEVICE_INPUT] = device_sha256(device)
+    return plan

@@ -54,6 +54,9 @@ class TadfResult:
     throttled: bool
     at_max: bool
     iterations: int
+    #: governor rules that tripped in the simulator (``"skin >= 45 °C"``), first trip first
+    throttle_rules: list[str] = field(default_factory=list)
+    time_to_throttle_s: float | None = None
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -200,7 +203,13 @@ def tadf(device: str, ambient_c: float, tmax_c: float = 85.0, theta_c: float = 0
         predicted_steady_c={n: float(v) for n, v in zip(spec.node_names, pred)},
         simulated_steady_c={n: float(v) for n, v in zip(spec.node_names, sim.temps_c[-1])},
         simulated_peak_die_c=sim.peak_die_c, throttled=sim.time_to_first_throttle_s is not None,
-        at_max=at_max, iterations=iterations)
+        at_max=at_max, iterations=iterations, throttle_rules=_tripped(sim.events),
+        time_to_throttle_s=sim.time_to_first_throttle_s)
+
+
+def _tripped(events: list) -> list[str]:
+    """The governor rules (``"skin >= 45 °C"``) that tripped, in order of their first trip."""
+    return list(dict.fromkeys(e.detail for e in events if e.kind in ("trip", "shutdown")))
 
 
 @dataclass
