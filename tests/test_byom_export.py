@@ -198,7 +198,7 @@ def test_check_against_changed_model_file(models, tmp_path, run_cli):
 def test_corrupt_subgraph_and_corrupt_file(models, tmp_path, run_cli):
     from ai_edge_litert import schema_py_generated as schema
 
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     m = read_model(models["hand_recrop"].read_bytes())
     op = m.subgraphs[0].operators[3]
@@ -257,7 +257,7 @@ def test_compare_outputs_figures():
 
 
 def test_tflite_custom_op_with_unknown_shape_refused(models, tmp_path, run_cli):
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     m = read_model(models[CUSTOM_OP_MODEL].read_bytes())
     sg = m.subgraphs[0]
@@ -298,7 +298,7 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
     from optimizer.graph import load_graph
     from optimizer.plan.export import part_io, plan_for_cuts
     from optimizer.plan.io import write_plan
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     src = models["hand_recrop"]
     cut = even_cuts(src, 2)[0]

@@ -35,6 +35,7 @@ def schedule(
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
     from ..errors import ConfigError
     from ..hardware import load_device
+    from ..hardware.thermal_spec import thermal_spec_of
     from ..thermal.policies.splash import POLICIES, run_schedule
     from ..thermal.policies.workload import load_workload, worker_profiles
 
@@ -48,7 +49,7 @@ def schedule(
     if link is None and policy in ("heft-cloud",):
         raise ConfigError(f"--policy {policy} offloads to the cloud; give --network LINK")
     wl = load_workload(workload)
-    spec = load_device(device).thermal_spec()
+    spec = thermal_spec_of(load_device(device))
     if not STATE.quiet:
         console_err.print(f"[dim]profiling {wl.name} on {device} (cost model) ...[/]")
     prof = worker_profiles(wl, device, link)
@@ -90,7 +91,7 @@ def schedule(
         t.add_row(w, f"{100 * res.share[w]:.1f}", f"{res.peak_temp_c.get(node, float('nan')):.1f}",
                   f"{res.final_temp_c.get(node, float('nan')):.1f}", f"{rm['model']:.3f}", f"{rm['persistence']:.3f}")
     console.print(t)
-    skin = load_device(device).thermal_spec().skin
+    skin = spec.skin
     console.print(f"skin peak {res.peak_temp_c[skin]:.1f} °C; simulated in {res.wall_s:.2f} s")
 
 

@@ -230,7 +230,8 @@ class Handoff(_Model):
 
 class Device(_Model):
     """A phone, board, workstation or server: its processors, hand-off costs, idle power,
-    memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``)."""
+    memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``, loaded by
+    :func:`optimizer.hardware.thermal_spec.thermal_spec_of`)."""
 
     name: str
     description: str = ""
@@ -313,18 +314,6 @@ class Device(_Model):
         for m in (lat, spb, jpb):
             np.fill_diagonal(m, 0.0)
         return lat, spb, jpb
-
-    def thermal_spec(self) -> Any:
-        """The device's thermal spec via :func:`optimizer.hardware.thermal_spec.load_thermal_spec`."""
-        from ..errors import ConfigError
-
-        if self.thermal is None:
-            raise ConfigError(f"device {self.name!r} has no thermal spec (no 'thermal:' entry in its file)")
-        try:
-            from .thermal_spec import load_thermal_spec
-        except ImportError as exc:
-            raise ConfigError(f"device {self.name!r}: thermal specs are not available ({exc})") from exc
-        return load_thermal_spec(self.thermal)
 
 
 class RadioPower(_Model):

@@ -46,7 +46,8 @@ from ..cost.hostproc import host_seconds_at_cap
 from ..errors import ConfigError, UnknownNameError
 from ..hardware import load_device
 from ..thermal.governor import Governor
-from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns, thermal_spec_of
+from ..hardware.thermal_spec import thermal_spec_of
+from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns
 from ..thermal.rc import RCNetwork
 from ..thermal.simulate import SteadyStateObjective
 from .pipeline import Objective, PipelineProblem

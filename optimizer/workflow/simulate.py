@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..plan.schema import Plan
 from ..search.thermal_workload import PipelineWorkload
-from ..thermal.plan_workload import CappedTables, SplitWorkload, spec_columns, thermal_spec_of
+from ..hardware.thermal_spec import thermal_spec_of
+from ..thermal.plan_workload import CappedTables, SplitWorkload, spec_columns
 
 
 def plan_graph(plan: Plan) -> Any:
