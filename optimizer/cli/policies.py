@@ -86,7 +86,8 @@ def schedule(
     for c in ("worker", "share %", "peak °C", "final °C", "model RMSE °C", "persistence RMSE °C"):
         t.add_column(c, justify="right")
     for w in res.workers:
-        node = "modem" if w == "cloud" else w
+        proc = spec.processors.get("modem" if w == "cloud" else w)   # the node its heat mostly goes to
+        node = max(proc.heats, key=proc.heats.__getitem__) if proc is not None else w
         rm = res.model_rmse_c[w]
         t.add_row(w, f"{100 * res.share[w]:.1f}", f"{res.peak_temp_c.get(node, float('nan')):.1f}",
                   f"{res.final_temp_c.get(node, float('nan')):.1f}", f"{rm['model']:.3f}", f"{rm['persistence']:.3f}")
