@@ -173,6 +173,10 @@ def _summary(problem, result, plan, out: Path) -> None:
                       f"{pr.extra.get('thermal_ambient_c', 25):g} °C: first throttle {ttt}, sustained "
                       f"{pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C "
                       f"(dnnplan simulate {out} for details)", highlight=False)
+    else:
+        from ..workflow.simulate import no_thermal_note
+
+        console.print(f"note: {no_thermal_note(plan.device)}", highlight=False)
     singles = {k.split(":", 1)[1]: c for k, c in result.baselines.items() if k.startswith("single:")}
     if singles:
         best_single = max(singles.items(), key=lambda kv: kv[1].objectives["throughput_fps"])

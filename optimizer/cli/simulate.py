@@ -71,15 +71,15 @@ def _without_thermal(path: Path, plan, device, out: Path | None, plot: Path | No
     """``simulate`` on a device without a thermal section: the plan at full clocks, and a note."""
     from ..errors import ConfigError
     from ..fileio import atomic_write_json
-    from ..workflow.simulate import full_clock_point
+    from ..workflow.simulate import full_clock_point, no_thermal_note
 
     if plot is not None:
         raise ConfigError(f"--plot {plot}: device {device.name!r} has no thermal section, so there are no "
                           "temperatures to draw; leave out --plot")
     point = full_clock_point(plan, device=device)
     power = ", ".join(f"{k} {v:.2f} W" for k, v in point["power_w"].items())
-    note = (f"device {device.name!r} has no thermal section: temperatures and throttling are not modelled; "
-            f"at full clocks the plan runs {point['fps']:.2f} FPS ({power or 'no power model'})")
+    note = (f"{no_thermal_note(device.name)}; at full clocks the plan runs {point['fps']:.2f} FPS "
+            f"({power or 'no power model'})")
     summary = {"plan": str(path), "kind": plan.kind, "model": plan.model.name, "device": device.name,
                "thermal_modelled": False, "initial_fps": point["fps"], "sustained_fps": point["fps"],
                "power_w": point["power_w"], "time_to_first_throttle_s": None, "peak_die_c": None,

@@ -163,6 +163,12 @@ def simulate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration
     return res
 
 
+def no_thermal_note(device: str) -> str:
+    """The note every command prints for a plan whose device has no thermal section."""
+    return (f"device {device!r} has no thermal section: temperatures and throttling are not modelled "
+            "(search_spaces/thermal holds the devices that have one)")
+
+
 def full_clock_point(plan: Plan, *, graph: Any = None, device: Any = None) -> dict[str, Any]:
     """What can be judged of ``plan`` without a thermal model: FPS and power per processor
     (and the radio) at full clocks, from the plan's own workload (no throttling modelled)."""
