@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimizer.graph import load_graph  # noqa: E402
 from optimizer.hardware import load_device  # noqa: E402
+from optimizer.hardware.thermal_spec import thermal_spec_of  # noqa: E402
 from optimizer.thermal.policies.shifting import compare_shifting, shift_setup  # noqa: E402
 from optimizer.thermal.policies.splash import POLICIES, max_sustainable_fps, run_schedule  # noqa: E402
 from optimizer.thermal.policies.tadf import hswd, tadf  # noqa: E402
@@ -38,7 +39,7 @@ def _t(v: float | None) -> str:
 
 
 def splash(quick: bool) -> None:
-    spec = load_device("pixel4").thermal_spec()
+    spec = thermal_spec_of(load_device("pixel4"))
     duration = 300.0 if quick else 600.0
     for name in ("person_finder", "live_video_analytics"):
         wl = load_workload(name)

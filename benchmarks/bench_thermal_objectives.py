@@ -21,6 +21,7 @@ import numpy as np
 
 from optimizer.graph import load_graph
 from optimizer.hardware import load_device
+from optimizer.hardware.thermal_spec import thermal_spec_of
 from optimizer.search.split import build_split_costs
 from optimizer.workflow import make_pipeline_plan, make_split_plan, pipeline_problem
 from optimizer.search import solve
@@ -107,7 +108,7 @@ def main() -> None:
         out = prob.evaluate(X)
         t_obj = time.perf_counter() - t
         t = time.perf_counter()
-        sims = [simulate(dev.thermal_spec(), mapping_workload(prob, x, block, dev)) for x in X]
+        sims = [simulate(thermal_spec_of(dev), mapping_workload(prob, x, block, dev)) for x in X]
         t_sim = time.perf_counter() - t
         err = np.array([out["sustained_fps"][i] / s.sustained_fps - 1 for i, s in enumerate(sims)])
         ttt = np.array([min(s.time_to_first_throttle_s or 600.0, 600.0) for s in sims])

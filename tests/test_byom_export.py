@@ -198,7 +198,7 @@ def test_check_against_changed_model_file(models, tmp_path, run_cli):
 def test_corrupt_subgraph_and_corrupt_file(models, tmp_path, run_cli):
     from ai_edge_litert import schema_py_generated as schema
 
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     m = read_model(models["hand_recrop"].read_bytes())
     op = m.subgraphs[0].operators[3]
@@ -257,7 +257,7 @@ def test_compare_outputs_figures():
 
 
 def test_tflite_custom_op_with_unknown_shape_refused(models, tmp_path, run_cli):
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     m = read_model(models[CUSTOM_OP_MODEL].read_bytes())
     sg = m.subgraphs[0]
@@ -298,7 +298,7 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
     from optimizer.graph import load_graph
     from optimizer.plan.export import part_io, plan_for_cuts
     from optimizer.plan.io import write_plan
-    from optimizer.quantize.flatbuffer import read_model, write_model
+    from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
     src = models["hand_recrop"]
     cut = even_cuts(src, 2)[0]
@@ -315,8 +315,9 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
 
 @pytest.mark.slow
 def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_path, run_cli):
-    """Float zoo exports ship a single-file reference with --keep-reference, so run --check works
-    for them; a reference of other weights (seed 1) disagrees: exit 1, passed false."""
+    """Float zoo exports ship a single-file reference by default (--keep-reference is still
+    accepted), so run --check works after a plain export; --no-reference leaves it out (exit 2);
+    a reference of other weights (seed 1) disagrees: exit 1, passed false."""
     import shutil
 
     from optimizer.fileio import sha256_file
@@ -328,10 +329,11 @@ def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_
     art, other = tmp_path / "art", tmp_path / "other"
     args = ["run", str(tmp_path / "plan.json"), "--artifacts", str(art), "--check", "--frames", "20",
             "--no-pin", "--json"]
-    assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(art)).exit_code == 0
-    _one_line_exit_2(run_cli(*args), "no single-file reference", "--keep-reference")
-    for d, seed in ((art, "0"), (other, "1")):
-        assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(d), "--keep-reference",
+    assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(art),
+                   "--no-reference").exit_code == 0
+    _one_line_exit_2(run_cli(*args), "no single-file reference", "--no-reference")
+    for d, seed, flag in ((art, "0", ()), (other, "1", ("--keep-reference",))):
+        assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(d), *flag,
                        "--seed", seed).exit_code == 0
     res = run_cli(*args)
     assert res.exit_code == 0, res.stderr

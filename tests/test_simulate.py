@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from optimizer.errors import ConfigError
 from optimizer.hardware import load_link
 from optimizer.plan.io import read_plan, write_plan
 from optimizer.workflow import make_pipeline_plan, make_split_plan
@@ -113,9 +114,44 @@ def test_device_without_thermal_section(tiny_onnx, run_cli, tmp_path):
     plan = make_pipeline_plan(g, "redmi_note8", solver="exact").plan
     assert plan.predicted.peak_temp_c is None and plan.predicted.time_to_throttle_s is None
     path = write_plan(plan, tmp_path / "p.json")
+    with pytest.raises(ConfigError, match="redmi_note8.*no thermal section.*pixel4"):
+        simulate_plan(plan)
+    # the CLI judges the plan at full clocks and says that temperatures are not modelled (issue 30)
     r = run_cli("simulate", str(path))
-    assert r.exit_code == 2
-    assert "redmi_note8" in r.stderr and "no thermal section" in r.stderr and "pixel4" in r.stderr
+    assert r.exit_code == 0, r.stderr
+    assert "note: device 'redmi_note8' has no thermal section" in r.stderr and "not modelled" in r.stderr
+    r = run_cli("simulate", str(path), "--json", "--out", str(tmp_path / "sim.json"))
+    out = json.loads(r.stdout)
+    assert out["thermal_modelled"] is False and out["peak_die_c"] is None
+    assert out["sustained_fps"] == pytest.approx(plan.predicted.throughput_fps, rel=1e-9)
+    assert out["power_w"]["cpu"] > 0 and json.loads((tmp_path / "sim.json").read_text()) == out
+    r = run_cli("simulate", str(path), "--plot", str(tmp_path / "t.png"))
+    assert r.exit_code == 2 and "no temperatures to draw" in r.stderr and not (tmp_path / "t.png").exists()
+
+
+def test_board_radio_heats_the_board_and_a_spec_without_modem_keeps_the_plan(graph, tmp_path):
+    """Issue 30: on the Pi 4 a split's radio heats the board node (its Wi-Fi sits on the PCB); a
+    spec without a 'modem' processor leaves the radio's heat out with a note, keeping the plan."""
+    import yaml
+
+    from optimizer.hardware import load_device
+    from optimizer.hardware.thermal_spec import load_thermal_spec
+
+    spec = load_thermal_spec("raspberry_pi4")
+    assert spec.processors["modem"].heats == {"board": 1.0}
+    plan = make_split_plan(graph, build_split_costs(graph, "raspberry_pi4", "wifi_10"), solver="exact").plan
+    assert plan.split.layer < plan.model.layers and plan.predicted.peak_temp_c is not None
+    doc = spec.model_dump(by_alias=True, mode="json")
+    del doc["processors"]["modem"]
+    (tmp_path / "bare.yaml").write_text(yaml.safe_dump(doc))
+    dev = load_device("raspberry_pi4").model_dump(by_alias=True, mode="json")
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump({**dev, "thermal": str(tmp_path / "bare.yaml")}))
+    board = spec.node_index("board")
+    full = simulate_plan(plan, duration_s=300.0)
+    bare = simulate_plan(plan, device=load_device(tmp_path / "pi.yaml"), duration_s=300.0)
+    assert not full.notes and "not modelled" in bare.notes[0] and "'modem'" in bare.notes[0]
+    assert full.temps_c[-1, board] > bare.temps_c[-1, board] + 1.0   # ~1 W of radio on a 0.06 W/K board
+    assert bare.sustained_fps == pytest.approx(full.sustained_fps)
 
 
 def test_cli_simulate_bad_input(map_plan, run_cli, tmp_path):

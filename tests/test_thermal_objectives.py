@@ -9,6 +9,7 @@ import pytest
 
 from optimizer.errors import UnknownNameError
 from optimizer.hardware import load_device, load_link
+from optimizer.hardware.thermal_spec import thermal_spec_of
 from optimizer.workflow import make_pipeline_plan, pipeline_problem
 from optimizer.search.thermal_objectives import GovernorLevels, pipeline_thermal_objectives, split_thermal_objectives
 from optimizer.search.thermal_workload import mapping_workload
@@ -45,7 +46,7 @@ def test_pipeline_objectives_match_simulator(graph, device):
     X = np.vstack([prob._fill_unused(x) for x in prob.enumerate_mappings()])
     X = X[np.random.default_rng(1).choice(len(X), 8, replace=False)]
     out = prob.evaluate(X)
-    spec = dev.thermal_spec()
+    spec = thermal_spec_of(dev)
     sims = [simulate(spec, mapping_workload(prob, x, graph, dev)) for x in X]
     for i, r in enumerate(sims):
         assert r.fps[0] == pytest.approx(out["throughput_fps"][i], rel=1e-9)
@@ -78,7 +79,7 @@ def test_split_objectives_match_simulator(graph):
                            float(b["upload_j"][i] + b["download_j"][i]),
                            float(b["upload_s"][i] + b["download_s"][i]),
                            radio=load_link("wifi_13").radio_state("pixel4"))
-        sims.append(simulate(dev.thermal_spec(), wl))
+        sims.append(simulate(thermal_spec_of(dev), wl))
         assert sims[-1].fps[0] == pytest.approx(1.0 / F[i, 0], rel=1e-9)
     throttled, cool = _check_against_simulator(obj, sims)
     assert throttled >= 1 and cool >= 1
@@ -87,7 +88,7 @@ def test_split_objectives_match_simulator(graph):
 
 
 def test_governor_levels_pixel4():
-    lv = GovernorLevels(load_device("pixel4").thermal_spec())
+    lv = GovernorLevels(thermal_spec_of(load_device("pixel4")))
     names = lv.spec.processor_names
     assert len(lv.caps) == 7  # unthrottled + six skin rows (the shutdown row is not a level; the
     #                            die and modem rows of issue 17 are off the skin ladder)

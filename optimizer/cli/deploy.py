@@ -25,9 +25,10 @@ def export(
     seed: int = typer.Option(0, "--seed", help="Weight seed of zoo networks and of synthetic calibration."),
     model: Optional[str] = typer.Option(None, "--model",
                                         help="A .keras, .tflite or .onnx file instead of the plan's model."),
-    keep_reference: bool = typer.Option(False, "--keep-reference",
+    keep_reference: bool = typer.Option(True, "--keep-reference/--no-reference",
                                         help="Also ship the single-file model for 'run --check' (INT8: the one the "
-                                        "parts are aligned to; float: the whole network converted once)."),
+                                        "parts are aligned to; float: the whole network converted once); "
+                                        "--no-reference skips it."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
     """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""

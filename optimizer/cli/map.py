@@ -34,14 +34,16 @@ def map_cmd(
                                    help="throughput (alias fps), latency, energy, memory, sustained-fps, "
                                         "peak-temp, time-to-throttle; two comma-separated for a Pareto front "
                                         "(e.g. throughput,peak-temp)."),
-    stages: int = typer.Option(3, "--stages", help="Most inference stages (each on its own processor)."),
+    stages: Optional[int] = typer.Option(None, "--stages", help="Most inference stages (each on its own processor; "
+                                         "default: 3, or fewer on a device with fewer processors)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the GA (same seed -> same plan)."),
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
     processors: Optional[str] = typer.Option(None, "--processors",
                                              help="Comma-separated processors stages may use (default: all)."),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Per-processor memory cap, e.g. '2 GB'."),
-    cpu_cores: int = typer.Option(8, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) and "
-                                                         "pre/post-processing (2 threads each)."),
+    cpu_cores: Optional[int] = typer.Option(None, "--cpu-cores", help="CPU cores shared by CPU stages (4 threads) "
+                                            "and pre/post-processing (2 threads each); default: the device's "
+                                            "cpu_cores, else 8."),
     pre_ms: float | None = typer.Option(None, "--pre-ms", help="Pre-processing time per frame (CPU, 2 threads), ms "
                                         "(default: a detector's modeled resize/normalise, else 0)."),
     post_ms: float | None = typer.Option(None, "--post-ms", help="Post-processing time per frame (CPU, 2 threads), ms "
@@ -172,6 +174,10 @@ def _summary(problem, result, plan, out: Path) -> None:
                       f"{pr.extra.get('thermal_ambient_c', 25):g} °C: first throttle {ttt}, sustained "
                       f"{pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C "
                       f"(dnnplan simulate {out} for details)", highlight=False)
+    else:
+        from ..workflow.simulate import no_thermal_note
+
+        console.print(f"note: {no_thermal_note(plan.device)}", highlight=False)
     singles = {k.split(":", 1)[1]: c for k, c in result.baselines.items() if k.startswith("single:")}
     if singles:
         best_single = max(singles.items(), key=lambda kv: kv[1].objectives["throughput_fps"])

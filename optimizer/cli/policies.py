@@ -36,6 +36,7 @@ def schedule(
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
     from ..errors import ConfigError
     from ..hardware import load_device
+    from ..hardware.thermal_spec import thermal_spec_of
     from ..thermal.policies.splash import POLICIES, run_schedule
     from ..thermal.policies.workload import load_workload, worker_profiles
 
@@ -49,7 +50,7 @@ def schedule(
     if link is None and policy in ("heft-cloud",):
         raise ConfigError(f"--policy {policy} offloads to the cloud; give --network LINK")
     wl = load_workload(workload)
-    spec = load_device(device).thermal_spec()
+    spec = thermal_spec_of(load_device(device))
     if not STATE.quiet:
         console_err.print(f"[dim]profiling {wl.name} on {device} (cost model) ...[/]")
     prof = worker_profiles(wl, device, link)
@@ -86,12 +87,13 @@ def schedule(
     for c in ("worker", "share %", "peak °C", "final °C", "model RMSE °C", "persistence RMSE °C"):
         t.add_column(c, justify="right")
     for w in res.workers:
-        node = "modem" if w == "cloud" else w
+        proc = spec.processors.get("modem" if w == "cloud" else w)   # the node its heat mostly goes to
+        node = max(proc.heats, key=proc.heats.__getitem__) if proc is not None else w
         rm = res.model_rmse_c[w]
         t.add_row(w, f"{100 * res.share[w]:.1f}", f"{res.peak_temp_c.get(node, float('nan')):.1f}",
                   f"{res.final_temp_c.get(node, float('nan')):.1f}", f"{rm['model']:.3f}", f"{rm['persistence']:.3f}")
     console.print(t)
-    skin = load_device(device).thermal_spec().skin
+    skin = spec.skin
     console.print(f"skin peak {res.peak_temp_c[skin]:.1f} °C; simulated in {res.wall_s:.2f} s")
 
 

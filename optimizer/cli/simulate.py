@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, output_file, print_json
+from .common import STATE, console, console_err, output_file, print_json
 
 
 @app.command("simulate")
@@ -21,9 +21,14 @@ def simulate_cmd(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Draw temperatures, caps and FPS over time (PNG)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", callback=output_file, help="Write the full time series as JSON."),
 ) -> None:
-    """Simulate PLAN running continuously: time to throttle, sustained FPS, peak temperatures."""
+    """Simulate PLAN running continuously: time to throttle, sustained FPS, peak temperatures.
+
+    A device without a thermal section is not an error: its plan runs at full clocks (FPS and
+    power from the plan's workload) and a note says that temperatures and throttling are not
+    modelled."""
     from ..errors import ConfigError
     from ..fileio import atomic_write_bytes, atomic_write_json
+    from ..hardware import load_device
     from ..plan.io import read_plan
     from ..workflow.simulate import simulate_plan
 
@@ -32,7 +37,11 @@ def simulate_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {plot}: expected a .png file name")
     p = read_plan(plan)
-    res = simulate_plan(p, duration_s=duration, ambient_c=ambient)
+    dev = load_device(p.device)
+    if dev.thermal is None:
+        _without_thermal(plan, p, dev, out, plot, as_json)
+        return
+    res = simulate_plan(p, device=dev, duration_s=duration, ambient_c=ambient)
     summary = {"plan": str(plan), "kind": p.kind, "model": p.model.name, **res.summary(),
                **_fps_summary(res)}
     png = None
@@ -48,11 +57,40 @@ def simulate_cmd(
     if as_json:
         print_json(summary)
         return
+    for line in res.notes:
+        console_err.print(f"note: {line}", highlight=False)
     if not STATE.quiet:
         _table(summary)
         written = [str(f) for f in (out, plot) if f is not None]
         if written:
             console.print(f"wrote {' and '.join(written)}", highlight=False)
+
+
+def _without_thermal(path: Path, plan, device, out: Path | None, plot: Path | None, as_json: bool) -> None:
+    """``simulate`` on a device without a thermal section: the plan at full clocks, and a note."""
+    from ..errors import ConfigError
+    from ..fileio import atomic_write_json
+    from ..workflow.simulate import full_clock_point, no_thermal_note
+
+    if plot is not None:
+        raise ConfigError(f"--plot {plot}: device {device.name!r} has no thermal section, so there are no "
+                          "temperatures to draw; leave out --plot")
+    point = full_clock_point(plan, device=device)
+    power = ", ".join(f"{k} {v:.2f} W" for k, v in point["power_w"].items())
+    note = (f"{no_thermal_note(device.name)}; at full clocks the plan runs {point['fps']:.2f} FPS "
+            f"({power or 'no power model'})")
+    summary = {"plan": str(path), "kind": plan.kind, "model": plan.model.name, "device": device.name,
+               "thermal_modelled": False, "initial_fps": point["fps"], "sustained_fps": point["fps"],
+               "power_w": point["power_w"], "time_to_first_throttle_s": None, "peak_die_c": None,
+               "notes": [note]}
+    if out is not None:
+        atomic_write_json(out, summary)
+    if as_json:
+        print_json(summary)
+        return
+    console_err.print(f"note: {note}", highlight=False)
+    if out is not None and not STATE.quiet:
+        console.print(f"wrote {out}", highlight=False)
 
 
 def _fps_summary(res) -> dict:

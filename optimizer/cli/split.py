@@ -209,6 +209,10 @@ def _notes(plan: Any, device: str) -> None:
         console.print(f"simulated {pr.extra.get('thermal_horizon_s', 600):.0f} s on {device}: first "
                       f"throttle {ttt}, sustained {pr.sustained_fps:.2f} fps, peak die {pr.peak_temp_c:.1f} °C",
                       highlight=False)
+    else:
+        from ..workflow.simulate import no_thermal_note
+
+        console.print(f"note: {no_thermal_note(device)}", highlight=False)
 
 
 def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights: str | None,

@@ -278,9 +278,9 @@ class FlatbufferView:
     """
 
     def __init__(self, path: Path) -> None:
-        from ..quantize.flatbuffer import read_model
+        from .tflite_flatbuffer import read_model, tflite_schema
 
-        from ai_edge_litert import schema_py_generated as schema
+        schema = tflite_schema()
 
         model = read_model(path.read_bytes(), str(path))
         codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}

@@ -230,7 +230,8 @@ class Handoff(_Model):
 
 class Device(_Model):
     """A phone, board, workstation or server: its processors, hand-off costs, idle power,
-    memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``)."""
+    memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``, loaded by
+    :func:`optimizer.hardware.thermal_spec.thermal_spec_of`)."""
 
     name: str
     description: str = ""
@@ -314,18 +315,6 @@ class Device(_Model):
             np.fill_diagonal(m, 0.0)
         return lat, spb, jpb
 
-    def thermal_spec(self) -> Any:
-        """The device's thermal spec via :func:`optimizer.hardware.thermal_spec.load_thermal_spec`."""
-        from ..errors import ConfigError
-
-        if self.thermal is None:
-            raise ConfigError(f"device {self.name!r} has no thermal spec (no 'thermal:' entry in its file)")
-        try:
-            from .thermal_spec import load_thermal_spec
-        except ImportError as exc:
-            raise ConfigError(f"device {self.name!r}: thermal specs are not available ({exc})") from exc
-        return load_thermal_spec(self.thermal)
-
 
 class PhoneRadio(_Model):
     """One phone's measured radio powers on one technology: the controller's TX, RX and awake-idle
@@ -378,9 +367,9 @@ class RadioPower(_Model):
     @classmethod
     def _known_phones(cls, v: dict[str, PhoneRadio]) -> dict[str, PhoneRadio]:
         if v:
-            from .loader import device_names
+            from .. import shipped
 
-            names = device_names()
+            names = shipped.names("devices")
             bad = sorted(set(v) - set(names))
             if bad:
                 raise ValueError(f"unknown device {bad[0]!r} in radio.phones; valid: {', '.join(names)}")

@@ -22,8 +22,9 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ..errors import UnknownNameError
-from .loader import ShippedYaml
+from ..errors import ConfigError, UnknownNameError
+from .loader import ShippedYaml, device_names, load_device
+from .schema import Device
 from .units import parse_quantity, reject_duplicates
 
 #: name of the ambient pseudo-node in ``conductances``
@@ -295,3 +296,23 @@ class ThermalSpec(_Model):
 #: thermal specs shipped in ``search_spaces/thermal/`` (one per device name)
 THERMAL_SPECS = ShippedYaml("thermal", "thermal spec", ThermalSpec)
 available_thermal_specs, load_thermal_spec = THERMAL_SPECS.names, THERMAL_SPECS.load
+
+
+def devices_with_thermal() -> list[str]:
+    """Names of the shipped devices whose file names a thermal spec."""
+    out = []
+    for name in device_names():
+        try:
+            if load_device(name).thermal is not None:
+                out.append(name)
+        except Exception:  # noqa: BLE001 - a broken device file must not hide the others
+            continue
+    return out
+
+
+def thermal_spec_of(device: Device) -> ThermalSpec:
+    """The device's thermal spec, or a ConfigError naming the device and those that have one."""
+    if device.thermal is None:
+        raise ConfigError(f"device {device.name!r} has no thermal section (no 'thermal:' entry in its file); "
+                          f"devices with one: {', '.join(devices_with_thermal())}")
+    return load_thermal_spec(device.thermal)

@@ -454,7 +454,7 @@ class _Int8Reference:
               known: dict[str, Quantization]) -> None:
         """Rewrite the INT8 part at ``path`` in place (see the class docstring)."""
         from ..fileio import atomic_write_bytes
-        from ..quantize.flatbuffer import write_model
+        from ..graph.tflite_flatbuffer import write_model
 
         fu = self.fu
         pm = fu.read_model(str(path))

@@ -3,7 +3,7 @@
 Nothing is re-converted: a part is the original model restricted to its operators.
 
 * TFLite: the flatbuffer is read through the schema's object API (``ai_edge_litert``'s
-  ``schema_py_generated``, as :mod:`optimizer.quantize.flatbuffer` does) and every part gets a
+  ``schema_py_generated``, through :mod:`optimizer.graph.tflite_flatbuffer`) and every part gets a
   new main subgraph holding its operators, plus the constant-only operators that feed them
   (``DEQUANTIZE`` of float16 weights, ``DENSIFY`` of sparse weights), the tensors they touch
   with their quantization parameters unchanged (so the cut tensors of an INT8 model keep the
@@ -28,15 +28,10 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from ..graph.layergraph import LayerGraph
+from ..graph.tflite_flatbuffer import read_model, serving_signature, tflite_schema, write_model
 from .manifest import Quantization, TensorSpec
 
 FILE_FORMATS = (".tflite", ".onnx")
-
-
-def _schema() -> Any:
-    from ai_edge_litert import schema_py_generated
-
-    return schema_py_generated
 
 
 class TfliteCutter:
@@ -45,8 +40,6 @@ class TfliteCutter:
     suffix = ".tflite"
 
     def __init__(self, path: Path, graph: LayerGraph) -> None:
-        from ..quantize.flatbuffer import read_model
-
         self.path = path
         self.model = read_model(path.read_bytes(), str(path))
         self.sg = self.model.subgraphs[0]
@@ -98,10 +91,9 @@ class TfliteCutter:
               name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
         """Write the part computing layers ``[first_op, end_op)`` to ``path``; return its I/O specs."""
         from ..fileio import atomic_write_bytes
-        from ..quantize.flatbuffer import serving_signature, write_model
 
         self.check_cuttable(parts)
-        schema = _schema()
+        schema = tflite_schema()
         self._check_exchangeable(ins + outs, f"the part of ops {first_op}-{end_op - 1}", schema)
         op_ids = self._ops_of(first_op, end_op)
         used: list[int] = []
@@ -159,7 +151,7 @@ class TfliteCutter:
     def _specs(names: list[str], prefix: str, remap: dict[int, int], tensors: list[Any]) -> list[TensorSpec]:
         from ..graph.tflite_import import tflite_np_type
 
-        schema = _schema()
+        schema = tflite_schema()
         types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
         specs = []
         for k, tid in enumerate(names):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .flatbuffer import _schema, read_model, write_model
+from ..graph.tflite_flatbuffer import drop_unused_tensors, read_model, tflite_schema, write_model
 
 
 def quantize_slope(alpha: np.ndarray) -> tuple[np.ndarray, float, int]:
@@ -35,7 +35,7 @@ def quantize_slope(alpha: np.ndarray) -> tuple[np.ndarray, float, int]:
 
 def integer_prelu(data: bytes, what: str = "model") -> tuple[bytes, int]:
     """The model with its float PReLU chains made INT8 (see the module doc) and how many were."""
-    schema = _schema()
+    schema = tflite_schema()
     model = read_model(data, what)
     ops = schema.BuiltinOperator
     code_of = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
@@ -60,10 +60,8 @@ def integer_prelu(data: bytes, what: str = "model") -> tuple[bytes, int]:
             drop |= {deq, quant}
             done += 1
         if drop:
-            from .tflite_input import _drop_unused_tensors
-
             sg.operators = [op for k, op in enumerate(sg.operators) if k not in drop]
-            _drop_unused_tensors(model, sg)
+            drop_unused_tensors(model, sg)
     return (write_model(model) if done else data), done
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelFormatError, UnsupportedOperatorError
 from .calibration import InputSpec
-from .flatbuffer import _schema, read_model, with_signature
+from ..graph.tflite_flatbuffer import drop_unused_tensors, read_model, tflite_schema, with_signature, write_model
 
 #: schemes a float ``.tflite`` can be quantized with, and the quantizer recipe of each
 TFLITE_SCHEMES = ("per-channel", "per-tensor", "dynamic")
@@ -46,7 +46,7 @@ def read_float_tflite(path: Path) -> tuple[bytes, list[InputSpec], str]:
     except OSError as exc:
         raise ModelFormatError(f"{path}: cannot read ({exc.strerror})") from None
     model = read_model(data, str(path))
-    types = _schema().TensorType
+    types = tflite_schema().TensorType
     weights = {t.type for sg in model.subgraphs for t in sg.tensors
                if t.buffer and model.buffers[t.buffer].data is not None and len(model.buffers[t.buffer].data)}
     if weights & {types.INT8, types.UINT8} or any(
@@ -75,13 +75,11 @@ def _normalised_float_model(model: Any, fold_fp16: bool) -> bytes:
     would take those ``DEQUANTIZE`` outputs for activations (zero points on weights), so the
     constants are folded (the values the FP16 model computes with, exactly).
     """
-    schema = _schema()
+    schema = tflite_schema()
     for code in model.operatorCodes:
         code.builtinCode = max(code.builtinCode, code.deprecatedBuiltinCode)
     if fold_fp16:
         _fold_fp16_weights(model, schema)
-    from .flatbuffer import write_model
-
     return write_model(model)
 
 
@@ -104,32 +102,7 @@ def _fold_fp16_weights(model: Any, schema: Any) -> None:
             out.buffer = len(model.buffers)
             model.buffers.append(buf)
         sg.operators = kept
-        _drop_unused_tensors(model, sg)
-
-
-def _drop_unused_tensors(model: Any, sg: Any) -> None:
-    """Remove tensors no operator or graph edge refers to (the folded FP16 copies) and their data."""
-    fields = ("inputs", "outputs", "intermediates")
-    used = sorted({int(t) for op in sg.operators for f in fields
-                   for t in (getattr(op, f) if getattr(op, f) is not None else []) if t >= 0}
-                  | {int(t) for t in sg.inputs} | {int(t) for t in sg.outputs})
-    remap = {old: new for new, old in enumerate(used)}
-    for k, t in enumerate(sg.tensors):
-        if k not in remap and t.buffer:
-            model.buffers[t.buffer].data = None
-    sg.tensors = [sg.tensors[k] for k in used]
-    for op in sg.operators:
-        for f in fields:
-            seq = getattr(op, f)
-            if seq is not None:
-                setattr(op, f, [remap[int(t)] if t >= 0 else -1 for t in seq])
-    sg.inputs = [remap[int(t)] for t in sg.inputs]
-    sg.outputs = [remap[int(t)] for t in sg.outputs]
-    index = model.subgraphs.index(sg)
-    for sig in model.signatureDefs or []:
-        if sig.subgraphIndex == index:
-            for tm in [*(sig.inputs or []), *(sig.outputs or [])]:
-                tm.tensorIndex = remap[int(tm.tensorIndex)]
+        drop_unused_tensors(model, sg)
 
 
 def _signature_key(interp: Any) -> str:
@@ -143,10 +116,10 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: list[dict[str, np.nda
         raise ConfigError(f"--scheme {scheme} is not available for a .tflite input ({what}); expected one of "
                           f"{', '.join(TFLITE_SCHEMES)} (a .tflite is quantized by ai-edge-quantizer, "
                           "which has no fp16 recipe)")
-    from .convert import quiet
+    from ..graph.convert import quiet_conversion
 
     # the quantizer draws tqdm bars on sys.stderr whatever it is told: dnnplan reports its own progress
-    with quiet(), contextlib.redirect_stderr(io.StringIO()):
+    with quiet_conversion(), contextlib.redirect_stderr(io.StringIO()):
         from ai_edge_quantizer import quantizer, recipe
 
         qt = quantizer.Quantizer(data, _recipe(recipe, scheme))

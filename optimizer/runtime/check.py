@@ -4,7 +4,7 @@ The parts run as :func:`optimizer.runtime.pipeline.run_plan` runs them (threaded
 tail of a split over a real loopback socket); the single-file reference model runs on the same
 input frames with LiteRT (``.tflite``) or onnxruntime (``.onnx``). The reference is the model
 file the plan was made from (its SHA-256 must be the plan's), or the single-file INT8 model an
-export shipped with ``--keep-reference``.
+export shipped (``dnnplan export`` keeps it unless ``--no-reference``).
 
 Per network output: top-1 agreement (share of frames whose arg-max over the flattened output
 is the same), the largest absolute difference, and the signal-to-quantization-noise ratio
@@ -98,7 +98,7 @@ def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
     if manifest.reference is not None:
         return artifacts_dir / manifest.reference.file
     raise ConfigError(f"--check: {artifacts_dir} has no single-file reference model; check exports of "
-                      ".tflite/.onnx models, or export with --keep-reference")
+                      ".tflite/.onnx models, or export again without --no-reference")
 
 
 def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -47,7 +47,8 @@ from ..errors import ConfigError, UnknownNameError
 from ..hardware import load_device, load_link
 from ..hardware.schema import RadioState
 from ..thermal.governor import Governor
-from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns, thermal_spec_of
+from ..hardware.thermal_spec import thermal_spec_of
+from ..thermal.plan_workload import MODEM, CappedTables, native_cum, pipeline_power, spec_columns
 from ..thermal.rc import RCNetwork
 from ..thermal.simulate import SteadyStateObjective
 from .pipeline import Objective, PipelineProblem

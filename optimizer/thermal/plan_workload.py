@@ -246,28 +246,3 @@ class SplitWorkload:
                 tail = float(self.radio.tail_j(max(period - transfer, 0.0)))
             power[MODEM] = (self.radio_j + tail) / period
         return WorkloadPoint(power, 1.0 / period if period > 0 else float("inf"))
-
-
-def devices_with_thermal() -> list[str]:
-    """Names of the shipped devices whose file names a thermal spec."""
-    from ..hardware import load_device
-    from ..hardware.loader import device_names
-
-    out = []
-    for name in device_names():
-        try:
-            if load_device(name).thermal is not None:
-                out.append(name)
-        except Exception:  # noqa: BLE001 - a broken device file must not hide the others
-            continue
-    return out
-
-
-def thermal_spec_of(device: Any) -> Any:
-    """The device's thermal spec, or a ConfigError naming the device and those that have one."""
-    if device.thermal is None:
-        raise ConfigError(f"device {device.name!r} has no thermal section (no 'thermal:' entry in its file); "
-                          f"devices with one: {', '.join(devices_with_thermal())}")
-    return device.thermal_spec()
-
-

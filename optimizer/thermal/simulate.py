@@ -117,9 +117,11 @@ class SimulationResult:
     sustained_fps: float
     peak_skin_c: float
     peak_die_c: float
+    #: what the run leaves out (e.g. a power source the spec has no node for), one line each
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
-        """The headline figures as a JSON-ready dict."""
+        """The headline figures as a JSON-ready dict (``notes`` only when there are any)."""
         return {
             "device": self.device, "ambient_c": self.ambient_c,
             "duration_s": float(self.times_s[-1]) if len(self.times_s) else 0.0,
@@ -129,6 +131,7 @@ class SimulationResult:
             "initial_fps": float(self.fps[0]) if len(self.fps) else 0.0,
             "peak_skin_c": self.peak_skin_c, "peak_die_c": self.peak_die_c,
             "events": len(self.events),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def to_dict(self) -> dict:

@@ -28,13 +28,16 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, float, int], None]
 
+#: Park & Ha's pipeline: up to 3 inference stages, each on its own processor (METHODS.md section 2)
+DEFAULT_STAGES = 3
+
 
 def pipeline_problem(
     graph: LayerGraph,
     device: Device | str,
     *,
     dtype: str = "int8",
-    stages: int = 3,
+    stages: int | None = None,
     objectives: tuple[str, ...] = ("throughput",),
     memory_limit: float | None = None,
     processors: list[str] | None = None,
@@ -47,7 +50,8 @@ def pipeline_problem(
     table: Any = None,
 ) -> Any:
     """The checked :class:`PipelineProblem` of ``graph`` on ``device`` (a Device or its name);
-    ``table`` reuses a CostTable already built for them."""
+    ``table`` reuses a CostTable already built for them. ``stages`` None: Park & Ha's
+    :data:`DEFAULT_STAGES`, or as many as the processors allowed when the device has fewer."""
     from ..cost import build_cost_table
     from ..hardware import load_device
     from ..search.pipeline import PipelineProblem
@@ -55,6 +59,8 @@ def pipeline_problem(
     if table is None:
         dev = load_device(device) if isinstance(device, str) else device
         table = build_cost_table(graph, dev, dtype, backend=backend)
+    if stages is None:
+        stages = min(DEFAULT_STAGES, len(processors) if processors else table.n_processors)
     problem = PipelineProblem(table, stages=stages, objectives=tuple(objectives), memory_limit=memory_limit,
                               processors=processors, cpu_cores=cpu_cores, cpu_threads=cpu_threads,
                               pre_s=pre_s, post_s=post_s, extra_objectives=tuple(extra_objectives))

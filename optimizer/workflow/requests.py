@@ -96,7 +96,7 @@ class PipelineRequest(_Request):
     granularity: Literal["op", "block"] = "op"
     solver: str = "ga"
     objectives: tuple[str, ...] = ("throughput",)
-    stages: int = Field(default=3, ge=1)
+    stages: int | None = Field(default=None, ge=1, description="Most stages (default: min(3, processors allowed))")
     memory_limit: float | None = Field(default=None, description="Per-processor memory cap, bytes or '2 GB'")
     cpu_cores: int | None = Field(default=None, ge=1)
     pre_s: float | None = Field(default=None, ge=0, description="CPU pre-processing per frame, s "

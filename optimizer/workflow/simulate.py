@@ -9,15 +9,17 @@ a split plan a :class:`~optimizer.thermal.plan_workload.SplitWorkload`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..hardware import load_link
+from ..hardware.thermal_spec import thermal_spec_of
 from ..plan.schema import Plan
 from ..search.thermal_workload import PipelineWorkload
-from ..thermal.plan_workload import CappedTables, SplitWorkload, spec_columns, thermal_spec_of
+from ..thermal.plan_workload import MODEM, CappedTables, SplitWorkload, spec_columns
 
 
 def plan_graph(plan: Plan) -> Any:
@@ -137,6 +139,10 @@ def simulate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration
                   ambient_c: float | None = None) -> Any:
     """Run :func:`optimizer.thermal.simulate.simulate` on ``plan`` on its device.
 
+    A split plan's radio heats the spec's ``modem`` processor (a phone's modem die; on the boards
+    the board node its Wi-Fi/Ethernet chip sits on). A spec without one leaves the radio's heat
+    out, and the result's ``notes`` say so and how much it was: the plan is still judged.
+
     Raises
     ------
     ConfigError
@@ -148,7 +154,32 @@ def simulate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration
     dev = device if device is not None else load_device(plan.device)
     spec = thermal_spec_of(dev)
     wl = plan_workload(plan, graph=graph, device=dev, spec=spec)
-    return simulate(spec, wl, duration_s=duration_s, ambient_c=ambient_c)
+    notes = []
+    if isinstance(wl, SplitWorkload) and wl.radio_j > 0 and MODEM not in spec.processor_names:
+        radio_w = float(wl({}).power_w.get(MODEM, 0.0))
+        wl = replace(wl, radio_j=0.0)
+        notes.append(f"the radio's heat ({radio_w:.2f} W at full clocks) is not modelled: thermal spec "
+                     f"{spec.device!r} has no {MODEM!r} processor; add one whose 'heats' names the node the "
+                     "radio sits on (search_spaces/thermal/raspberry_pi4.yaml heats its board)")
+    res = simulate(spec, wl, duration_s=duration_s, ambient_c=ambient_c)
+    res.notes = notes
+    return res
+
+
+def no_thermal_note(device: str) -> str:
+    """The note every command prints for a plan whose device has no thermal section."""
+    return (f"device {device!r} has no thermal section: temperatures and throttling are not modelled "
+            "(search_spaces/thermal holds the devices that have one)")
+
+
+def full_clock_point(plan: Plan, *, graph: Any = None, device: Any = None) -> dict[str, Any]:
+    """What can be judged of ``plan`` without a thermal model: FPS and power per processor
+    (and the radio) at full clocks, from the plan's own workload (no throttling modelled)."""
+    from ..hardware import load_device
+
+    dev = device if device is not None else load_device(plan.device)
+    point = plan_workload(plan, graph=graph, device=dev)({})
+    return {"fps": float(point.fps), "power_w": {k: float(v) for k, v in point.power_w.items() if v > 0}}
 
 
 def annotate_plan(plan: Plan, *, graph: Any = None, device: Any = None, duration_s: float = 600.0,

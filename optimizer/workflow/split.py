@@ -104,7 +104,7 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
     load_link(request.network), load_server(request.server)  # name errors before the model loads
     thermal = request.thermal_objectives
     if thermal:
-        from ..thermal.plan_workload import thermal_spec_of
+        from ..hardware.thermal_spec import thermal_spec_of
 
         thermal_spec_of(dev)  # a device without a thermal section fails before the model loads
     if graph is None:

@@ -161,12 +161,13 @@ def run_shifting(setup: ShiftSetup, mode: str = "shift", *, duration_s: float = 
     """Simulate ``mode`` (``shift``: the controller; ``large``/``small``: always that variant)
     on the device's :class:`~optimizer.thermal.plant.ThermalPlant` (RC + governor)."""
     from ...hardware import load_device
+    from ...hardware.thermal_spec import thermal_spec_of
 
     if mode not in MODES:
         from ...errors import UnknownNameError
 
         raise UnknownNameError("shifting mode", mode, MODES)
-    spec = load_device(setup.device).thermal_spec()
+    spec = thermal_spec_of(load_device(setup.device))
     if setup.processor not in spec.processor_names:
         raise ConfigError(f"thermal spec of {setup.device!r} has no processor {setup.processor!r}")
     sub = max(1, int(round(spec.governor.period_s / sample_s)))

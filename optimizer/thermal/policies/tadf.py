@@ -109,6 +109,7 @@ def _fit_clocks(slack: Callable[[float, float], float], lc: np.ndarray, lg: np.n
 def _tadf_device(device: str, ambient_c: float, tmax_c: float, theta_c: float, cpu: str, gpu: str):
     """The device and its thermal spec, after checking TADF's settings (one-line errors)."""
     from ...hardware import load_device
+    from ...hardware.thermal_spec import thermal_spec_of
 
     if ambient_c >= tmax_c:
         raise ConstraintError(f"ambient {ambient_c:g} °C is not below T_max {tmax_c:g} °C: no clock "
@@ -117,7 +118,7 @@ def _tadf_device(device: str, ambient_c: float, tmax_c: float, theta_c: float, c
     if not theta_c > 0:
         raise ConfigError(f"theta must be > 0 °C, got {theta_c!r}")
     dev = load_device(device)
-    spec = dev.thermal_spec()
+    spec = thermal_spec_of(dev)
     for name in (cpu, gpu):
         if name not in spec.processor_names:
             raise ConfigError(f"device {device!r}: thermal spec has no processor {name!r} "
