@@ -8,6 +8,7 @@ count 0 (see :mod:`optimizer.graph.layergraph`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -280,5 +281,8 @@ def graph_from_keras_file(path: str | os.PathLike[str], granularity: str = "op",
     """Import a ``.keras`` file (at ``input_shapes``, see :func:`keras_at_input_shapes`)."""
     model = load_keras_model(path)
     p = Path(path)
-    return graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p),
-                            input_shapes=input_shapes).with_granularity(granularity)
+    graph = graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p), input_shapes=input_shapes)
+    if input_shapes:
+        served = resolve_input_shapes(input_shapes, {str(t.name): list(t.shape) for t in model.inputs}, str(p))
+        graph = dataclasses.replace(graph, served_input_shapes=served)
+    return graph.with_granularity(granularity)

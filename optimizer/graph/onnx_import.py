@@ -27,6 +27,7 @@ MACs (per sample, the convention of :mod:`optimizer.graph.layergraph`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -135,6 +136,9 @@ def graph_from_onnx(
     pinned = pin_input_shapes(model, input_shapes, where)
     dims = _static_shapes(pinned, where, input_shapes)
     graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
+    if input_shapes:
+        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
+        graph = dataclasses.replace(graph, served_input_shapes=served)
     _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
     return graph
 

@@ -16,6 +16,7 @@ BATCH_MATMUL: output elements × K; TRANSPOSE_CONV: input elements × Cout × kh
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -65,26 +66,27 @@ def graph_from_tflite_file(path: str | os.PathLike[str], input_shapes: InputShap
     if not p.is_file():
         raise InputFileError(f"{p}: no such file; give an existing .tflite model file")
     interpreter = _open(p)
-    _apply_input_shapes(interpreter, input_shapes, str(p))
-    return graph_from_interpreter(interpreter, p.stem, source=str(p), source_sha256=sha256_file(p))
+    served = _apply_input_shapes(interpreter, input_shapes, str(p))
+    graph = graph_from_interpreter(interpreter, p.stem, source=str(p), source_sha256=sha256_file(p))
+    return dataclasses.replace(graph, served_input_shapes=served) if input_shapes else graph
 
 
-def _apply_input_shapes(interpreter: Any, input_shapes: InputShapes | None, where: str) -> None:
+def _apply_input_shapes(interpreter: Any, input_shapes: InputShapes | None, where: str) -> InputShapes | None:
     """Resize the inputs to the shapes :func:`~optimizer.graph.input_shapes.resolve_input_shapes`
     gives (``resize_tensor_input``) and run once on zeros, so every tensor has its shape there."""
     if isinstance(interpreter, FlatbufferView):
         if input_shapes:
             raise ConfigError(f"{where}: --input-shape needs LiteRT kernels for every operator (this model has "
                               "custom operators without one); convert the model at the shape you serve")
-        return
+        return None
     inputs = interpreter.get_input_details()
     declared = {str(d["name"]): [int(x) if x > 0 else None for x in d.get("shape_signature", d["shape"])]
                 for d in inputs}
     if not input_shapes and not any(None in dims[1:] for dims in declared.values()):
-        return  # static (or a dynamic batch only, resolved at 1 when the file was opened)
+        return None  # static (or a dynamic batch only, resolved at 1 when the file was opened)
     shapes = resolve_input_shapes(input_shapes, declared, where)
     if all(list(d["shape"]) == list(shapes[str(d["name"])]) for d in inputs):
-        return
+        return shapes
     from ..lazy import silenced_stderr
 
     try:
@@ -100,6 +102,7 @@ def _apply_input_shapes(interpreter: Any, input_shapes: InputShapes | None, wher
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise ConfigError(f"{where}: the model cannot take {shown} ({first}); give the shape it was "
                           "converted for") from None
+    return shapes
 
 
 def _open(p: Path) -> Any:

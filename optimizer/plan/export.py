@@ -127,6 +127,12 @@ def plan_parts(plan: Plan, plan_graph: LayerGraph) -> list[PartRange]:
     return parts
 
 
+def plan_input_shapes(plan: Plan) -> dict[str, tuple[int, ...]] | None:
+    """The input shapes a plan's model was imported at (``model.input_shapes``), None if none."""
+    shapes = plan.model.input_shapes
+    return {k: tuple(int(d) for d in v) for k, v in shapes.items()} if shapes else None
+
+
 def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[Any, LayerGraph, int | None]:
     """The Keras model of ``plan``, its op-view LayerGraph, and the weight seed used.
 
@@ -162,10 +168,13 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
             raise ModelFormatError(f"plan: field model.source: {src!r} cannot be exported; export "
                                    "supports zoo networks and .keras/.tflite/.onnx files (pass --model FILE)")
     if isinstance(model, (str, os.PathLike)):
+        from ..graph.keras_import import keras_at_input_shapes
+
         p = Path(model)
-        km = load_keras_model(p)
+        shapes = plan_input_shapes(plan)
+        km = keras_at_input_shapes(load_keras_model(p), shapes, str(p))
         graph = graph_from_keras(km, p.stem, source=str(p), source_sha256=sha256_file(p))
-        return km, graph, None
+        return km, replace(graph, served_input_shapes=shapes) if shapes else graph, None
     return model, graph_from_keras(model, getattr(model, "name", "model")), None
 
 
@@ -675,7 +684,7 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
     from ..graph.loader import load_graph_file
     from .export_files import file_cutter
 
-    op_graph = load_graph_file(path, "op")
+    op_graph = load_graph_file(path, "op", plan_input_shapes(plan))
     if plan.model.sha256 and op_graph.source_sha256 != plan.model.sha256:
         raise SchemaError(f"plan: field model.sha256: {plan.model.sha256[:12]}... does not match {path} "
                           f"({op_graph.source_sha256[:12]}...); make the plan from this file or pass --model")
@@ -743,7 +752,8 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
                     response=response, request_bytes=req_bytes, result=topk)
     model = ModelInfo(name=plan.model.name, sha256=plan.model.sha256, granularity=plan.model.granularity,
                       layers=plan.model.layers, ops=len(op_graph), source=plan.model.source or op_graph.source,
-                      variant=dict(plan.model.variant), weight_seed=weight_seed)
+                      variant=dict(plan.model.variant), weight_seed=weight_seed,
+                      input_shapes=plan.model.input_shapes)
     return Manifest(kind=plan.kind, plan_sha256=plan_sha256(plan), device=plan.device,
                     dtype=plan.model.dtype, model=model, inputs=net_inputs, outputs=net_outputs,
                     parts=parts, wire=wire, calibration=calib, tool_version=version,

@@ -130,8 +130,21 @@ def ort_basic_optimized(path: Path, out: Path) -> Path:
     return out
 
 
-def onnx_to_savedmodel(path: Path, workdir: Path) -> Path:
-    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory."""
+def onnx_to_savedmodel(path: Path, workdir: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
+    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory.
+
+    ``input_shapes`` (``--input-shape``) are fixed in a copy of the file first
+    (:func:`optimizer.graph.onnx_import.pin_input_shapes`), so onnx2tf sees static shapes."""
+    if input_shapes:
+        import onnx
+
+        from ..fileio import atomic_write_bytes
+        from ..graph.onnx_import import pin_input_shapes
+
+        pinned = pin_input_shapes(onnx.load(str(path)), input_shapes, str(path))
+        fixed = workdir / f"{path.stem}.onnx"
+        atomic_write_bytes(fixed, pinned.SerializeToString())
+        path = fixed
     check_onnx(path)
     optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
     batch, nhwc = check_onnx(optimized)
