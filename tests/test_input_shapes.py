@@ -215,3 +215,35 @@ def test_public_dynamic_onnx_macs_match_an_executed_count(name, dynamic_onnx, ru
         res = run_cli("profile", str(path))
         assert res.exit_code == 2 and "--input-shape" in res.stderr and ",?" in res.stderr
 
+
+
+def _if_onnx(path: Path, cond_from_input: bool) -> Path:
+    """x[1,8] -> If(cond) with branches of different widths ([1,8] Relu, [1,4] Slice) -> Relu."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, "w"])])
+    else_g = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s1", "ax"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, "w"])])
+    inits = [helper.make_tensor("s0", TensorProto.INT64, [1], [0]), helper.make_tensor("s1", TensorProto.INT64, [1], [4]),
+             helper.make_tensor("ax", TensorProto.INT64, [1], [1]),
+             helper.make_tensor("limit", TensorProto.FLOAT, [], [4.0]), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])]
+    cond_src = "x" if cond_from_input else "one"
+    nodes = [helper.make_node("ReduceSum", [cond_src], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "limit"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
+             helper.make_node("Relu", ["y"], ["out"], name="relu")]
+    graph = helper.make_graph(nodes, "cf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "w"])], initializer=inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_if_is_imported_when_folding_makes_it_static_else_refused_by_name(tmp_path):
+    from optimizer.errors import UnsupportedOperatorError
+
+    g = load_graph(_if_onnx(tmp_path / "const.onnx", cond_from_input=False))  # 1 > 4 is false: [1, 4]
+    assert g.output_shapes == ((4,),)
+    with pytest.raises(UnsupportedOperatorError, match="control-flow node 'branch' \\(If\\)"):
+        load_graph(_if_onnx(tmp_path / "data.onnx", cond_from_input=True))
