@@ -247,3 +247,32 @@ def test_if_is_imported_when_folding_makes_it_static_else_refused_by_name(tmp_pa
     assert g.output_shapes == ((4,),)
     with pytest.raises(UnsupportedOperatorError, match="control-flow node 'branch' \\(If\\)"):
         load_graph(_if_onnx(tmp_path / "data.onnx", cond_from_input=True))
+
+
+@pytest.fixture(scope="module")
+def dynamic_keras(tmp_path_factory):
+    """A .keras file with dynamic spatial dims (Input((None, None, 3))) and its TFLite conversion."""
+    from optimizer.graph.convert import keras_to_tflite
+    from optimizer.lazy import keras as _keras
+
+    keras = _keras()
+    inp = keras.Input((None, None, 3), name="image")
+    x = keras.layers.Conv2D(8, 3, padding="same", name="conv")(inp)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    model = keras.Model(inp, keras.layers.Dense(10, name="fc")(x))
+    root = tmp_path_factory.mktemp("dynkeras")
+    model.save(root / "dyn.keras")
+    return root / "dyn.keras", keras_to_tflite(model, root / "dyn.tflite")
+
+
+@pytest.mark.parametrize("fmt", ["keras", "tflite"])
+def test_keras_and_tflite_with_dynamic_spatial_dims(fmt, dynamic_keras):
+    path = dynamic_keras[0 if fmt == "keras" else 1]
+    with pytest.raises(ConfigError, match=r"\[\?,\?,\?,3\]"):
+        load_graph(path)
+    g = load_graph(path, input_shapes={"": (1, 32, 24, 3)})
+    assert g.total_macs == 32 * 24 * 8 * 27 + 8 * 10
+    assert g.input_shapes == ((32, 24, 3),)
+    assert list(g.served_input_shapes.values()) == [(1, 32, 24, 3)]
+    with pytest.raises(ConfigError, match="rank 3"):
+        load_graph(path, input_shapes={"": (1, 32, 24)})

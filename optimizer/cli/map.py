@@ -88,8 +88,7 @@ def map_cmd(
         "settings": settings, "variant": parse_variant(variant), "measure": measure, "measure_cmd": measure_cmd,
         "measure_repeats": measure_repeats, "measure_frames": measure_frames,
         "measure_cache": str(cache) if measuring else None, "measure_cache_mb": measure_cache_mb,
-        "input_shape": input_shape or None,
-    }, labels=MAP_OPTIONS)
+        "input_shape": input_shape or None}, labels=MAP_OPTIONS)
     search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
     try:

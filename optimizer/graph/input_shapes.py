@@ -83,6 +83,18 @@ def format_input_shapes(shapes: Mapping[str, Sequence[int]]) -> list[str]:
     return [f"{name}:" * bool(name) + ",".join(str(d) for d in dims) for name, dims in shapes.items()]
 
 
+def shapes_flag(shapes: Mapping[str, Sequence[int]]) -> str:
+    """``{"x": (1, 3, 8, 8)}`` → ``"--input-shape x:1,3,8,8"`` (how messages show given shapes)."""
+    return " ".join(f"{FLAG} {s}" for s in format_input_shapes(shapes))
+
+
+def shape_refused(where: str, shapes: Mapping[str, Sequence[int]], reason: str) -> ConfigError:
+    """The one-line error of input shapes the model cannot take (a Reshape, a fixed weight, an
+    incompatible broadcast contradicts them), naming them and the reason."""
+    return ConfigError(f"{where}: the model cannot take {shapes_flag(shapes)} ({reason}); give the shape it was "
+                       "exported for")
+
+
 def _shown(dims: Sequence[int | None]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 

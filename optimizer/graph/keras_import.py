@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
-from .input_shapes import InputShapes, format_input_shapes, resolve_input_shapes
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 # Keras class name -> op family
@@ -145,7 +145,7 @@ def graph_from_keras(
         raise ModelFormatError(f"{name or model.name}: the Keras model has no inputs; "
                                "use a functional or sequential model with an Input")
     model_name = name or model.name
-    model = keras_at_input_shapes(model, input_shapes, source or model_name)
+    model, served = keras_at_input_shapes(model, input_shapes, source or model_name)
     ids: dict[int, str] = {}
 
     def tid(t: Any) -> str:
@@ -181,20 +181,23 @@ def graph_from_keras(
             ))
     inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
     outputs = [tid(t) for t in _flat(model.outputs)]
-    return build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
-                       source=source, source_sha256=source_sha256, fmt=fmt)
+    graph = build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
+                        source=source, source_sha256=source_sha256, fmt=fmt)
+    return dataclasses.replace(graph, served_input_shapes=served) if served else graph
 
 
-def keras_at_input_shapes(model: Any, input_shapes: InputShapes | None, where: str) -> Any:
-    """``model`` itself when its inputs are static but for the batch (and ``input_shapes`` agree),
-    else a functional clone on inputs of the resolved shapes with the same weights
-    (``keras.models.clone_model(..., input_tensors=...)``)."""
+def keras_at_input_shapes(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, InputShapes | None]:
+    """(model, resolved shapes): ``model`` itself when its inputs are static but for the batch
+    (and ``input_shapes`` agree), else a functional clone on inputs of the resolved shapes with
+    the same weights (``keras.models.clone_model(..., input_tensors=...)``); shapes None when
+    none were given."""
     declared = {str(t.name): [None if d is None else int(d) for d in t.shape] for t in model.inputs}
     if not input_shapes and not any(None in dims[1:] for dims in declared.values()):
-        return model
+        return model, None
     shapes = resolve_input_shapes(input_shapes, declared, where)
+    served = shapes if input_shapes else None
     if all(dims[1:] == list(shapes[n][1:]) for n, dims in declared.items()):
-        return model  # only the batch differs: shapes below drop it
+        return model, served  # only the batch differs: shapes below drop it
     from ..lazy import keras as _keras
 
     keras = _keras()
@@ -203,10 +206,9 @@ def keras_at_input_shapes(model: Any, input_shapes: InputShapes | None, where: s
         clone = keras.models.clone_model(model, input_tensors=inputs if len(inputs) > 1 else inputs[0])
         clone.set_weights(model.get_weights())
     except Exception as exc:  # keras raises ValueError/TypeError when a layer cannot take the shape
-        shown = " ".join(f"--input-shape {s}" for s in format_input_shapes(shapes))
-        raise ConfigError(f"{where}: the model cannot take {shown} ({type(exc).__name__}: "
-                          f"{(str(exc).strip().splitlines() or [''])[0][:160]})") from None
-    return clone
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise shape_refused(where, shapes, f"{type(exc).__name__}: {first}") from None
+    return clone, served
 
 
 def _inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
@@ -282,7 +284,4 @@ def graph_from_keras_file(path: str | os.PathLike[str], granularity: str = "op",
     model = load_keras_model(path)
     p = Path(path)
     graph = graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p), input_shapes=input_shapes)
-    if input_shapes:
-        served = resolve_input_shapes(input_shapes, {str(t.name): list(t.shape) for t in model.inputs}, str(p))
-        graph = dataclasses.replace(graph, served_input_shapes=served)
     return graph.with_granularity(granularity)

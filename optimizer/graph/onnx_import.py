@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
-from .input_shapes import InputShapes, format_input_shapes, resolve_input_shapes
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused, shapes_flag
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 # Domains whose operators dnnplan knows: the ONNX default operator set and the ONNX-ML set.
@@ -335,14 +335,13 @@ def _static_shapes(model: Any, where: str, given: InputShapes | None) -> dict[st
     symbolic → onnxsim folding); refuses what none of them resolves, naming its node."""
     import onnx
 
-    shown = " ".join(f"--input-shape {s}" for s in format_input_shapes(given or {}))
+    shown = shapes_flag(given or {})
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=bool(given), data_prop=True)
     except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         if given:
-            raise ConfigError(f"{where}: the model cannot take {shown} ({first}); give the shape it was "
-                              "exported for") from None
+            raise shape_refused(where, given, first) from None
         raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: {first})") from exc
     dims = _value_dims(inferred)
     needed = _needed(model)
@@ -351,7 +350,7 @@ def _static_shapes(model: Any, where: str, given: InputShapes | None) -> dict[st
             break
         extra = donor(model)
         dims.update({t: d for t, d in extra.items() if _static(d) and not _static(dims.get(t))})
-    _check_reshapes(model, dims, where, shown)
+    _check_reshapes(model, dims, where, given)
     missing = _unknown(needed, dims)
     if missing:
         node, t = missing[0]
@@ -368,19 +367,18 @@ def _static_shapes(model: Any, where: str, given: InputShapes | None) -> dict[st
     return dims
 
 
-def _check_reshapes(model: Any, dims: dict[str, list[int | None] | None], where: str, shown: str) -> None:
+def _check_reshapes(model: Any, dims: dict[str, list[int | None] | None], where: str,
+                    given: InputShapes | None) -> None:
     """Refuse a Reshape/Flatten whose inferred output does not hold its input's elements: the
     input shapes contradict a shape the model computes or stores."""
     for node in model.graph.node:
         if node.op_type in ("Reshape", "Flatten") and node.input and node.output:
             a, b = dims.get(node.input[0]), dims.get(node.output[0])
             if _static(a) and _static(b) and math.prod(x or 0 for x in a or []) != math.prod(x or 0 for x in b or []):
-                msg = (f"{where}: node {node.name or node.op_type!r} ({node.op_type}) cannot turn {a} into {b}"
-                       f"{' at ' + shown if shown else ''}")
-                if shown:
-                    raise ConfigError(f"{msg}; the model cannot take that input shape: give the shape it was "
-                                      "exported for")
-                raise ModelFormatError(f"{msg}; re-export the model")
+                what = f"node {node.name or node.op_type!r} ({node.op_type}) cannot turn {a} into {b}"
+                if given:
+                    raise shape_refused(where, given, what)
+                raise ModelFormatError(f"{where}: {what}; re-export the model")
 
 
 # --------------------------------------------------------------------------- MACs

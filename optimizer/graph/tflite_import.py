@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
-from .input_shapes import InputShapes, format_input_shapes, resolve_input_shapes
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
@@ -98,10 +98,7 @@ def _apply_input_shapes(interpreter: Any, input_shapes: InputShapes | None, wher
                 interpreter.set_tensor(d["index"], np.zeros(shapes[str(d["name"])], dtype=d["dtype"]))
             interpreter.invoke()
     except (ValueError, RuntimeError) as exc:
-        shown = " ".join(f"--input-shape {s}" for s in format_input_shapes(shapes))
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ConfigError(f"{where}: the model cannot take {shown} ({first}); give the shape it was "
-                          "converted for") from None
+        raise shape_refused(where, shapes, (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]) from None
     return shapes
 
 

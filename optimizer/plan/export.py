@@ -172,9 +172,9 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
 
         p = Path(model)
         shapes = plan_input_shapes(plan)
-        km = keras_at_input_shapes(load_keras_model(p), shapes, str(p))
+        km, served = keras_at_input_shapes(load_keras_model(p), shapes, str(p))
         graph = graph_from_keras(km, p.stem, source=str(p), source_sha256=sha256_file(p))
-        return km, replace(graph, served_input_shapes=shapes) if shapes else graph, None
+        return km, replace(graph, served_input_shapes=served) if served else graph, None
     return model, graph_from_keras(model, getattr(model, "name", "model")), None
 
 
