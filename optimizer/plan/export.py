@@ -55,7 +55,7 @@ from .manifest import (
     TensorInfo,
     topk_outputs,
 )
-from .schema import Plan
+from .schema import Plan, plan_input_shapes
 
 DEFAULT_CALIB_SAMPLES = 64
 REFERENCE_FILE = "reference.int8.tflite"
@@ -125,12 +125,6 @@ def plan_parts(plan: Plan, plan_graph: LayerGraph) -> list[PartRange]:
     if not parts:
         raise SchemaError("plan: nothing to export (no stages and an empty split)")
     return parts
-
-
-def plan_input_shapes(plan: Plan) -> dict[str, tuple[int, ...]] | None:
-    """The input shapes a plan's model was imported at (``model.input_shapes``), None if none."""
-    shapes = plan.model.input_shapes
-    return {k: tuple(int(d) for d in v) for k, v in shapes.items()} if shapes else None
 
 
 def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[Any, LayerGraph, int | None]:

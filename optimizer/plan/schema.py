@@ -47,6 +47,13 @@ def model_input_shapes(graph: Any) -> dict[str, list[int]] | None:
     return {k: [int(d) for d in v] for k, v in served.items()} if served else None
 
 
+def plan_input_shapes(plan: Plan) -> dict[str, tuple[int, ...]] | None:
+    """The input shapes a plan's model was imported at (``model.input_shapes``), None if none:
+    what ``load_graph(..., input_shapes=...)`` takes to import the plan's graph again."""
+    shapes = plan.model.input_shapes
+    return {k: tuple(int(d) for d in v) for k, v in shapes.items()} if shapes else None
+
+
 class Stage(_Strict):
     """One inference stage of a pipeline: consecutive layers on one processor."""
 
