@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> list[Step]:
             if need and not done.get(need, (d / ("map.json" if need == "map" else "artifacts")).exists()):
                 row.status = f"skipped ({need} failed)"
                 continue
-            print(f"[{label}] {step}: {shlex.join(commands[step][2:])}", file=sys.stderr, flush=True)
+            print(f"[{label}] {step}: dnnplan {shlex.join(commands[step][4:])}", file=sys.stderr, flush=True)
             rc, row.wall_s, row.peak_rss_mb, err = _timed(commands[step], d / f"{step}.log")
             done[step] = rc == 0
             row.status = "ok" if rc == 0 else f"exit {rc}: {err}"

@@ -135,6 +135,7 @@ def onnx_to_savedmodel(path: Path, workdir: Path, input_shapes: dict[str, tuple[
 
     ``input_shapes`` (``--input-shape``) are fixed in a copy of the file first
     (:func:`optimizer.graph.onnx_import.pin_input_shapes`), so onnx2tf sees static shapes."""
+    source = path  # what errors name
     if input_shapes:
         import onnx
 
@@ -155,9 +156,9 @@ def onnx_to_savedmodel(path: Path, workdir: Path, input_shapes: dict[str, tuple[
         res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
                              timeout=TIMEOUT_S, env=env, cwd=workdir)
     except subprocess.TimeoutExpired:
-        raise ModelFormatError(f"{path}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
+        raise ModelFormatError(f"{source}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
     if res.returncode != 0 or not (out / "saved_model.pb").is_file():
-        raise UnsupportedOperatorError(f"{path}: {CONVERTER} cannot convert the model "
+        raise UnsupportedOperatorError(f"{source}: {CONVERTER} cannot convert the model "
                                        f"({_child_error(res.stdout + res.stderr)})")
     return out
 
