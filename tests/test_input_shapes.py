@@ -68,8 +68,10 @@ def test_resolve_rules():
     assert "a[?,3,?]" in str(err.value) and "--input-shape a:1,3,640" in str(err.value)
     with pytest.raises(ConfigError, match="has no input name and the model has 2 inputs"):
         resolve_input_shapes({"": (1, 3, 5)}, declared, "m.onnx")
+    with pytest.raises(ConfigError, match="batch 8; plans are per frame"):
+        resolve_input_shapes({"a": (8, 3, 5)}, declared, "m.onnx")
     with pytest.warns(InputShapeNote, match="dynamic batch of input b set to 1"):
-        assert resolve_input_shapes({"a": (2, 3, 5)}, declared, "m") == {"a": (2, 3, 5), "b": (1, 4)}
+        assert resolve_input_shapes({"a": (1, 3, 5)}, declared, "m") == {"a": (1, 3, 5), "b": (1, 4)}
 
 
 # ------------------------------------------------------------------------------ importer

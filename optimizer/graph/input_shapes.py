@@ -122,7 +122,8 @@ def resolve_input_shapes(given: InputShapes | None, declared: Mapping[str, Seque
     ------
     ConfigError
         A name that is not an input, an unnamed shape for a model with several inputs, a rank
-        or fixed dim the model does not have, or dynamic non-batch dims with no shape given.
+        or fixed dim the model does not have, a dynamic batch given as more than 1 (plans are
+        per frame), or dynamic non-batch dims with no shape given.
     """
     given = dict(given or {})
     names = list(declared)
@@ -150,6 +151,9 @@ def resolve_input_shapes(given: InputShapes | None, declared: Mapping[str, Seque
                 if d is not None and d != s:
                     raise ConfigError(f"{where}: {FLAG} {name}:{','.join(map(str, shape))}: dim {k} of input "
                                       f"{name!r}{_shown(dims)} is fixed at {d} in the model, not {s}")
+            if len(dims) > 1 and dims[0] is None and shape[0] != 1:
+                raise ConfigError(f"{where}: {FLAG} {name}:{','.join(map(str, shape))}: batch {shape[0]}; plans are "
+                                  f"per frame, give batch 1 ({name}:1,{','.join(map(str, shape[1:]))})")
             out[name] = tuple(shape)
         elif any(d is None for d in dims[1:]):
             missing.append(name)
