@@ -251,6 +251,29 @@ def test_if_is_imported_when_folding_makes_it_static_else_refused_by_name(tmp_pa
         load_graph(_if_onnx(tmp_path / "data.onnx", cond_from_input=True))
 
 
+def test_inference_passes_leave_no_files_in_the_working_directory(tmp_path, monkeypatch):
+    """onnxruntime's symbolic inference saves sym_shape_infer_temp.onnx in the working directory
+    when it cannot finish (here: a custom-domain operator of unknown shape); the importer must not."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.errors import ModelFormatError
+
+    nodes = [helper.make_node("Mystery", ["x"], ["m"], name="head/mystery", domain="org.x"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "custom.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("org.x", 1)]),
+              str(path))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with pytest.raises(ModelFormatError, match="'m' \\(output of node 'head/mystery'"):
+        load_graph(path, input_shapes={"x": (1, 4)})
+    assert list(cwd.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def dynamic_keras(tmp_path_factory):
     """A .keras file with dynamic spatial dims (Input((None, None, 3))) and its TFLite conversion."""

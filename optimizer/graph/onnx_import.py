@@ -294,7 +294,11 @@ def _unknown(needed: list[tuple[Any, str]], dims: dict[str, list[int | None] | N
 
 
 def _symbolic_dims(model: Any) -> dict[str, list[int | None] | None]:
-    """Dims from onnxruntime's symbolic shape inference ({} when it cannot run on ``model``)."""
+    """Dims from onnxruntime's symbolic shape inference ({} when it cannot run on ``model``).
+
+    The steps of ``SymbolicShapeInference.infer_shapes``, keeping what an incomplete pass found
+    (the public call raises then, after saving ``sym_shape_infer_temp.onnx`` in the working
+    directory)."""
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
@@ -302,10 +306,15 @@ def _symbolic_dims(model: Any) -> dict[str, list[int | None] | None]:
 
         with silenced_stderr(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = SymbolicShapeInference.infer_shapes(model, auto_merge=False, guess_output_rank=False)
+            sym = SymbolicShapeInference(2**31 - 1, False, False, 0)  # int_max, auto_merge, guess rank, verbose
+            sym._preprocess(model)
+            while sym.run_:
+                sym._infer_impl()
+            sym._update_output_from_vi()
+            out = sym.out_mp_
     except Exception:  # noqa: BLE001 - the tool asserts/raises on operators it does not know
         return {}
-    return _value_dims(out) if out is not None else {}
+    return _value_dims(out)
 
 
 def _folded_dims(model: Any) -> dict[str, list[int | None] | None]:
