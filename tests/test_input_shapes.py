@@ -301,3 +301,20 @@ def test_keras_and_tflite_with_dynamic_spatial_dims(fmt, dynamic_keras):
     assert list(g.served_input_shapes.values()) == [(1, 32, 24, 3)]
     with pytest.raises(ConfigError, match="rank 3"):
         load_graph(path, input_shapes={"": (1, 32, 24)})
+
+
+@pytest.mark.slow
+def test_quantize_takes_the_input_shape(tmp_path, run_cli):
+    """A dynamic-dims ONNX file is refused by quantize without a shape; with --input-shape the fixed
+    copy goes through onnx2tf (NCHW becomes NHWC) and the INT8 model has that shape."""
+    from optimizer.quantize.evaluate import TfliteRunner
+
+    path = _conv_reshape_onnx(tmp_path / "dyn.onnx", ["n", 3, "h", "w"])
+    out = tmp_path / "q.tflite"
+    res = run_cli("quantize", str(path), "--out", str(out), "--samples", "8", "--heldout", "4", "--no-latency")
+    assert res.exit_code == 2 and "dynamic" in res.stderr and not out.exists()
+    res = run_cli("--quiet", "quantize", str(path), "--out", str(out), "--samples", "8", "--heldout", "4",
+                  "--no-latency", "--input-shape", "x:1,3,12,16")
+    assert res.exit_code == 0, res.stderr
+    y = TfliteRunner(out.read_bytes(), 1).predict({"x": np.zeros((1, 12, 16, 3), np.float32)})
+    assert next(iter(y.values())).shape == (1, 12, 16, 8)
