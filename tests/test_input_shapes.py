@@ -318,3 +318,21 @@ def test_quantize_takes_the_input_shape(tmp_path, run_cli):
     assert res.exit_code == 0, res.stderr
     y = TfliteRunner(out.read_bytes(), 1).predict({"x": np.zeros((1, 12, 16, 3), np.float32)})
     assert next(iter(y.values())).shape == (1, 12, 16, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["keras", "tflite"])
+def test_keras_and_tflite_plans_export_and_run_at_the_plan_shape(fmt, dynamic_keras, tmp_path, run_cli):
+    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.io import write_plan
+
+    path = dynamic_keras[0 if fmt == "keras" else 1]
+    plan = plan_for_cuts(str(path), [1], dtype="fp32", input_shapes={"": (1, 32, 24, 3)})
+    assert list(plan.model.input_shapes.values()) == [[1, 32, 24, 3]]  # recorded under the input's name
+    write_plan(plan, tmp_path / "plan.json")
+    res = run_cli("export", str(tmp_path / "plan.json"), "--out", str(tmp_path / "art"), "--keep-reference")
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
+    assert manifest["inputs"][0]["shape"] == [1, 32, 24, 3]
+    res = run_cli("run", str(tmp_path / "plan.json"), "--artifacts", str(tmp_path / "art"), "--check", "--frames", "3")
+    assert res.exit_code == 0, res.stderr
