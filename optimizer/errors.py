@@ -52,3 +52,7 @@ class MeasurementError(DnnplanError):
 
 class CustomOperatorWarning(UserWarning):
     """A model holds custom or unknown operators: imported as CPU-only ``custom`` layers."""
+
+
+class InputShapeNote(UserWarning):
+    """A model's dynamic batch dimension was set to 1 (no ``--input-shape`` given for it)."""

@@ -81,6 +81,15 @@ class TaskDefaults(_Strict):
     accuracy_data: str | None = None
     min_accuracy: float | None = None
     max_mean_increase: float | None = None
+    # full input shapes of a model file with dynamic dims ('x:1,3,640,640', a list, or a mapping)
+    input_shape: str | list[str] | dict[str, list[int]] | None = None
+
+    @field_validator("input_shape")
+    @classmethod
+    def _input_shape(cls, v: Any) -> Any:
+        from ..graph.input_shapes import format_input_shapes, parse_input_shapes
+
+        return None if v is None else (format_input_shapes(parse_input_shapes(v, "input_shape")) or None)
 
 
 class TaskSpec(TaskDefaults):
@@ -120,7 +129,7 @@ class TaskSpec(TaskDefaults):
         """The spec as JSON; split-cost and measurement options at their defaults are left out, so
         adding them kept the ids of earlier tasks."""
         doc = self.model_dump(mode="json")
-        for name, default in {**SPLIT_OPTION_DEFAULTS, **MAP_OPTION_DEFAULTS}.items():
+        for name, default in {**SPLIT_OPTION_DEFAULTS, **MAP_OPTION_DEFAULTS, "input_shape": None}.items():
             if doc[name] == default:
                 del doc[name]
         return doc
@@ -138,9 +147,9 @@ class TaskSpec(TaskDefaults):
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
-    def input_key(self) -> tuple[str, str, str, str]:
+    def input_key(self) -> tuple[str, str, str, str, tuple[str, ...]]:
         """Tasks sharing this key share one graph and cost table."""
-        return (self.model, self.granularity or "op", self.device, self.dtype)
+        return (self.model, self.granularity or "op", self.device, self.dtype, tuple(self.input_shape or ()))
 
     def label(self) -> str:
         net = f"/{self.network}" if self.network else ""

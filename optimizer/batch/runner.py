@@ -95,7 +95,7 @@ def run_job(
 
         if progress:
             progress(0, 0, len(todo), len(todo))
-        graphs: dict[tuple[str, str], Any] = {}
+        graphs: dict[tuple[str, str, tuple[str, ...]], Any] = {}
         inputs = {key: build_inputs(key, [t for t in todo if t.input_key == key], graphs)
                   for key in dict.fromkeys(t.input_key for t in todo)}
         if client is not None:

@@ -21,27 +21,29 @@ from .store import TaskOutcome
 class SharedInputs:
     """What every task of one input key reuses, or the one-line error building it."""
 
-    key: tuple[str, str, str, str]
+    key: tuple[str, str, str, str, tuple[str, ...]]
     graph: Any = None
     table: Any = None  # CostTable for map tasks
     split_costs: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # by TaskSpec.split_key
     error: str | None = None
 
 
-def build_inputs(key: tuple[str, str, str, str], tasks: list[TaskSpec],
-                 graphs: dict[tuple[str, str], Any] | None = None) -> SharedInputs:
+def build_inputs(key: tuple[str, str, str, str, tuple[str, ...]], tasks: list[TaskSpec],
+                 graphs: dict[tuple[str, str, tuple[str, ...]], Any] | None = None) -> SharedInputs:
     """Build the inputs of ``tasks`` (all sharing ``key``); ``graphs`` caches imports by model."""
     from ..cost import build_cost_table
     from ..graph import load_graph
+    from ..graph.input_shapes import parse_input_shapes
     from ..workflow import split_costs
 
-    model, granularity, device, dtype = key
+    model, granularity, device, dtype, shapes = key
     inputs = SharedInputs(key=key)
     try:
         cache = graphs if graphs is not None else {}
-        if (model, granularity) not in cache:
-            cache[(model, granularity)] = load_graph(model, granularity)
-        inputs.graph = cache[(model, granularity)]
+        if (model, granularity, shapes) not in cache:
+            cache[(model, granularity, shapes)] = load_graph(model, granularity,
+                                                             input_shapes=parse_input_shapes(list(shapes)) or None)
+        inputs.graph = cache[(model, granularity, shapes)]
         if any(t.kind == "map" for t in tasks):
             inputs.table = build_cost_table(inputs.graph, device, dtype)
         for t in tasks:
@@ -60,7 +62,7 @@ def map_request(task: TaskSpec) -> Any:
         "model": task.model, "device": task.device, "dtype": task.dtype, "granularity": task.granularity,
         "solver": task.solver or "ga", "objectives": list(task.objectives or ()), "stages": task.stages,
         "seed": task.seed, "memory_limit": task.memory_limit, "settings": dict(task.settings),
-        "measure": task.measure, "measure_cmd": task.measure_cmd})
+        "measure": task.measure, "measure_cmd": task.measure_cmd, "input_shape": task.input_shape})
 
 
 def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
@@ -72,7 +74,7 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
     fields: dict[str, Any] = {
         "model": task.model, "device": task.device, "network": task.network or "",
         "server": task.server or DEFAULT_SERVER, "granularity": task.granularity, "dtype": task.dtype,
-        "cost_model": task.cost_model, "processors": task.processors}
+        "cost_model": task.cost_model, "processors": task.processors, "input_shape": task.input_shape}
     if task.wire_dtypes:
         fields["wire_dtypes"] = list(task.wire_dtypes)
     if not costs_only:

@@ -73,6 +73,25 @@ def parse_variant(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+INPUT_SHAPE_HELP = ("Full input shape [NAME:]D0,D1,... in the file's layout, batch included (repeatable, "
+                    "onnxsim's form), e.g. x:1,3,640,640; needed for dynamic input dims.")
+
+
+def input_shape_option() -> Any:
+    """The ``--input-shape`` option of every command that reads a model file."""
+    import typer
+
+    return typer.Option(None, "--input-shape", help=INPUT_SHAPE_HELP)
+
+
+def parse_input_shape_option(values: list[str] | None) -> dict[str, tuple[int, ...]] | None:
+    """``--input-shape`` values → input name → shape (None when not given); see
+    :func:`optimizer.graph.input_shapes.parse_input_shapes`."""
+    from ..graph.input_shapes import parse_input_shapes
+
+    return parse_input_shapes(values) or None
+
+
 def output_file(value: Any) -> Any:
     """Typer callback of every file-output option: fail at parse time, before any work, when the
     path cannot be written (missing parent folders are created when the file is written)."""

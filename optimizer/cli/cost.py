@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import app
-from .common import STATE, console, print_json
+from .common import STATE, console, input_shape_option, parse_input_shape_option, print_json
 
 
 def _device(name: str):
@@ -69,6 +69,7 @@ def cost(
     granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
     clock: list[str] = typer.Option([], "--clock", help="PROCESSOR=FREQUENCY (e.g. cpu=1.8GHz); default: max clocks (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
+    input_shape: list[str] = input_shape_option(),
 ) -> None:
     """Latency and energy of every layer on every processor (fallback marked *), with totals."""
     from ..cost import build_cost_table
@@ -99,7 +100,7 @@ def cost(
             raise ConfigError(f"--dtype {dtype}: {table[0]} holds {timed} timings; drop --dtype or give {timed}")
         dtype = dtype or timed
     dtype = dtype or "int8"
-    graph = load_graph(model, granularity)
+    graph = load_graph(model, granularity, input_shapes=parse_input_shape_option(input_shape))
     if backend == "learned":
         from ..workflow import learned_model_from_tables
 

@@ -9,7 +9,7 @@ import typer
 from ..errors import ConfigError
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, output_folder, print_json
+from .common import STATE, console, console_err, input_shape_option, output_folder, parse_input_shape_option, print_json
 
 if TYPE_CHECKING:
     from ..runtime.check import CheckReport
@@ -30,6 +30,7 @@ def export(
                                         "parts are aligned to; float: the whole network converted once); "
                                         "--no-reference skips it."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""
     from ..plan import read_plan
@@ -38,6 +39,10 @@ def export(
 
     plan = read_plan(plan_file)
     check_plan_device(plan, plan_file)
+    shapes = parse_input_shape_option(input_shape)
+    if shapes:  # default: the shapes the plan was made at (model.input_shapes)
+        plan = plan.model_copy(update={"model": plan.model.model_copy(
+            update={"input_shapes": {k: list(v) for k, v in shapes.items()}})})
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
                            keep_reference=keep_reference, progress=progress)

@@ -11,7 +11,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, output_file
+from .common import STATE, console, console_err, input_shape_option, output_file
 
 #: option names of the request fields, for one-line errors in the user's words
 MAP_OPTIONS = {"dtype": "--dtype", "granularity": "--granularity", "solver": "--solver", "objectives": "--objectives",
@@ -19,7 +19,7 @@ MAP_OPTIONS = {"dtype": "--dtype", "granularity": "--granularity", "solver": "--
                "cpu_cores": "--cpu-cores", "pre_s": "--pre-ms", "post_s": "--post-ms", "resume": "--resume",
                "measure": "--measure", "measure_cmd": "--measure-cmd", "measure_repeats": "--measure-repeats",
                "measure_frames": "--measure-frames", "measure_cache": "--measure-cache",
-               "measure_cache_mb": "--measure-cache-mb", "variant": "--variant"}
+               "measure_cache_mb": "--measure-cache-mb", "variant": "--variant", "input_shape": "--input-shape"}
 
 
 @app.command("map")
@@ -71,6 +71,7 @@ def map_cmd(
                                            help="Size limit of the converted-stage cache of --measure host "
                                                 "(results/cache/host_stages); least recently used entries "
                                                 "of earlier runs are evicted."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Map MODEL onto DEVICE as a pipeline of processor stages and write the plan."""
     from ..plan.io import write_plan
@@ -90,7 +91,7 @@ def map_cmd(
         "settings": settings, "variant": parse_variant(variant), "measure": measure, "measure_cmd": measure_cmd,
         "measure_repeats": measure_repeats, "measure_frames": measure_frames,
         "measure_cache": str(cache) if measuring else None, "measure_cache_mb": measure_cache_mb,
-    }, labels=MAP_OPTIONS)
+        "input_shape": input_shape or None}, labels=MAP_OPTIONS)
     search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
     try:

@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, output_file, print_json
+from .common import STATE, console, console_err, input_shape_option, output_file, parse_input_shape_option, print_json
 
 
 @app.command()
@@ -26,6 +26,7 @@ def measure(
     measure_timeout: float = typer.Option(120.0, "--measure-timeout", help="Seconds to wait for each --measure-cmd reply."),
     measure_retries: int = typer.Option(1, "--measure-retries", help="Restarts of --measure-cmd after a hang, crash or garbage."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON to stdout."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Measure MODEL on this host (or through --measure-cmd) and write its per-layer table."""
     from ..errors import ConfigError
@@ -38,15 +39,16 @@ def measure(
     if len(models) != 1:
         raise ConfigError(f"give one MODEL (got {len(models)}); several are only used with --calibrate-host")
     model = models[0]
+    shapes = parse_input_shape_option(input_shape)
     if measure_cmd is not None:
-        _external(model, measure_cmd, measure_timeout, measure_retries, threads, repeats, warmup, as_json)
+        _external(model, measure_cmd, measure_timeout, measure_retries, threads, repeats, warmup, as_json, shapes)
     elif backend == "litert":
-        _litert(model, threads, repeats, warmup, out, as_json)
+        _litert(model, threads, repeats, warmup, out, as_json, shapes)
     else:
-        _ort(model, threads, repeats, warmup, out, refresh, as_json)
+        _ort(model, threads, repeats, warmup, out, refresh, as_json, shapes)
 
 
-def _ort(model, threads, repeats, warmup, out, refresh, as_json) -> None:
+def _ort(model, threads, repeats, warmup, out, refresh, as_json, shapes=None) -> None:
     from ..cost.measured import write_measured_table
     from ..graph import load_graph
     from ..measure.host import measure_model
@@ -55,7 +57,7 @@ def _ort(model, threads, repeats, warmup, out, refresh, as_json) -> None:
         from ..errors import ConfigError
 
         raise ConfigError(f"--out {out!r}: measured tables are .csv or .json files")
-    graph = load_graph(model)
+    graph = load_graph(model, input_shapes=shapes)
     with console_err.status(f"measuring {graph.name} with onnxruntime ({warmup}+{repeats} runs)",
                             spinner="dots") if not STATE.quiet else _null():
         table = measure_model(model, graph, threads=threads, repeats=repeats, warmup=warmup, refresh=refresh)
@@ -75,7 +77,7 @@ def _ort(model, threads, repeats, warmup, out, refresh, as_json) -> None:
                   + (f" → {out}" if out else ""))
 
 
-def _litert(model, threads, repeats, warmup, out, as_json) -> None:
+def _litert(model, threads, repeats, warmup, out, as_json, shapes=None) -> None:
     from ..errors import ConfigError
     from ..fileio import atomic_write_json
     from ..graph import load_graph
@@ -84,7 +86,7 @@ def _litert(model, threads, repeats, warmup, out, as_json) -> None:
 
     if out is not None and not out.endswith(".json"):
         raise ConfigError(f"--out {out!r}: LiteRT gives whole-model timings only; write them to a .json file")
-    graph = load_graph(model)
+    graph = load_graph(model, input_shapes=shapes)
     path = export_artifact(model, graph, "tflite")
     r = time_litert(path, threads=threads, repeats=repeats, warmup=warmup)
     summary = {"model": graph.name, "backend": "litert", "artifact": str(path), **r.to_dict()}
@@ -98,12 +100,12 @@ def _litert(model, threads, repeats, warmup, out, as_json) -> None:
                   f"{r.p10_s * 1e3:.2f}–{r.p90_s * 1e3:.2f} ms")
 
 
-def _external(model, cmd, timeout, retries, threads, repeats, warmup, as_json) -> None:
+def _external(model, cmd, timeout, retries, threads, repeats, warmup, as_json, shapes=None) -> None:
     from ..graph import load_graph
     from ..measure.artifacts import export_artifact
     from ..measure.protocol import ExternalMeasurer
 
-    graph = load_graph(model)
+    graph = load_graph(model, input_shapes=shapes)
     path = export_artifact(model, graph, "tflite") if not model.endswith(".onnx") else model
     assignment = {"kind": "pipeline", "stages": [{"processor": "cpu", "layers": [0, len(graph)], "threads": threads}]}
     with ExternalMeasurer(cmd, timeout_s=timeout, retries=retries) as m:

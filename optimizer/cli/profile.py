@@ -7,7 +7,9 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import STATE, console, human_count, output_file, parse_variant, print_json
+from .common import (
+    STATE, console, human_count, input_shape_option, output_file, parse_input_shape_option, parse_variant, print_json
+)
 
 
 @app.command()
@@ -19,6 +21,7 @@ def profile(
     variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. alpha=0.5 (mobilenet_v2's width multiplier)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
     out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="Also write the JSON profile to this file (atomically)."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Per-layer op, output shape, MACs, params, output bytes and cut bytes, with totals."""
     from ..errors import ConfigError
@@ -31,7 +34,7 @@ def profile(
     args = parse_variant(variant)
     if input_size is not None:
         args["input_size"] = input_size
-    graph = load_graph(model, granularity, **args)
+    graph = load_graph(model, granularity, input_shapes=parse_input_shape_option(input_shape), **args)
     dt = dtype or graph.weight_dtype or "fp32"
     if out:
         from ..fileio import atomic_write_json

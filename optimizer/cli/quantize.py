@@ -8,7 +8,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, output_file, print_json
+from .common import STATE, console, console_err, input_shape_option, output_file, parse_input_shape_option, print_json
 
 
 @app.command()
@@ -30,21 +30,25 @@ def quantize(
     compact: bool = typer.Option(True, "--compact/--no-compact", help="Store identical flatbuffer vectors once (same model, smaller file)."),
     calib_workers: Optional[int] = typer.Option(None, "--calib-workers", help="Processes calibrating in parallel (default: one per 256 samples, at most one per CPU; output unchanged)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON to stdout instead of the summary."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Quantize a model with TFLite PTQ (Park & Ha scheme by default) and report size, ops, fidelity, latency."""
     from ..quantize import quantize as run_quantize
+
+    shapes = parse_input_shape_option(input_shape)
 
     if STATE.quiet or as_json:
         rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io, seed=seed,
                            heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                            allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
-                           compact=compact, calib_workers=calib_workers)
+                           compact=compact, calib_workers=calib_workers, input_shapes=shapes)
     else:
         with console_err.status("quantizing") as status:
             rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io,
                                seed=seed, heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                                allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
-                               compact=compact, calib_workers=calib_workers, progress=lambda msg: status.update(msg))
+                               compact=compact, calib_workers=calib_workers, progress=lambda msg: status.update(msg),
+                               input_shapes=shapes)
     if report:
         rep.write_json(report)
     if as_json:

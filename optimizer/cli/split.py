@@ -11,7 +11,8 @@ import typer
 from ..errors import ConfigError
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, output_file, print_wide
+from ..graph.input_shapes import format_input_shapes
+from .common import STATE, console, console_err, input_shape_option, output_file, print_wide
 
 SOLVERS = ("nsga2", "exact", "lbo", "ebo", "cos", "coc", "rs")
 #: option names of the request fields, for one-line errors in the user's words
@@ -21,7 +22,7 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime",
                  "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
                  "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy", "result": "--result",
-                 "max_mean_increase": "--max-mean-increase"}
+                 "max_mean_increase": "--max-mean-increase", "input_shape": "--input-shape"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -128,6 +129,7 @@ def split_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Plan JSON to write."),
     front: Path | None = typer.Option(None, "--front", callback=output_file, help="Pareto front CSV to write."),
     job: str | None = typer.Option(None, "--job", help="Run a split job instead: a file, or a name in search_spaces/jobs (e.g. smartsplit)."),
+    input_shape: list[str] | None = input_shape_option(),
 ) -> None:
     """Split a network between phone and server: NSGA-II front + TOPSIS choice vs baselines."""
     if job is not None:
@@ -148,7 +150,7 @@ def split_cmd(
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
         "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
         "accuracy_data": accuracy_data, "min_accuracy": min_accuracy, "result": result_mode,
-        "max_mean_increase": max_mean_increase,
+        "max_mean_increase": max_mean_increase, "input_shape": input_shape or None,
         "settings": {"population": population, "generations": generations} if solver == "nsga2" else {},
     }, labels=SPLIT_OPTIONS)
     command = "dnnplan split " + " ".join(_argv(request, memory_limit, bandwidth, weights, memory_budget))
@@ -241,6 +243,8 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
     if r.solver == "nsga2":
         argv += ["--population", str(r.settings["population"]), "--generations", str(r.settings["generations"])]
     argv += ["--runtime", r.runtime] if r.runtime else []
+    for shape in format_input_shapes(r.input_shape or {}):
+        argv += ["--input-shape", shape]
     return argv + (["--extremes"] if r.include_extremes else [])
 
 

@@ -8,6 +8,7 @@ count 0 (see :mod:`optimizer.graph.layergraph`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 
 from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 # Keras class name -> op family
@@ -123,6 +125,7 @@ def graph_from_keras(
     source: str = "",
     source_sha256: str = "",
     fmt: str = "keras",
+    input_shapes: InputShapes | None = None,
 ) -> LayerGraph:
     """Import an in-memory Keras 3 model.
 
@@ -132,6 +135,8 @@ def graph_from_keras(
         A functional or sequential model with known input shape.
     block_of : callable, optional
         Maps a layer name to its block label (zoo builders supply one); default: the name.
+    input_shapes : dict, optional
+        Input name → full shape (batch first); needed for dynamic (``None``) non-batch dims.
     """
     if getattr(model, "_is_graph_network", True) is False and not model.built:
         raise ModelFormatError(f"{name or model.name}: subclassed Keras models without a known "
@@ -140,6 +145,7 @@ def graph_from_keras(
         raise ModelFormatError(f"{name or model.name}: the Keras model has no inputs; "
                                "use a functional or sequential model with an Input")
     model_name = name or model.name
+    model, served = keras_at_input_shapes(model, input_shapes, source or model_name)
     ids: dict[int, str] = {}
 
     def tid(t: Any) -> str:
@@ -175,8 +181,34 @@ def graph_from_keras(
             ))
     inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
     outputs = [tid(t) for t in _flat(model.outputs)]
-    return build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
-                       source=source, source_sha256=source_sha256, fmt=fmt)
+    graph = build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
+                        source=source, source_sha256=source_sha256, fmt=fmt)
+    return dataclasses.replace(graph, served_input_shapes=served) if served else graph
+
+
+def keras_at_input_shapes(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, InputShapes | None]:
+    """(model, resolved shapes): ``model`` itself when its inputs are static but for the batch
+    (and ``input_shapes`` agree), else a functional clone on inputs of the resolved shapes with
+    the same weights (``keras.models.clone_model(..., input_tensors=...)``); shapes None when
+    none were given."""
+    declared = {str(t.name): [None if d is None else int(d) for d in t.shape] for t in model.inputs}
+    if not input_shapes and not any(None in dims[1:] for dims in declared.values()):
+        return model, None
+    shapes = resolve_input_shapes(input_shapes, declared, where)
+    served = shapes if input_shapes else None
+    if all(dims[1:] == list(shapes[n][1:]) for n, dims in declared.items()):
+        return model, served  # only the batch differs: shapes below drop it
+    from ..lazy import keras as _keras
+
+    keras = _keras()
+    inputs = [keras.Input(batch_shape=shapes[str(t.name)], name=str(t.name), dtype=t.dtype) for t in model.inputs]
+    try:
+        clone = keras.models.clone_model(model, input_tensors=inputs if len(inputs) > 1 else inputs[0])
+        clone.set_weights(model.get_weights())
+    except Exception as exc:  # keras raises ValueError/TypeError when a layer cannot take the shape
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise shape_refused(where, shapes, f"{type(exc).__name__}: {first}") from None
+    return clone, served
 
 
 def _inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
@@ -246,8 +278,10 @@ def load_keras_model(path: str | os.PathLike[str]) -> Any:
                                f"{str(exc).splitlines()[0][:160]}); is it a valid .keras file?") from exc
 
 
-def graph_from_keras_file(path: str | os.PathLike[str], granularity: str = "op") -> LayerGraph:
-    """Import a ``.keras`` file."""
+def graph_from_keras_file(path: str | os.PathLike[str], granularity: str = "op",
+                          input_shapes: InputShapes | None = None) -> LayerGraph:
+    """Import a ``.keras`` file (at ``input_shapes``, see :func:`keras_at_input_shapes`)."""
     model = load_keras_model(path)
     p = Path(path)
-    return graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p)).with_granularity(granularity)
+    graph = graph_from_keras(model, p.stem, source=str(p), source_sha256=sha256_file(p), input_shapes=input_shapes)
+    return graph.with_granularity(granularity)

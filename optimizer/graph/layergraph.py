@@ -129,6 +129,9 @@ class LayerGraph:
     source_sha256: str = ""
     fmt: str = ""  # keras | onnx | tflite | zoo
     weight_dtype: str | None = None  # dtype of stored weights when known (e.g. int8 TFLite)
+    #: full input shapes (batch included, the file's names) given at import (``--input-shape``);
+    #: None when the file's own shapes were used. Plans and manifests record them.
+    served_input_shapes: dict[str, tuple[int, ...]] | None = field(default=None, compare=False)
     #: block view only: the op-view graph it was merged from (cost models sum members' costs)
     op_view: LayerGraph | None = field(default=None, repr=False, compare=False)
 
@@ -374,5 +377,5 @@ def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
         name=coarse.name, layers=layers, tensors=coarse.tensors, inputs=coarse.inputs,
         outputs=coarse.outputs, granularity="block", source=coarse.source,
         source_sha256=coarse.source_sha256, fmt=coarse.fmt, weight_dtype=coarse.weight_dtype,
-        op_view=graph,
+        served_input_shapes=graph.served_input_shapes, op_view=graph,
     )

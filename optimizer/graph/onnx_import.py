@@ -1,13 +1,20 @@
 """ONNX importer: an ``.onnx`` file or ``ModelProto`` → LayerGraph.
 
-The model is checked with ``onnx.checker``, local functions are inlined
-(``onnx.inliner``) and shapes come from ``onnx.shape_inference.infer_shapes`` with data
-propagation. Every node is one op-level layer, in graph order (ONNX requires a topological
-order; an unsorted graph is reordered stably). Initializers and ``Constant`` outputs are
-weights, not graph tensors: their element counts are the params of the first node that reads
-them. A symbolic batch of the graph inputs is set to 1 before shape inference; shapes then
-drop the leading batch dimension (a symbolic, unknown or size-1 first dim); other unknown dims
-count as 1.
+The model is checked with ``onnx.checker`` and local functions are inlined (``onnx.inliner``).
+Every node is one op-level layer, in graph order (ONNX requires a topological order; an unsorted
+graph is reordered stably). Initializers and ``Constant`` outputs are weights, not graph
+tensors: their element counts are the params of the first node that reads them.
+
+Shapes: the graph inputs are fixed first (:mod:`optimizer.graph.input_shapes`: the user's
+``--input-shape``, else the declared dims; a dynamic batch alone becomes 1, other dynamic dims
+are refused with the flag to give). Then, until every tensor a layer produces has a static
+shape: ``onnx.shape_inference.infer_shapes`` with data propagation; onnxruntime's symbolic shape
+inference (``onnxruntime.tools.symbolic_shape_infer``, which evaluates Shape→Gather→Concat→Reshape
+chains); onnx-simplifier's constant folding (``onnxsim.simplify`` without graph rewrites) whose
+folded tensors and inferred shapes are read back by name, so the file's own nodes are imported.
+A tensor still without a static shape (a data-dependent size, an ``If``/``Loop``/``Scan`` that
+folding does not make static) is refused naming its node: no layer leaves the importer with an
+unknown or placeholder shape. Shapes then drop the leading batch dimension (size 1).
 
 MACs (per sample, the convention of :mod:`optimizer.graph.layergraph`):
 
@@ -20,6 +27,7 @@ MACs (per sample, the convention of :mod:`optimizer.graph.layergraph`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -27,8 +35,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused, shapes_flag
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 # Domains whose operators dnnplan knows: the ONNX default operator set and the ONNX-ML set.
@@ -55,8 +64,8 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
 OP_FAMILY: dict[str, str] = {op: fam for fam, ops in _FAMILIES.items() for op in ops}
 
 
-def graph_from_onnx_file(path: str | os.PathLike[str]) -> LayerGraph:
-    """Import an ``.onnx`` file (named by its stem, identified by its SHA-256)."""
+def graph_from_onnx_file(path: str | os.PathLike[str], input_shapes: InputShapes | None = None) -> LayerGraph:
+    """Import an ``.onnx`` file (named by its stem, identified by its SHA-256) at ``input_shapes``."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -69,7 +78,7 @@ def graph_from_onnx_file(path: str | os.PathLike[str]) -> LayerGraph:
         raise ModelFormatError(f"{p}: not a readable ONNX model ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160] if str(exc) else 'parse error'}); "
                                "expected an ONNX ModelProto such as torch.onnx or tf2onnx write") from exc
-    return graph_from_onnx(model, p.stem, source=str(p), source_sha256=sha256_file(p))
+    return graph_from_onnx(model, p.stem, source=str(p), source_sha256=sha256_file(p), input_shapes=input_shapes)
 
 
 def graph_from_onnx(
@@ -79,6 +88,7 @@ def graph_from_onnx(
     source: str = "",
     source_sha256: str = "",
     block_of: Callable[[str], str] | None = None,
+    input_shapes: InputShapes | None = None,
 ) -> LayerGraph:
     """Import an in-memory ``onnx.ModelProto``.
 
@@ -92,9 +102,15 @@ def graph_from_onnx(
         Where it came from, for provenance and error messages (default: ``name``).
     block_of : callable, optional
         Maps a node name to its block label; default: the node name.
+    input_shapes : dict, optional
+        Input name → full shape (:func:`~optimizer.graph.input_shapes.parse_input_shapes`);
+        required for inputs with dynamic non-batch dims.
 
     Raises
     ------
+    ConfigError
+        Input shapes that name no input, have the wrong rank or contradict the model, or
+        dynamic non-batch input dims without a shape.
     UnsupportedOperatorError
         A node has an op type outside the ONNX operator set (custom-domain operators import
         as CPU-only ``custom`` layers with a :class:`CustomOperatorWarning`).
@@ -117,36 +133,67 @@ def graph_from_onnx(
     except onnx.checker.ValidationError as exc:
         raise ModelFormatError(f"{where}: invalid ONNX model ({str(exc).strip().splitlines()[0][:200]}); "
                                "re-export it with a current exporter") from exc
-    try:
-        inferred = onnx.shape_inference.infer_shapes(_batch_of_one(model), strict_mode=False,
-                                                     data_prop=True)
-    except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
-        raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0][:160]})") from exc
-    graph = _assemble(inferred, name, where, source, source_sha256, block_of)
+    pinned = pin_input_shapes(model, input_shapes, where)
+    dims = _static_shapes(pinned, where, input_shapes)
+    graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
+    if input_shapes:
+        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
+        graph = dataclasses.replace(graph, served_input_shapes=served)
     _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
     return graph
 
 
-def _batch_of_one(model: Any) -> Any:
-    """A copy of ``model`` whose graph inputs have a batch of 1 where it was symbolic/unknown.
+def declared_input_dims(model: Any) -> dict[str, list[int | None] | None]:
+    """The graph inputs (initializers excluded) → declared dims, None for a symbolic, unknown
+    or non-positive dim (paddle2onnx writes -1); None for an input without a shape."""
+    weights = {t.name for t in model.graph.initializer}
+    out: dict[str, list[int | None] | None] = {}
+    for t in model.graph.input:
+        if t.name not in weights:
+            d = _dims(t.type)
+            out[t.name] = None if d is None else [x if x is not None and x > 0 else None for x in d]
+    return out
 
-    Shape inference then carries concrete sizes through reshapes that fold the batch into
-    another axis (a transformer's ``[batch, tokens, hidden] -> [-1, hidden]``); left symbolic,
-    that merged axis would be taken for the batch and dropped (bert_small: 37 % of its MACs).
+
+def pin_input_shapes(model: Any, input_shapes: InputShapes | None, where: str) -> Any:
+    """A copy of ``model`` whose graph inputs have the static shapes of
+    :func:`~optimizer.graph.input_shapes.resolve_input_shapes` (``model`` itself when they are
+    static already), with stale ``value_info`` and non-static output dims cleared for inference.
+
+    Fixing the batch too (not only the other dims) lets shape inference carry concrete sizes
+    through reshapes that fold the batch into another axis (a transformer's ``[batch, tokens,
+    hidden] -> [-1, hidden]``); left symbolic, that merged axis would be taken for the batch and
+    dropped (bert_small: 37 % of its MACs).
     """
-    inputs = [t for t in model.graph.input if t.type.HasField("tensor_type")
-              and t.type.tensor_type.HasField("shape") and t.type.tensor_type.shape.dim
-              and not t.type.tensor_type.shape.dim[0].HasField("dim_value")]
-    if not inputs:
+    declared = declared_input_dims(model)
+    given = dict(input_shapes or {})
+    if "" in given and len(declared) == 1:
+        given = {next(iter(declared)): given.pop("")}
+    known: dict[str, list[int | None]] = {}
+    for n, d in declared.items():
+        if d is None:
+            if n not in given:
+                raise ConfigError(f"{where}: input {n!r} has no shape in the file; give its full shape, e.g. "
+                                  f"--input-shape {n}:1,3,640,640")
+            d = [None] * len(given[n])
+        known[n] = d
+    shapes = resolve_input_shapes(given, known, where)
+    if all(known[n] == list(shapes[n]) for n in shapes):
         return model
     pinned = type(model)()
     pinned.CopyFrom(model)
-    names = {t.name for t in inputs}
     for t in pinned.graph.input:
-        if t.name in names:
-            t.type.tensor_type.shape.dim[0].dim_value = 1
+        if t.name in shapes:
+            shape = t.type.tensor_type.shape
+            del shape.dim[:]
+            for v in shapes[t.name]:
+                shape.dim.add().dim_value = int(v)
     del pinned.graph.value_info[:]  # inferred again from the pinned inputs
+    for t in pinned.graph.output:
+        if t.type.HasField("tensor_type"):
+            for d in t.type.tensor_type.shape.dim:
+                if not (d.HasField("dim_value") and d.dim_value > 0):
+                    d.Clear()
     return pinned
 
 
@@ -198,7 +245,7 @@ def _dims(value_type: Any) -> list[int | None] | None:
 
 
 def _per_sample(dims: list[int | None]) -> tuple[int, ...]:
-    """Drop a leading batch dim (symbolic, unknown or 1); unknown dims elsewhere count as 1."""
+    """Drop a leading batch dim (size 1, or unknown in a full shape read for MACs)."""
     if dims and (dims[0] is None or dims[0] == 1):
         dims = dims[1:]
     return tuple(1 if d is None else d for d in dims)
@@ -206,6 +253,141 @@ def _per_sample(dims: list[int | None]) -> tuple[int, ...]:
 
 def _full(dims: list[int | None] | None) -> tuple[int, ...]:
     return tuple(1 if d is None else d for d in dims or ())
+
+
+def _value_dims(model: Any) -> dict[str, list[int | None] | None]:
+    """Tensor name → dims (None where unknown) from the inputs, value_info and outputs of
+    ``model``, plus the dims of its initializers and ``Constant`` outputs."""
+    dims: dict[str, list[int | None] | None] = {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        d = _dims(vi.type)
+        if d is not None or vi.name not in dims:
+            dims[vi.name] = [x if x is not None and x >= 0 else None for x in d] if d is not None else None
+    for t in g.initializer:
+        dims[t.name] = [int(x) for x in t.dims]
+    for node in g.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            dims[node.output[0]] = list(_constant_shape(node))
+    return dims
+
+
+def _static(d: list[int | None] | None) -> bool:
+    return d is not None and all(x is not None for x in d)
+
+
+def _needed(model: Any) -> list[tuple[Any, str]]:
+    """(node, tensor) of every non-Constant node output a layer of the import carries (read by
+    a node or a graph output; the first output of a node none of whose outputs is read)."""
+    g = model.graph
+    nodes = [n for n in g.node if not (n.op_type == "Constant" and n.domain in ("", "ai.onnx"))]
+    consumed = {t for n in nodes for t in _node_reads(n)} | {vi.name for vi in g.output}
+    out: list[tuple[Any, str]] = []
+    for node in nodes:
+        outs = [t for t in node.output if t and t in consumed] or [t for t in node.output if t][:1]
+        out.extend((node, t) for t in outs)
+    return out
+
+
+def _unknown(needed: list[tuple[Any, str]], dims: dict[str, list[int | None] | None]) -> list[tuple[Any, str]]:
+    return [(n, t) for n, t in needed if not _static(dims.get(t))]
+
+
+def _symbolic_dims(model: Any) -> dict[str, list[int | None] | None]:
+    """Dims from onnxruntime's symbolic shape inference ({} when it cannot run on ``model``).
+
+    The steps of ``SymbolicShapeInference.infer_shapes``, keeping what an incomplete pass found
+    (the public call raises then, after saving ``sym_shape_infer_temp.onnx`` in the working
+    directory)."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        from ..lazy import silenced_stderr
+
+        with silenced_stderr(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sym = SymbolicShapeInference(2**31 - 1, False, False, 0)  # int_max, auto_merge, guess rank, verbose
+            sym._preprocess(model)
+            while sym.run_:
+                sym._infer_impl()
+            sym._update_output_from_vi()
+            out = sym.out_mp_
+    except Exception:  # noqa: BLE001 - the tool asserts/raises on operators it does not know
+        return {}
+    return _value_dims(out)
+
+
+def _folded_dims(model: Any) -> dict[str, list[int | None] | None]:
+    """Dims after onnx-simplifier's constant folding (no graph rewrites): folded tensors become
+    initializers under their own names; the rest from onnxruntime's symbolic inference of the
+    folded model, else from onnxsim's own inference ({} when onnxsim cannot run)."""
+    import contextlib
+    import io
+
+    try:
+        import onnxsim
+
+        from ..lazy import silenced_stderr
+
+        with silenced_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            folded, _ = onnxsim.simplify(model, perform_optimization=False, check_n=0)
+    except Exception:  # noqa: BLE001 - onnxsim fails on custom operators onnxruntime cannot run
+        return {}
+    dims = _value_dims(folded)
+    dims.update({k: v for k, v in _symbolic_dims(folded).items() if _static(v)})
+    return dims
+
+
+def _static_shapes(model: Any, where: str, given: InputShapes | None) -> dict[str, list[int | None] | None]:
+    """Static dims of every tensor a layer carries (module docstring: onnx → onnxruntime
+    symbolic → onnxsim folding); refuses what none of them resolves, naming its node."""
+    import onnx
+
+    shown = shapes_flag(given or {})
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=bool(given), data_prop=True)
+    except Exception as exc:  # onnx raises InferenceError or RuntimeError from C++
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if given:
+            raise shape_refused(where, given, first) from None
+        raise ModelFormatError(f"{where}: ONNX shape inference failed ({type(exc).__name__}: {first})") from exc
+    dims = _value_dims(inferred)
+    needed = _needed(model)
+    for donor in (_symbolic_dims, _folded_dims):
+        if not _unknown(needed, dims):
+            break
+        extra = donor(model)
+        dims.update({t: d for t, d in extra.items() if _static(d) and not _static(dims.get(t))})
+    _check_reshapes(model, dims, where, given)
+    missing = _unknown(needed, dims)
+    if missing:
+        node, t = missing[0]
+        label = node.name or node.op_type
+        if node.op_type in ("If", "Loop", "Scan"):
+            raise UnsupportedOperatorError(
+                f"{where}: control-flow node {label!r} ({node.op_type}) has an output {t!r} whose shape is not "
+                f"static{' at ' + shown if shown else ''} even after constant folding; export the model "
+                "without data-dependent control flow")
+        raise ModelFormatError(
+            f"{where}: the shape of tensor {t!r} (output of node {label!r}, {node.op_type}) cannot be inferred"
+            f"{' at ' + shown if shown else ''} by onnx, onnxruntime's symbolic inference or onnxsim folding "
+            f"({len(missing)} tensors); export the model with static shapes")
+    return dims
+
+
+def _check_reshapes(model: Any, dims: dict[str, list[int | None] | None], where: str,
+                    given: InputShapes | None) -> None:
+    """Refuse a Reshape/Flatten whose inferred output does not hold its input's elements: the
+    input shapes contradict a shape the model computes or stores."""
+    for node in model.graph.node:
+        if node.op_type in ("Reshape", "Flatten") and node.input and node.output:
+            a, b = dims.get(node.input[0]), dims.get(node.output[0])
+            if _static(a) and _static(b) and math.prod(x or 0 for x in a or []) != math.prod(x or 0 for x in b or []):
+                what = f"node {node.name or node.op_type!r} ({node.op_type}) cannot turn {a} into {b}"
+                if given:
+                    raise shape_refused(where, given, what)
+                raise ModelFormatError(f"{where}: {what}; re-export the model")
 
 
 # --------------------------------------------------------------------------- MACs
@@ -321,14 +503,9 @@ def _node_reads(node: Any) -> list[str]:
     return list(dict.fromkeys(reads))
 
 
-def _assemble(model: Any, name: str, where: str, source: str, sha: str,
-              block_of: Callable[[str], str] | None) -> LayerGraph:
+def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, where: str, source: str,
+              sha: str, block_of: Callable[[str], str] | None) -> LayerGraph:
     g = model.graph
-    dims: dict[str, list[int | None] | None] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        d = _dims(vi.type)
-        if d is not None or vi.name not in dims:
-            dims[vi.name] = d
     const_shape: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in g.initializer}
     for node in g.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -346,11 +523,9 @@ def _assemble(model: Any, name: str, where: str, source: str, sha: str,
 
     def shape_of(t: str, node_label: str) -> tuple[int, ...]:
         d = dims.get(t)
-        if d is None:
-            raise ModelFormatError(
-                f"{where}: the shape of tensor {t!r} (output of node {node_label!r}) cannot be "
-                "inferred; fix the input shapes (python -m onnxruntime.tools.make_dynamic_shape_fixed) "
-                "or simplify the model (onnxsim) and import it again")
+        if d is None or not all(x is not None for x in d):  # _static_shapes refused these already
+            raise ModelFormatError(f"{where}: the shape of tensor {t!r} (output of node {node_label!r}) cannot "
+                                   "be inferred; export the model with static shapes")
         return _per_sample(d)
 
     counted: set[str] = set()

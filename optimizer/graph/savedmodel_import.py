@@ -17,12 +17,14 @@ from pathlib import Path
 from ..errors import InputFileError
 from ..fileio import sha256_file
 from .convert import savedmodel_to_tflite
+from .input_shapes import InputShapes
 from .layergraph import LayerGraph
 from .tflite_import import graph_from_tflite_file
 
 
-def graph_from_savedmodel(path: str | os.PathLike[str]) -> LayerGraph:
-    """Import a SavedModel directory through a float32 TFLite conversion.
+def graph_from_savedmodel(path: str | os.PathLike[str], input_shapes: InputShapes | None = None) -> LayerGraph:
+    """Import a SavedModel directory through a float32 TFLite conversion (at ``input_shapes``,
+    names as in the converted model's signature).
 
     Raises
     ------
@@ -41,5 +43,5 @@ def graph_from_savedmodel(path: str | os.PathLike[str]) -> LayerGraph:
     name = d.resolve().name
     with tempfile.TemporaryDirectory(prefix="dnnplan-savedmodel-") as tmp:
         tflite = savedmodel_to_tflite(d, Path(tmp) / f"{name}.tflite")
-        graph = graph_from_tflite_file(tflite)
+        graph = graph_from_tflite_file(tflite, input_shapes)
     return replace(graph, name=name, source=str(d), source_sha256=sha256_file(d), fmt="savedmodel")

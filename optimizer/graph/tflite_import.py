@@ -16,6 +16,7 @@ BATCH_MATMUL: output elements × K; TRANSPOSE_CONV: input elements × Cout × kh
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -25,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import sha256_file
+from .input_shapes import InputShapes, resolve_input_shapes, shape_refused
 from .layergraph import LayerGraph, LayerSpec, build_graph
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
@@ -54,7 +56,7 @@ _WEIGHTED = ("conv", "dwconv", "dense")
 _DTYPES = {np.dtype(np.int8): "int8", np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
 
 
-def graph_from_tflite_file(path: str | os.PathLike[str]) -> LayerGraph:
+def graph_from_tflite_file(path: str | os.PathLike[str], input_shapes: InputShapes | None = None) -> LayerGraph:
     """Import a ``.tflite`` file (named by its stem, identified by its SHA-256).
 
     ``weight_dtype`` of the result is the dtype of the conv/dense weights as stored (``int8``
@@ -64,7 +66,40 @@ def graph_from_tflite_file(path: str | os.PathLike[str]) -> LayerGraph:
     if not p.is_file():
         raise InputFileError(f"{p}: no such file; give an existing .tflite model file")
     interpreter = _open(p)
-    return graph_from_interpreter(interpreter, p.stem, source=str(p), source_sha256=sha256_file(p))
+    served = _apply_input_shapes(interpreter, input_shapes, str(p))
+    graph = graph_from_interpreter(interpreter, p.stem, source=str(p), source_sha256=sha256_file(p))
+    return dataclasses.replace(graph, served_input_shapes=served) if input_shapes else graph
+
+
+def _apply_input_shapes(interpreter: Any, input_shapes: InputShapes | None, where: str) -> InputShapes | None:
+    """Resize the inputs to the shapes :func:`~optimizer.graph.input_shapes.resolve_input_shapes`
+    gives (``resize_tensor_input``) and run once on zeros, so every tensor has its shape there."""
+    if isinstance(interpreter, FlatbufferView):
+        if input_shapes:
+            raise ConfigError(f"{where}: --input-shape needs LiteRT kernels for every operator (this model has "
+                              "custom operators without one); convert the model at the shape you serve")
+        return None
+    inputs = interpreter.get_input_details()
+    declared = {str(d["name"]): [int(x) if x > 0 else None for x in d.get("shape_signature", d["shape"])]
+                for d in inputs}
+    if not input_shapes and not any(None in dims[1:] for dims in declared.values()):
+        return None  # static (or a dynamic batch only, resolved at 1 when the file was opened)
+    shapes = resolve_input_shapes(input_shapes, declared, where)
+    if all(list(d["shape"]) == list(shapes[str(d["name"])]) for d in inputs):
+        return shapes
+    from ..lazy import silenced_stderr
+
+    try:
+        with silenced_stderr():
+            for d in inputs:
+                interpreter.resize_tensor_input(d["index"], list(shapes[str(d["name"])]), strict=True)
+            interpreter.allocate_tensors()
+            for d in inputs:
+                interpreter.set_tensor(d["index"], np.zeros(shapes[str(d["name"])], dtype=d["dtype"]))
+            interpreter.invoke()
+    except (ValueError, RuntimeError) as exc:
+        raise shape_refused(where, shapes, (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]) from None
+    return shapes
 
 
 def _open(p: Path) -> Any:

@@ -43,6 +43,8 @@ def measure_model(model_ref: str, graph: LayerGraph | None = None, *, threads: i
     g = graph if graph is not None else load_graph(model_ref, **variant)
     ident = (g.source_sha256 or g.name)[:16]
     extra = f"-x{rounds}" if rounds > 1 else ""
+    if g.served_input_shapes:  # a model file measured at --input-shape: one table per shape
+        extra += "-" + "-".join("x".join(map(str, s)) for s in g.served_input_shapes.values())
     path = (cache_dir() / "measure"
             / f"{g.name}-{ident}-{g.granularity}-ort-t{threads}-r{repeats}-w{warmup}{extra}.csv")
     if path.is_file() and not refresh:

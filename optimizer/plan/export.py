@@ -55,7 +55,7 @@ from .manifest import (
     TensorInfo,
     topk_outputs,
 )
-from .schema import Plan
+from .schema import Plan, plan_input_shapes
 
 DEFAULT_CALIB_SAMPLES = 64
 REFERENCE_FILE = "reference.int8.tflite"
@@ -162,10 +162,13 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
             raise ModelFormatError(f"plan: field model.source: {src!r} cannot be exported; export "
                                    "supports zoo networks and .keras/.tflite/.onnx files (pass --model FILE)")
     if isinstance(model, (str, os.PathLike)):
+        from ..graph.keras_import import keras_at_input_shapes
+
         p = Path(model)
-        km = load_keras_model(p)
+        shapes = plan_input_shapes(plan)
+        km, served = keras_at_input_shapes(load_keras_model(p), shapes, str(p))
         graph = graph_from_keras(km, p.stem, source=str(p), source_sha256=sha256_file(p))
-        return km, graph, None
+        return km, replace(graph, served_input_shapes=served) if served else graph, None
     return model, graph_from_keras(model, getattr(model, "name", "model")), None
 
 
@@ -676,7 +679,7 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
     from ..graph.loader import load_graph_file
     from .export_files import file_cutter
 
-    op_graph = load_graph_file(path, "op")
+    op_graph = load_graph_file(path, "op", plan_input_shapes(plan))
     if plan.model.sha256 and op_graph.source_sha256 != plan.model.sha256:
         raise SchemaError(f"plan: field model.sha256: {plan.model.sha256[:12]}... does not match {path} "
                           f"({op_graph.source_sha256[:12]}...); make the plan from this file or pass --model")
@@ -744,7 +747,8 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
                     response=response, request_bytes=req_bytes, result=topk)
     model = ModelInfo(name=plan.model.name, sha256=plan.model.sha256, granularity=plan.model.granularity,
                       layers=plan.model.layers, ops=len(op_graph), source=plan.model.source or op_graph.source,
-                      variant=dict(plan.model.variant), weight_seed=weight_seed)
+                      variant=dict(plan.model.variant), weight_seed=weight_seed,
+                      input_shapes=plan.model.input_shapes)
     return Manifest(kind=plan.kind, plan_sha256=plan_sha256(plan), device=plan.device,
                     dtype=plan.model.dtype, model=model, inputs=net_inputs, outputs=net_outputs,
                     parts=parts, wire=wire, calibration=calib, tool_version=version,
@@ -754,21 +758,22 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
 def plan_for_cuts(model: str, cuts: list[int], *, kind: str = "pipeline", dtype: str = "fp32",
                   granularity: str = "op", variant: dict[str, Any] | None = None,
                   processors: list[str] | None = None, threads: int = 1, device: str = "host",
-                  solver: str = "manual") -> Plan:
+                  solver: str = "manual", input_shapes: dict[str, tuple[int, ...]] | None = None) -> Plan:
     """A plan with hand-chosen boundaries (for tests, demos and benchmarks).
 
     ``cuts`` are boundaries in the ``granularity`` view: a pipeline gets ``len(cuts) + 1``
     stages on ``processors`` (default ``cpu0, cpu1, ...``); a split takes ``cuts[0]`` as its
-    boundary, with the crossing tensors of :meth:`LayerGraph.cut_tensors`.
+    boundary, with the crossing tensors of :meth:`LayerGraph.cut_tensors`. ``input_shapes``: of a
+    model file with dynamic dims (``--input-shape``), recorded in ``model.input_shapes``.
     """
     from ..graph import load_graph
-    from .schema import CrossingTensor, ModelRef, SearchInfo, Split, Stage, new_provenance
+    from .schema import CrossingTensor, ModelRef, SearchInfo, Split, Stage, model_input_shapes, new_provenance
 
     variant = dict(variant or {})
-    graph = load_graph(model, granularity, **variant)
+    graph = load_graph(model, granularity, input_shapes=input_shapes, **variant)
     n = len(graph)
     ref = ModelRef(name=graph.name, sha256=graph.source_sha256, layers=n, granularity=granularity,
-                   dtype=dtype, source=graph.source or None, variant=variant)
+                   dtype=dtype, source=graph.source or None, variant=variant, input_shapes=model_input_shapes(graph))
     search = SearchInfo(solver=solver, settings={"cuts": list(cuts)})
     if kind == "pipeline":
         bounds = [0, *cuts, n]

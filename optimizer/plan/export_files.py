@@ -182,6 +182,10 @@ class OnnxCutter:
             model = onnx.load(str(path))
         except Exception as exc:  # protobuf DecodeError and friends
             raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it") from None
+        if graph.served_input_shapes:  # parts take the shapes the graph was imported at
+            from ..graph.onnx_import import pin_input_shapes
+
+            model = pin_input_shapes(model, graph.served_input_shapes, str(path))
         model = onnx.shape_inference.infer_shapes(model)
         self.extractor = onnx.utils.Extractor(model)
         self.graph = graph

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .schema import CrossingTensor, ModelRef, Plan, Predicted, SearchInfo, Split, new_provenance
+from .schema import CrossingTensor, ModelRef, Plan, Predicted, SearchInfo, Split, model_input_shapes, new_provenance
 
 
 def _jsonable(value: Any) -> Any:
@@ -65,7 +65,8 @@ def split_plan(result: Any, graph: Any, *, variant: dict[str, Any] | None = None
         decision=_jsonable({**(result.decision_rule or {}), "chosen_objectives": obj}), baselines=baselines)
     model = ModelRef(name=graph.name, sha256=graph.source_sha256 or "unknown", layers=len(graph),
                      granularity=graph.granularity, dtype=st.get("dtype", "int8"),
-                     source=graph.source or None, variant=dict(variant or {}))
+                     source=graph.source or None, variant=dict(variant or {}),
+                     input_shapes=model_input_shapes(graph))
     return Plan(kind="split", model=model, device=st.get("device", ""), network=st.get("network") or None,
                 split=split, predicted=predicted, search=search,
                 provenance=new_provenance(inputs, command))
@@ -122,6 +123,6 @@ def pipeline_plan(result: Any, problem: Any, graph: Any, *, variant: dict[str, A
         decision=_jsonable(decision) or None, baselines=baselines)
     model = ModelRef(name=graph.name, sha256=graph.source_sha256 or "unknown", layers=len(graph),
                      granularity=graph.granularity, dtype=ct.dtype, source=graph.source or None,
-                     variant=dict(variant or {}))
+                     variant=dict(variant or {}), input_shapes=model_input_shapes(graph))
     return Plan(kind="pipeline", model=model, device=ct.device, preprocess=pre, stages=stages, postprocess=post,
                 predicted=predicted, search=search, provenance=new_provenance(inputs, command))

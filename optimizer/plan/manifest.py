@@ -131,6 +131,8 @@ class ModelInfo(_Strict):
     source: str
     variant: dict[str, Any] = Field(default_factory=dict)
     weight_seed: int | None = Field(description="Seed of the random zoo weights; null for a model file")
+    input_shapes: dict[str, list[int]] | None = Field(
+        default=None, description="Full input shapes the model was imported at (--input-shape); null: the file's own")
 
 
 class Calibration(_Strict):

@@ -36,6 +36,22 @@ class ModelRef(_Strict):
     dtype: DTypeName = "int8"
     source: str | None = Field(default=None, description="File path or zoo:<name>")
     variant: dict[str, Any] = Field(default_factory=dict, description="Zoo builder arguments")
+    input_shapes: dict[str, list[int]] | None = Field(
+        default=None, description="Full input shapes (batch included, the file's layout) the model was imported "
+                                  "at (--input-shape); null: the file's own shapes")
+
+
+def model_input_shapes(graph: Any) -> dict[str, list[int]] | None:
+    """``ModelRef.input_shapes`` of a LayerGraph (what ``--input-shape`` fixed at import)."""
+    served = getattr(graph, "served_input_shapes", None)
+    return {k: [int(d) for d in v] for k, v in served.items()} if served else None
+
+
+def plan_input_shapes(plan: Plan) -> dict[str, tuple[int, ...]] | None:
+    """The input shapes a plan's model was imported at (``model.input_shapes``), None if none:
+    what ``load_graph(..., input_shapes=...)`` takes to import the plan's graph again."""
+    shapes = plan.model.input_shapes
+    return {k: tuple(int(d) for d in v) for k, v in shapes.items()} if shapes else None
 
 
 class Stage(_Strict):

@@ -33,7 +33,8 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
              heldout: int = 100, threads: int = 2, runs: int = 30, warmup: int = 5,
              allow_float_ops: bool = False, measure_latency_: bool = True, compact: bool = True,
              calib_workers: int | None = None,
-             progress: Callable[[str], None] | None = None) -> QuantizeReport:
+             progress: Callable[[str], None] | None = None,
+             input_shapes: dict[str, tuple[int, ...]] | None = None) -> QuantizeReport:
     """Quantize ``model`` with TFLite post-training quantization and report on the result.
 
     Parameters
@@ -72,6 +73,8 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
         CPU); the output does not depend on it.
     progress
         Called with a short stage description as work proceeds.
+    input_shapes
+        ``.onnx`` files: input name → full shape fixed before conversion (``--input-shape``).
 
     Returns
     -------
@@ -81,7 +84,7 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     io = check_options(scheme, io, threads, runs, warmup, calib_workers)
     with temp_workdir() as tmp:
         prep = prepare(model, Path(tmp), calib=calib, samples=samples, heldout=heldout, seed=seed,
-                       progress=progress)
+                       progress=progress, input_shapes=input_shapes)
         if prep.src.tflite is not None:
             io = _tflite_io(asked_io, prep.src.name)
         return quantize_prepared(prep, out, scheme=scheme, io=io, threads=threads, runs=runs,
@@ -128,7 +131,8 @@ class Prepared:
 
 def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
             samples: int = 1000, heldout: int = 100, seed: int = 0,
-            progress: Callable[[str], None] | None = None) -> Prepared:
+            progress: Callable[[str], None] | None = None,
+            input_shapes: dict[str, tuple[int, ...]] | None = None) -> Prepared:
     """Open ``model``, draw calibration/held-out samples and convert the FP32 reference.
 
     Zoo networks (random weights) get batch-norm statistics estimated on the first
@@ -139,7 +143,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     warnings: list[str] = []
     say("loading model")
     if isinstance(model, (str, os.PathLike)):
-        src = open_model(model, workdir, seed=seed)
+        src = open_model(model, workdir, seed=seed, input_shapes=input_shapes)
     else:
         src = model_from_keras(model, getattr(model, "name", "model"), workdir)
     if str(calib) != "synthetic" and src.preprocess is None and not _is_npz(calib):

@@ -77,7 +77,8 @@ class ModelSource:
         return self.saved_model_dir
 
 
-def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0) -> ModelSource:
+def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
+               input_shapes: dict[str, tuple[int, ...]] | None = None) -> ModelSource:
     """Resolve a zoo name, ``.keras`` file or SavedModel directory into a :class:`ModelSource`.
 
     Zoo networks are built with random weights after ``keras.utils.set_random_seed(seed)``, so
@@ -103,7 +104,7 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0) 
     if path.exists() and path.suffix.lower() == ".onnx":
         from .onnx_input import onnx_to_savedmodel
 
-        saved = onnx_to_savedmodel(path, workdir)
+        saved = onnx_to_savedmodel(path, workdir, input_shapes)
         return ModelSource(path.stem, _savedmodel_inputs(saved), None, None, path, workdir,
                            saved_model_dir=saved)
     if path.exists():

@@ -130,8 +130,22 @@ def ort_basic_optimized(path: Path, out: Path) -> Path:
     return out
 
 
-def onnx_to_savedmodel(path: Path, workdir: Path) -> Path:
-    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory."""
+def onnx_to_savedmodel(path: Path, workdir: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
+    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory.
+
+    ``input_shapes`` (``--input-shape``) are fixed in a copy of the file first
+    (:func:`optimizer.graph.onnx_import.pin_input_shapes`), so onnx2tf sees static shapes."""
+    source = path  # what errors name
+    if input_shapes:
+        import onnx
+
+        from ..fileio import atomic_write_bytes
+        from ..graph.onnx_import import pin_input_shapes
+
+        pinned = pin_input_shapes(onnx.load(str(path)), input_shapes, str(path))
+        fixed = workdir / f"{path.stem}.onnx"
+        atomic_write_bytes(fixed, pinned.SerializeToString())
+        path = fixed
     check_onnx(path)
     optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
     batch, nhwc = check_onnx(optimized)
@@ -142,9 +156,9 @@ def onnx_to_savedmodel(path: Path, workdir: Path) -> Path:
         res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
                              timeout=TIMEOUT_S, env=env, cwd=workdir)
     except subprocess.TimeoutExpired:
-        raise ModelFormatError(f"{path}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
+        raise ModelFormatError(f"{source}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
     if res.returncode != 0 or not (out / "saved_model.pb").is_file():
-        raise UnsupportedOperatorError(f"{path}: {CONVERTER} cannot convert the model "
+        raise UnsupportedOperatorError(f"{source}: {CONVERTER} cannot convert the model "
                                        f"({_child_error(res.stdout + res.stderr)})")
     return out
 

@@ -116,6 +116,9 @@ def run_reference(path: Path, manifest: Manifest, inputs: dict[str, np.ndarray])
 
     with silenced_stderr():
         interp = litert_interpreter()(model_path=str(path), num_threads=1)
+        if manifest.model.input_shapes:  # a dynamic model runs at the shapes it was exported at
+            for d, spec in zip(interp.get_input_details(), manifest.inputs, strict=False):
+                interp.resize_tensor_input(d["index"], list(spec.shape))
         interp.allocate_tensors()
     ins, outs = interp.get_input_details(), interp.get_output_details()
     if len(ins) != len(manifest.inputs) or len(outs) != len(manifest.outputs):

@@ -201,11 +201,12 @@ class HostPipelineMeasurer:
     def plan(self, stages: list[dict[str, Any]], predicted_fps: float | None = None) -> Any:
         """The pipeline :class:`~optimizer.plan.schema.Plan` of one decision's ``stages``
         (``processor``, ``first_layer``, ``last_layer``), one thread per stage."""
-        from ..plan.schema import ModelRef, Plan, Predicted, SearchInfo, Stage, new_provenance
+        from ..plan.schema import ModelRef, Plan, Predicted, SearchInfo, Stage, model_input_shapes, new_provenance
 
         g = self.graph
         ref = ModelRef(name=g.name, sha256=g.source_sha256, layers=len(g), granularity=g.granularity,
-                       dtype=self.dtype, source=g.source or None, variant=self.variant)
+                       dtype=self.dtype, source=g.source or None, variant=self.variant,
+                       input_shapes=model_input_shapes(g))
         sts = [Stage(processor=s["processor"], first_layer=int(s["first_layer"]), last_layer=int(s["last_layer"]),
                      threads=1, dtype=self.dtype) for s in stages]
         return Plan(kind="pipeline", model=ref, device=self.device, stages=sts,

@@ -141,7 +141,8 @@ def prepare_pipeline(request: PipelineRequest, *, graph: LayerGraph | None = Non
     dev = load_device(request.device)
     check_host(request, dev, host_measurer)
     if graph is None:
-        graph = load_graph(request.model, request.granularity, **dict(request.variant))
+        graph = load_graph(request.model, request.granularity, input_shapes=request.input_shape,
+                           **dict(request.variant))
     extra: tuple[Any, ...] = ()
     if request.thermal_objectives:
         from ..search.thermal_objectives import pipeline_thermal_objectives

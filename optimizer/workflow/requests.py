@@ -72,8 +72,18 @@ class _Request(BaseModel):
     seed: int | None = 0
     processors: tuple[str, ...] | None = None
     settings: dict[str, Any] = Field(default_factory=dict, description="Solver settings (checked by the solver)")
+    input_shape: dict[str, tuple[int, ...]] | None = Field(
+        default=None, description="Input name -> full shape for dynamic dims: 'x:1,3,640,640', a list of those, "
+                                  "or a mapping (optimizer.graph.input_shapes)")
 
     _split_processors = field_validator("processors", mode="before")(_names)
+
+    @field_validator("input_shape", mode="before")
+    @classmethod
+    def _input_shape(cls, v: Any, info: ValidationInfo) -> Any:
+        from ..graph.input_shapes import parse_input_shapes
+
+        return parse_input_shapes(v, _label(info, "input_shape")) or None
 
     #: quantity fields: name -> (dimension, must be > 0); '2 GB', '5 Mbps' or a number in SI units
     QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {}

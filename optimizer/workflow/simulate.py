@@ -25,11 +25,12 @@ from ..thermal.plan_workload import MODEM, CappedTables, SplitWorkload, spec_col
 def plan_graph(plan: Plan) -> Any:
     """The LayerGraph a plan was made for (zoo name + variant, or its model file)."""
     from ..graph import load_graph
+    from ..plan.schema import plan_input_shapes
 
     src = plan.model.source or plan.model.name
     ref = src.removeprefix("zoo:")
-    graph = load_graph(ref, plan.model.granularity, **(plan.model.variant if src.startswith("zoo:") or
-                                                          ref == plan.model.name else {}))
+    graph = load_graph(ref, plan.model.granularity, input_shapes=plan_input_shapes(plan),
+                       **(plan.model.variant if src.startswith("zoo:") or ref == plan.model.name else {}))
     if len(graph) != plan.model.layers:
         raise ConfigError(f"plan: field model.layers is {plan.model.layers} but {src!r} has {len(graph)} "
                           f"{plan.model.granularity} layers; the plan was made for another model")

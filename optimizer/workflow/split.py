@@ -108,7 +108,7 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
 
         thermal_spec_of(dev)  # a device without a thermal section fails before the model loads
     if graph is None:
-        graph = load_graph(request.model, request.granularity)
+        graph = load_graph(request.model, request.granularity, input_shapes=request.input_shape)
     extra: tuple[Any, ...] = ()
     if thermal:
         from ..search.thermal_objectives import split_thermal_objectives
