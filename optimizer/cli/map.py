@@ -79,9 +79,7 @@ def map_cmd(
     from .common import parse_variant
 
     ckpt = checkpoint if checkpoint is not None else out.with_name(out.name + ".ckpt")
-    settings: dict = {"resume": True} if resume else {}
-    if solver == "ga":
-        settings = {"max_generations": generations, "population": population, "checkpoint": ckpt, "resume": resume}
+    settings = _solver_settings(solver, generations, population, ckpt, resume)
     measuring = measure_cmd is not None or measure is not None
     cache = measure_cache if measure_cache is not None else out.with_name(out.name + ".measured.jsonl")
     request = parse_request(PipelineRequest, {
@@ -105,6 +103,13 @@ def map_cmd(
     if solver == "ga" and checkpoint is None:
         ckpt.unlink(missing_ok=True)
     _summary(search.problem, result, plan, out)
+
+
+def _solver_settings(solver: str, generations: int, population: int, ckpt: Path, resume: bool) -> dict:
+    """The solver's settings: the GA's caps and checkpoint; other solvers only resume."""
+    if solver == "ga":
+        return {"max_generations": generations, "population": population, "checkpoint": ckpt, "resume": resume}
+    return {"resume": True} if resume else {}
 
 
 def _host_measurer(measure: str | None) -> Any:
