@@ -95,8 +95,9 @@ def latency_samples(breakdown: dict[str, np.ndarray], trace: Any, starts_s: np.n
 
 
 def fitting_samples(problem: Any, trace: Any, starts_s: np.ndarray) -> np.ndarray:
-    """Latency samples [N, S] of every decision of ``problem`` whose head fits its memory budget
-    (the reference set of regret and of the mean guard)."""
+    """Latency samples [N, S] of every decision of ``problem``'s searched space whose head fits its
+    memory budget (the reference set of regret and of the mean guard; boundaries 0..L by default,
+    so not splitting counts, 1..L-1 with ``interior_only``)."""
     b = problem.breakdown(problem.enumerate())
     ok = b["memory_bytes"] <= problem.limit_bytes
     return latency_samples({k: v[ok] for k, v in b.items()}, trace, starts_s)
@@ -153,7 +154,8 @@ class RiskObjective:
 @dataclass(frozen=True, eq=False)
 class MeanLatencyGuard:
     """A split constraint: expected latency over the trace at most ``(1 + max_increase)`` times
-    the least expected latency of any split that fits the memory budget.
+    the least expected latency of any split of the searched space that fits the memory budget
+    (not splitting included unless the problem is ``interior_only``).
 
     With a risk objective (CVaR, a percentile) this is the mean-risk form of Krokhmal, Palmquist &
     Uryasev ("Portfolio optimization with conditional value-at-risk objective and constraints",
