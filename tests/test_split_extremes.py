@@ -98,3 +98,25 @@ def test_batch_ids_follow_the_searched_space():
     assert default.canonical()["include_extremes"] is True and "interior_only" not in default.canonical()
     assert "include_extremes" not in inner.canonical() and "interior_only" not in inner.canonical()
     assert "include_extremes" not in TaskSpec(kind="map", model="alexnet", device="pixel6").canonical()
+
+
+def test_cli_names_the_space_and_refuses_both_flags(run_cli, tiny_onnx, tmp_path):
+    """The summary line and the plan say which boundaries were searched; ``--extremes`` is a no-op
+    and contradicts ``--interior-only`` in one line, exit 2, nothing written."""
+    import json
+
+    base = ("split", tiny_onnx, "--device", "galaxy_j6", "--network", "wifi_10", "--granularity", "op",
+            "--solver", "exact")
+    for extra, space in (((), "boundaries 0..7 (all on the server"), (("--extremes",), "boundaries 0..7 (all"),
+                         (("--interior-only",), "boundaries 1..6 (interior only)")):
+        out = tmp_path / f"plan{len(extra)}{extra[0][2:4] if extra else ''}.json"
+        res = run_cli(*base, "--out", out, *extra)
+        assert res.exit_code == 0, res.stderr
+        assert f"over {space}" in res.stdout.replace("\n", " ")
+        plan = json.loads(out.read_text())
+        assert plan["search"]["settings"]["split_space"].startswith(space.split(" (")[0])
+        assert ("--interior-only" in plan["provenance"]["command"]) == ("--interior-only" in extra)
+    res = run_cli(*base, "--out", tmp_path / "bad.json", "--extremes", "--interior-only")
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.exit_code == 2 and len(lines) == 1 and "contradict" in lines[0]
+    assert not (tmp_path / "bad.json").exists()
