@@ -36,17 +36,19 @@ def make_split_plan(
     extra_objectives: tuple[Any, ...] = (),
     accuracy: tuple[Any, float] | None = None,
     extra_constraints: tuple[Any, ...] = (),
+    include_extremes: bool | None = None,
 ) -> PlanOutcome:
     """Search the splits of ``graph`` priced by ``costs`` (:func:`split_costs` or
     :func:`optimizer.search.split.build_split_costs`) and build the plan; ``extra_objectives`` are
     appended to latency, energy, memory (e.g. thermal ones); ``accuracy = (table [W, L+1], floor)``
-    adds the accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`).
+    adds the accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`);
+    ``interior_only`` searches boundaries 1..L-1 only (``include_extremes`` is accepted, no effect).
     The plan's thermal predictions come from one simulation when the device has a thermal spec."""
     from ..plan.from_search import split_plan
     from ..search import solve
     from ..search.split import SplitProblem
 
-    options = {"memory_limit_bytes": memory_limit, "interior_only": interior_only,
+    options = {"memory_limit_bytes": memory_limit, "interior_only": interior_only, "include_extremes": include_extremes,
                "extra_objectives": tuple(extra_objectives), "extra_constraints": tuple(extra_constraints)}
     if accuracy is not None:
         from ..search.split_accuracy import AccuracyConstrainedSplitProblem
