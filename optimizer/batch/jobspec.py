@@ -43,7 +43,7 @@ DEFAULT_SERVER = "smartsplit_i5"
 Dtype = Literal["int8", "fp16", "fp32"]
 # split-cost options; left out of a task's canonical form (and id) while at their defaults
 SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
-                                         "include_extremes": False, **dict.fromkeys(
+                                         "include_extremes": False, "interior_only": False, **dict.fromkeys(
                                              ("bandwidth_trace", "risk", "memory_budget", "accuracy_data",
                                               "min_accuracy", "max_mean_increase"))}
 # measured GA fitness of map tasks (as ``dnnplan map --measure host`` / ``--measure-cmd``); same rule
@@ -70,7 +70,8 @@ class TaskDefaults(_Strict):
     cost_model: Literal["table", "smartsplit"] = "table"
     wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
     processors: list[str] | None = Field(default=None, min_length=1)
-    include_extremes: bool = False
+    interior_only: bool = False  # split boundaries 1..L-1 only (SmartSplit's setting)
+    include_extremes: bool = False  # accepted for compatibility: the extremes are searched by default
     measure: Literal["host"] | None = None
     measure_cmd: str | None = Field(default=None, min_length=1)
     # split search: uplink trace and risk objective, memory as a budget, accuracy per partition
@@ -127,8 +128,14 @@ class TaskSpec(TaskDefaults):
 
     def canonical(self) -> dict[str, Any]:
         """The spec as JSON; split-cost and measurement options at their defaults are left out, so
-        adding them kept the ids of earlier tasks."""
+        adding them kept the ids of earlier tasks. A split task's boundary space is written as
+        it was before the extremes became the default: ``include_extremes: true`` when 0 and L
+        are searched, nothing for the interior only, so a stored run keeps its id exactly when
+        it searched the same space."""
         doc = self.model_dump(mode="json")
+        if self.kind == "split":
+            doc["include_extremes"] = not self.interior_only
+        doc["interior_only"] = False
         for name, default in {**SPLIT_OPTION_DEFAULTS, **MAP_OPTION_DEFAULTS, "input_shape": None}.items():
             if doc[name] == default:
                 del doc[name]
@@ -247,7 +254,7 @@ def job_from_split_job(split_job: Any) -> JobSpec:
     defaults = TaskDefaults(dtype=sj.dtype, granularity=sj.granularity, server=sj.server,
                             cost_model=sj.cost_model, wire_dtypes=list(sj.wire_dtypes),
                             processors=list(sj.processors) if sj.processors else None,
-                            include_extremes=sj.include_extremes)
+                            interior_only=sj.interior_only, include_extremes=sj.include_extremes)
     grid = Grid(models=list(sj.models), devices=list(sj.devices), seeds=list(sj.seeds),
                 split=SearchGrid(networks=[sj.network], solvers=[sj.solver], settings=settings))
     return JobSpec(name=sj.name, description=sj.description, defaults=defaults, grid=grid)

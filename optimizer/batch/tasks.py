@@ -79,7 +79,8 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
         fields["wire_dtypes"] = list(task.wire_dtypes)
     if not costs_only:
         fields.update(solver=task.solver or "nsga2", memory_limit=task.memory_limit, seed=task.seed,
-                      include_extremes=task.include_extremes, objectives=list(task.objectives or ()),
+                      interior_only=task.interior_only, include_extremes=task.include_extremes,
+                      objectives=list(task.objectives or ()),
                       settings=dict(task.settings), bandwidth_trace=task.bandwidth_trace, risk=task.risk,
                       memory_budget=task.memory_budget, accuracy_data=task.accuracy_data,
                       min_accuracy=task.min_accuracy, max_mean_increase=task.max_mean_increase)

@@ -22,7 +22,8 @@ SPLIT_OPTIONS = {"network": "--network", "server": "--server", "solver": "--solv
                  "weights": "--weights", "topsis": "--topsis", "seed": "--seed", "runtime": "--runtime",
                  "bandwidth_trace": "--bandwidth-trace", "risk": "--risk", "memory_budget": "--memory-budget",
                  "accuracy_data": "--accuracy-data", "min_accuracy": "--min-accuracy", "result": "--result",
-                 "max_mean_increase": "--max-mean-increase", "input_shape": "--input-shape"}
+                 "max_mean_increase": "--max-mean-increase", "interior_only": "--interior-only",
+                 "include_extremes": "--extremes", "input_shape": "--input-shape"}
 
 
 def _fmt_decision(c: Any, n_layers: int) -> tuple[str, str, str]:
@@ -76,7 +77,9 @@ def _summary(result: Any, n_layers: int, title: str) -> None:
                                                          for n, (_, k) in zip(extra, columns)),
                       "yes" if c.feasible else "[red]no[/]")
     print_wide(table)
-    console.print(f"front: {len(result.front)} solutions; evaluations {result.evaluations} of "
+    space = result.settings.get("split_space")
+    console.print(f"front: {len(result.front)} solutions" + (f" over {space}" if space else "") +
+                  f"; evaluations {result.evaluations} of "
                   f"{int(result.space_size)} ({result.explored_fraction:.1%}); "
                   f"{result.wall_time_s:.2f} s", highlight=False)
 
@@ -104,7 +107,11 @@ def split_cmd(
         None, "--memory-budget", help="Head memory as a constraint instead of an objective, e.g. '512MB' "
                                       "(limit = budget; memory's TOPSIS weight set to 0)."),
     bandwidth: str | None = typer.Option(None, "--bandwidth", help="Override the link's bandwidth, e.g. '5 Mbps'."),
-    extremes: bool = typer.Option(False, "--extremes", help="Also search all-on-phone and all-on-cloud."),
+    interior_only: bool = typer.Option(False, "--interior-only",
+                                       help="Search interior split boundaries 1..L-1 only (SmartSplit's setting); "
+                                            "by default all-on-server (0) and all-on-phone (L) are candidates."),
+    extremes: bool = typer.Option(False, "--extremes", help="Accepted for compatibility, no effect: the "
+                                                            "extremes are searched unless --interior-only."),
     objectives: str = typer.Option("latency,energy,memory", "--objectives",
                                    help="latency, energy and memory are always searched; add sustained-fps, "
                                         "peak-temp or time-to-throttle (thermal simulator estimates)."),
@@ -147,6 +154,7 @@ def split_cmd(
         "model": model, "device": device, "network": network, "server": server, "solver": solver,
         "granularity": granularity, "dtype": dtype, "wire_dtypes": wire, "cost_model": cost_model,
         "memory_limit": memory_limit, "bandwidth_bps": bandwidth, "include_extremes": extremes,
+        "interior_only": interior_only,
         "objectives": objectives, "weights": weights, "topsis": topsis, "seed": seed, "runtime": runtime,
         "bandwidth_trace": bandwidth_trace, "risk": risk, "memory_budget": memory_budget,
         "accuracy_data": accuracy_data, "min_accuracy": min_accuracy, "result": result_mode,
@@ -245,7 +253,7 @@ def _argv(request: Any, memory_limit: str | None, bandwidth: str | None, weights
     argv += ["--runtime", r.runtime] if r.runtime else []
     for shape in format_input_shapes(r.input_shape or {}):
         argv += ["--input-shape", shape]
-    return argv + (["--extremes"] if r.include_extremes else [])
+    return argv + (["--interior-only"] if r.interior_only else [])
 
 
 def _run_job(ref: str) -> None:

@@ -185,8 +185,8 @@ class Manifest(_Strict):
         missing = [t.name for t in self.outputs if t.name not in have]
         if missing:
             raise ValueError(f"network output {missing[0]!r} is produced by no part")
-        if self.kind in ("split", "joint") and self.wire is None:
-            raise ValueError(f"a {self.kind} manifest needs a 'wire' section")
+        if self.kind in ("split", "joint") and self.wire is None and any(p.location == "server" for p in self.parts):
+            raise ValueError(f"a {self.kind} manifest with a server part needs a 'wire' section")
         return self
 
     def part(self, name: str) -> Part:

@@ -5,7 +5,9 @@ The adapter's ``_evaluate(X, out)`` takes the whole population (``X`` [N, 3]) an
 ``out["F"]`` [N, 3] and ``out["G"]`` [N, 1]; ``_calc_pareto_front`` returns the exact
 enumeration's front, so ``problem.pareto_front()`` and pymoo's indicators work unchanged.
 
-The decision vector is integer: NSGA-II runs with integer random sampling, SBX crossover and
+The decision vector is integer: NSGA-II runs with integer random sampling (plus, unless the
+problem searches the interior only, the COS and COC decisions, so not splitting is always in the
+archive and no front member is dominated by it), SBX crossover and
 polynomial mutation followed by rounding repair (pymoo's recipe for discrete variables), and
 eliminates duplicates. Every evaluated point is kept in an archive; the returned front is the
 non-dominated feasible subset of the archive (one point per distinct objective vector).
@@ -36,7 +38,7 @@ from ..errors import ConfigError
 from .result import SearchResult
 from .problem import nondominated, unique_rows
 from .split import SplitProblem
-from .split_baselines import choose, solver_result, split_baselines
+from .split_baselines import choose, extreme_decisions, solver_result, split_baselines
 
 
 MATING_TRIES = 5
@@ -99,7 +101,14 @@ def run_nsga2(problem: SplitProblem, *, seed: int | None = None, population: int
     # (pymoo's default of 100 spins for seconds once a small space is nearly covered)
     mating = Mating(TournamentSelection(func_comp=binary_tournament), crossover, mutation,
                     eliminate_duplicates=dedup, n_max_iterations=MATING_TRIES)
-    algorithm = NSGA2(pop_size=population, sampling=IntegerRandomSampling(), crossover=crossover,
+    sampling: Any = IntegerRandomSampling()
+    if not problem.interior_only:
+        extremes = np.stack(list(extreme_decisions(problem).values()))
+        rng = np.random.default_rng(seed)
+        xl, xu = problem.bounds()
+        rest = rng.integers(xl, xu + 1, size=(max(0, population - len(extremes)), len(xl)))
+        sampling = np.vstack([extremes, rest])[:population]
+    algorithm = NSGA2(pop_size=population, sampling=sampling, crossover=crossover,
                       mutation=mutation, eliminate_duplicates=dedup, mating=mating)
     history = _History(adapter)
     minimize(adapter, algorithm, ("n_gen", generations), seed=seed, callback=history,

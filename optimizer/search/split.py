@@ -354,8 +354,9 @@ def build_split_costs(
 class SplitProblem:
     """Choose (split boundary, head option, wire dtype) minimising latency, energy, memory.
 
-    Decision vector ``x = (l, k, w)`` of integers: ``l`` the boundary (``1..L-1`` as in the
-    paper, or ``0..L`` with ``include_extremes=True``), ``k`` an index into
+    Decision vector ``x = (l, k, w)`` of integers: ``l`` the boundary (``0..L``: 0 runs
+    everything on the server, L everything on the phone; ``1..L-1`` as in the paper with
+    ``interior_only=True``), ``k`` an index into
     ``costs.options`` (processor and clock level, encoded jointly so every index is valid),
     ``w`` an index into ``costs.wire_dtypes``. :meth:`evaluate` takes a whole population.
 
@@ -365,8 +366,13 @@ class SplitProblem:
         Precomputed :class:`SplitCosts`.
     memory_limit_bytes
         Head memory budget; ``None`` = the device's memory.
+    interior_only
+        Search the interior boundaries ``1..L-1`` only (SmartSplit's setting); by default not
+        splitting (``l = 0``, all on the server, or ``l = L``, all on the phone) is a candidate
+        of every solver, front, TOPSIS choice, constraint and risk objective, since a bad uplink
+        most often calls for one of them.
     include_extremes
-        Also allow ``l = 0`` (all on the server) and ``l = L`` (all on the phone).
+        Accepted for compatibility and ignored: the extremes are searched unless ``interior_only``.
     extra_objectives
         Objective hooks appended after latency, energy, memory (as the pipeline problem's
         :class:`~optimizer.search.pipeline.Objective`: ``fn(problem, X, breakdown) -> [N]`` in
@@ -382,12 +388,15 @@ class SplitProblem:
     n_var = 3
 
     def __init__(self, costs: SplitCosts, *, memory_limit_bytes: float | None = None,
-                 include_extremes: bool = False, extra_objectives: Sequence[Any] = (),
-                 extra_constraints: Sequence[Any] = ()) -> None:
+                 interior_only: bool = False, extra_objectives: Sequence[Any] = (),
+                 extra_constraints: Sequence[Any] = (), include_extremes: bool | None = None) -> None:
         self.costs = costs
         self.extra_constraints = tuple(extra_constraints)
         self.memory_limit_bytes = memory_limit_bytes
-        self.include_extremes = include_extremes
+        if interior_only and include_extremes:
+            raise ConfigError("interior_only and include_extremes contradict each other; the extremes "
+                              "are searched by default, so drop include_extremes (--extremes)")
+        self.interior_only = bool(interior_only)
         self.extra_objectives = tuple(extra_objectives)
         if self.extra_objectives:
             names = [o.name for o in self.extra_objectives]
@@ -416,10 +425,10 @@ class SplitProblem:
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Inclusive integer bounds ``(xl, xu)`` of the decision vector."""
         n = self.costs.n_layers
-        lo_l, hi_l = (0, n) if self.include_extremes else (1, n - 1)
+        lo_l, hi_l = (1, n - 1) if self.interior_only else (0, n)
         if hi_l < lo_l:
             raise ConfigError(f"{self.costs.model!r} has {n} layer(s): no interior split exists; "
-                              "use include_extremes")
+                              "drop interior_only (--interior-only)")
         return (np.array([lo_l, 0, 0]),
                 np.array([hi_l, len(self.costs.options) - 1, len(self.costs.wire_dtypes) - 1]))
 
@@ -428,6 +437,13 @@ class SplitProblem:
         return int(np.prod(xu - xl + 1))
 
     space_counting = "split boundaries x (processor, clock level) options x wire dtypes"
+
+    @property
+    def boundary_space(self) -> str:
+        """Which split boundaries are searched, in words (for the output and the plan)."""
+        n = self.costs.n_layers
+        return (f"boundaries 1..{n - 1} (interior only)" if self.interior_only else
+                f"boundaries 0..{n} (all on the server and all on the phone included)")
 
     def enumerate(self) -> np.ndarray:
         """Every decision vector, shape [space_size, 3], in lexicographic order."""
@@ -568,7 +584,7 @@ class SplitProblem:
         return {"model": c.model, "granularity": c.granularity, "dtype": c.dtype, "device": c.device,
                 "network": c.network, "server": c.server, "cost_model": c.cost_model,
                 "wire_dtypes": list(c.wire_dtypes), "memory_limit_bytes": self.limit_bytes,
-                "include_extremes": self.include_extremes,
+                "interior_only": self.interior_only, "split_space": self.boundary_space,
                 **({"result": c.result, "download_bytes": c.download_bytes} if c.result != "raw" else {}),
                 **({"extra_objectives": [o.name for o in self.extra_objectives]} if self.extra_objectives else {}),
                 **({"extra_constraints": [c.describe() for c in self.extra_constraints]}

@@ -11,7 +11,8 @@ Baselines (Prakash et al., 2022, §5), each a single candidate:
 * ``rs`` — random split: a uniformly drawn feasible candidate of the problem's space (seeded).
 
 Ties are broken lexicographically on (latency, energy, memory), then by decision order. COS and
-COC are evaluated even when the problem excludes the extremes (``include_extremes=False``); a
+COC are in the problem's space by default (boundaries ``0..L``), so the front, TOPSIS and LBO/EBO
+can choose not to split; with ``interior_only`` they are evaluated as baselines all the same. A
 COS whose memory exceeds the budget is reported with ``feasible=False``.
 
 ``exact`` enumerates the whole space and keeps the true Pareto front (pymoo's non-dominated
@@ -48,16 +49,20 @@ def _feasible_space(problem: SplitProblem) -> tuple[np.ndarray, np.ndarray]:
     return X[ev.feasible], ev.F[ev.feasible]
 
 
+def extreme_decisions(problem: SplitProblem) -> dict[str, np.ndarray]:
+    """``cos`` (boundary L on the head option of least latency) and ``coc`` (boundary 0 on the
+    wire dtype of least latency) decision vectors."""
+    c = problem.costs
+    n, n_opt, n_wire = c.n_layers, len(c.options), len(c.wire_dtypes)
+    cos = np.stack([np.full(n_opt, n), np.arange(n_opt), np.zeros(n_opt, dtype=np.int64)], axis=1)
+    coc = np.stack([np.zeros(n_wire, dtype=np.int64), np.zeros(n_wire, dtype=np.int64), np.arange(n_wire)], axis=1)
+    return {"cos": cos[_lexmin(problem.evaluate(cos).F, 0)], "coc": coc[_lexmin(problem.evaluate(coc).F, 0)]}
+
+
 def baseline_decisions(problem: SplitProblem, seed: int | None = None) -> dict[str, np.ndarray]:
     """Decision vectors of every baseline (see the module docstring)."""
     X, F = _feasible_space(problem)
-    c = problem.costs
-    n, n_opt, n_wire = c.n_layers, len(c.options), len(c.wire_dtypes)
-    out = {"lbo": X[_lexmin(F, 0)], "ebo": X[_lexmin(F, 1)]}
-    cos = np.stack([np.full(n_opt, n), np.arange(n_opt), np.zeros(n_opt, dtype=np.int64)], axis=1)
-    out["cos"] = cos[_lexmin(problem.evaluate(cos).F, 0)]
-    coc = np.stack([np.zeros(n_wire, dtype=np.int64), np.zeros(n_wire, dtype=np.int64), np.arange(n_wire)], axis=1)
-    out["coc"] = coc[_lexmin(problem.evaluate(coc).F, 0)]
+    out = {"lbo": X[_lexmin(F, 0)], "ebo": X[_lexmin(F, 1)], **extreme_decisions(problem)}
     rng = np.random.default_rng(seed)
     out["rs"] = X[int(rng.integers(len(X)))]
     return out

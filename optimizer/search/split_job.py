@@ -39,7 +39,9 @@ class SplitJob(BaseModel):
     topsis: Literal["paper", "classic"] = "paper"
     weights: list[float] | None = None
     seeds: list[int] = Field(default=[0], min_length=1)
-    include_extremes: bool = False
+    interior_only: bool = Field(default=False, description="Interior boundaries 1..L-1 only (SmartSplit's "
+                                                           "setting; default: 0 and L searched too)")
+    include_extremes: bool = Field(default=False, description="Accepted for compatibility, no effect")
     runtime: str | None = Field(default=None, description="Phone inference runtime profile (default: the device's)")
 
 

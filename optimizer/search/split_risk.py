@@ -28,6 +28,7 @@ TOPSIS use it unchanged.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,8 +96,9 @@ def latency_samples(breakdown: dict[str, np.ndarray], trace: Any, starts_s: np.n
 
 
 def fitting_samples(problem: Any, trace: Any, starts_s: np.ndarray) -> np.ndarray:
-    """Latency samples [N, S] of every decision of ``problem`` whose head fits its memory budget
-    (the reference set of regret and of the mean guard)."""
+    """Latency samples [N, S] of every decision of ``problem``'s searched space whose head fits its
+    memory budget (the reference set of regret and of the mean guard; boundaries 0..L by default,
+    so not splitting counts, 1..L-1 with ``interior_only``)."""
     b = problem.breakdown(problem.enumerate())
     ok = b["memory_bytes"] <= problem.limit_bytes
     return latency_samples({k: v[ok] for k, v in b.items()}, trace, starts_s)
@@ -120,7 +122,9 @@ class RiskObjective:
     risk: str = "cvar95"
     step_s: float = 0.1
     sense: str = "min"
-    _best: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: per problem object (weak keys: an ``id`` could be reused by a later problem once one is freed)
+    _best: weakref.WeakKeyDictionary[Any, np.ndarray] = field(default_factory=weakref.WeakKeyDictionary,
+                                                              repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -132,11 +136,10 @@ class RiskObjective:
 
     def best_per_sample(self, problem: Any) -> np.ndarray:
         """``min_j lat[j, s]`` over the feasible decisions of ``problem`` (cached per problem)."""
-        key = id(problem)
-        if key not in self._best:
+        if problem not in self._best:
             lat = fitting_samples(problem, self.trace, self.starts_s)
-            self._best[key] = lat.min(axis=0) if len(lat) else np.zeros(len(self.starts_s))
-        return self._best[key]
+            self._best[problem] = lat.min(axis=0) if len(lat) else np.zeros(len(self.starts_s))
+        return self._best[problem]
 
     def fn(self, problem: Any, X: np.ndarray, breakdown: dict[str, np.ndarray]) -> np.ndarray:
         """The statistic for each candidate of ``X`` [N, 3], shape [N]."""
@@ -153,7 +156,8 @@ class RiskObjective:
 @dataclass(frozen=True, eq=False)
 class MeanLatencyGuard:
     """A split constraint: expected latency over the trace at most ``(1 + max_increase)`` times
-    the least expected latency of any split that fits the memory budget.
+    the least expected latency of any split of the searched space that fits the memory budget
+    (not splitting included unless the problem is ``interior_only``).
 
     With a risk objective (CVaR, a percentile) this is the mean-risk form of Krokhmal, Palmquist &
     Uryasev ("Portfolio optimization with conditional value-at-risk objective and constraints",
@@ -166,7 +170,8 @@ class MeanLatencyGuard:
     max_increase: float
     step_s: float = 0.1
     name: str = "trace_mean_guard"
-    _least: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    _least: weakref.WeakKeyDictionary[Any, float] = field(default_factory=weakref.WeakKeyDictionary,
+                                                          repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.max_increase < 10:
@@ -178,11 +183,10 @@ class MeanLatencyGuard:
 
     def least_mean(self, problem: Any) -> float:
         """Least expected latency over the trace of the splits fitting the memory budget (cached)."""
-        key = id(problem)
-        if key not in self._least:
+        if problem not in self._least:
             means = fitting_samples(problem, self.trace, self.trace.start_times(self.step_s)).mean(axis=1)
-            self._least[key] = float(means.min()) if len(means) else float("inf")
-        return self._least[key]
+            self._least[problem] = float(means.min()) if len(means) else float("inf")
+        return self._least[problem]
 
     def fn(self, problem: Any, X: np.ndarray, breakdown: dict[str, np.ndarray]) -> np.ndarray:
         """Constraint value of each candidate of ``X``, shape [N]."""

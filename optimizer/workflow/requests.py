@@ -186,7 +186,11 @@ class SplitRequest(_Request):
     memory_budget: float | None = Field(default=None, description="Head memory as a constraint, not an objective: "
                                                                   "limit = budget and memory's TOPSIS weight 0")
     bandwidth_bps: float | None = Field(default=None, description="Link bandwidth override, bit/s or '5 Mbps'")
-    include_extremes: bool = False
+    interior_only: bool = Field(default=False, description="Search the interior split boundaries 1..L-1 only "
+                                                           "(SmartSplit's setting); by default 0 (all on the "
+                                                           "server) and L (all on the phone) are candidates")
+    include_extremes: bool = Field(default=False, description="Accepted for compatibility, no effect: the "
+                                                              "extremes are searched unless interior_only")
     objectives: tuple[str, ...] = ("latency", "energy", "memory")
     weights: tuple[float, ...] | None = None
     topsis: str = "paper"
@@ -286,6 +290,10 @@ class SplitRequest(_Request):
                               f"{_label(info, 'bandwidth_trace')} (the mean is over the trace)")
         if self.weights is not None:
             split_weights(self.weights, self.all_objectives, _label(info, "weights"))
+        if self.interior_only and self.include_extremes:
+            raise ConfigError(f"{_label(info, 'interior_only')} and {_label(info, 'include_extremes')} contradict "
+                              f"each other; the extremes are searched by default, so drop "
+                              f"{_label(info, 'include_extremes')}")
         return self
 
     @property

@@ -29,24 +29,26 @@ def make_split_plan(
     solver: str = "nsga2",
     seed: int | None = 0,
     memory_limit: float | None = None,
-    include_extremes: bool = False,
+    interior_only: bool = False,
     settings: dict[str, Any] | None = None,
     variant: dict[str, Any] | None = None,
     command: str | None = None,
     extra_objectives: tuple[Any, ...] = (),
     accuracy: tuple[Any, float] | None = None,
     extra_constraints: tuple[Any, ...] = (),
+    include_extremes: bool | None = None,
 ) -> PlanOutcome:
     """Search the splits of ``graph`` priced by ``costs`` (:func:`split_costs` or
     :func:`optimizer.search.split.build_split_costs`) and build the plan; ``extra_objectives`` are
     appended to latency, energy, memory (e.g. thermal ones); ``accuracy = (table [W, L+1], floor)``
-    adds the accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`).
+    adds the accuracy constraint (:class:`~optimizer.search.split_accuracy.AccuracyConstrainedSplitProblem`);
+    ``interior_only`` searches boundaries 1..L-1 only (``include_extremes`` is accepted, no effect).
     The plan's thermal predictions come from one simulation when the device has a thermal spec."""
     from ..plan.from_search import split_plan
     from ..search import solve
     from ..search.split import SplitProblem
 
-    options = {"memory_limit_bytes": memory_limit, "include_extremes": include_extremes,
+    options = {"memory_limit_bytes": memory_limit, "interior_only": interior_only, "include_extremes": include_extremes,
                "extra_objectives": tuple(extra_objectives), "extra_constraints": tuple(extra_constraints)}
     if accuracy is not None:
         from ..search.split_accuracy import AccuracyConstrainedSplitProblem
@@ -132,7 +134,7 @@ def plan_split(request: SplitRequest, *, graph: LayerGraph | None = None, costs:
             status(f"measuring the accuracy of every partition of {graph.name} on {request.accuracy_data}")
         accuracy = accuracy_setup(request, costs)
     outcome = make_split_plan(graph, costs, solver=request.solver, seed=request.seed,
-                              memory_limit=request.head_memory_limit, include_extremes=request.include_extremes,
+                              memory_limit=request.head_memory_limit, interior_only=request.interior_only,
                               settings=solver_settings(request), command=command, extra_objectives=extra,
                               accuracy=None if accuracy is None else (accuracy[0], request.min_accuracy or 0.0),
                               extra_constraints=guards)
@@ -173,9 +175,10 @@ def run_split_job(job: Any, *, progress: Callable[[str], None] | None = None) ->
                 "model": model, "device": device, "network": job.network, "server": job.server,
                 "solver": job.solver, "granularity": job.granularity, "dtype": job.dtype,
                 "wire_dtypes": list(job.wire_dtypes), "cost_model": job.cost_model, "processors": job.processors,
-                "include_extremes": job.include_extremes, "weights": job.weights, "topsis": job.topsis,
+                "interior_only": job.interior_only, "include_extremes": job.include_extremes,
+                "weights": job.weights, "topsis": job.topsis,
                 "runtime": job.runtime, "settings": search})
-            problem = SplitProblem(split_costs(request, graph), include_extremes=job.include_extremes)
+            problem = SplitProblem(split_costs(request, graph), interior_only=job.interior_only)
             for seed in job.seeds:
                 if progress:
                     progress(f"{model} on {device} (seed {seed})")
