@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fileio import atomic_write_json, atomic_write_text
+from ..fileio import atomic_write_json, atomic_write_text, write_error
 from ..report.runs import INDEX_COLUMNS, RunFolder, task_row
 from .jobspec import JobSpec, TaskSpec
 
@@ -53,7 +53,10 @@ class ResultStore(RunFolder):
 
     def initialise(self, job: JobSpec, tasks: list[TaskSpec]) -> None:
         """Create the run folder (or reopen it) and write every task's spec."""
-        self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(self.root, "run folder", exc) from None
         atomic_write_json(self.root / "job.json", job.model_dump(mode="json"))
         atomic_write_json(self.root / "run.json", {"job": job.name, "tool_version": __version__,
                                                     "tasks": len(tasks)})

@@ -169,7 +169,7 @@ def serve(
     workers: int = typer.Option(2, "--workers", help="Interpreters serving requests concurrently."),
     max_clients: int = typer.Option(32, "--max-clients", help="Concurrent connections."),
 ) -> None:
-    """Serve the tail of a split plan over TCP until interrupted (Ctrl-C)."""
+    """Serve the tail of a split plan over TCP until interrupted (Ctrl-C or SIGTERM: exit 130)."""
     from ..runtime import TailServer
 
     server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
@@ -177,9 +177,9 @@ def serve(
                       "(Ctrl-C stops)", highlight=False)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the only way it ends; one line, exit 130
+        from ..errors import Interrupted
+
         s = server.stats
-        console_err.print(f"served {s.requests} requests, {s.errors} error replies, "
-                          f"{s.connections} connections", highlight=False)
+        raise Interrupted(f"served {s.requests} requests, {s.errors} error replies, "
+                          f"{s.connections} connections") from None

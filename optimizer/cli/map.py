@@ -90,11 +90,15 @@ def map_cmd(
     }, labels=MAP_OPTIONS)
     search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
+    done = {"gen": 0}
     try:
-        outcome = _run(search, generations, command)
+        outcome = _run(search, generations, command, done)
     except KeyboardInterrupt:
         if solver == "ga" and ckpt.exists():
-            console_err.print(f"interrupted: checkpoint kept at {ckpt}; rerun the same command with --resume")
+            from ..errors import Interrupted
+
+            raise Interrupted(f"{done['gen']} generations done, {generations - done['gen']} remaining; checkpoint "
+                              f"kept at {ckpt}; re-run the same command with --resume to resume") from None
         raise
     result, plan = outcome.result, outcome.plan
     write_plan(plan, out)
@@ -116,10 +120,13 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def _run(search, generations: int, command: str | None):
-    """Solve with a Rich progress bar of GA generations (none with --quiet or another solver)."""
-    if search.request.solver != "ga" or STATE.quiet:
+def _run(search, generations: int, command: str | None, done: dict[str, int]):
+    """Solve with a Rich progress bar of GA generations (none with --quiet or another solver);
+    ``done["gen"]`` follows the generations finished (for the interrupt line)."""
+    if search.request.solver != "ga":
         return search.run(command=command)
+    if STATE.quiet:
+        return search.run(progress=lambda gen, best, evals: done.update(gen=gen), command=command)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",
@@ -130,6 +137,7 @@ def _run(search, generations: int, command: str | None):
         task = bar.add_task("ga", total=generations, best="-", evals=0)
 
         def progress(gen: int, best: float, evals: int) -> None:
+            done["gen"] = gen
             bar.update(task, completed=gen, best=f"{best:.4g} {unit}", evals=evals)
 
         return search.run(progress=progress, command=command)

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, print_json
+from .common import STATE, console, console_err, output_file, print_json
 
 
 def _opt(v: float | None, fmt: str = "{:.0f} s") -> str:
@@ -30,7 +30,7 @@ def schedule(
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the latency jitter and profiling run."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write temperatures and status over time (PNG)."),
+    plot: Optional[str] = typer.Option(None, "--plot", callback=output_file, help="Write temperatures and status over time (PNG)."),
 ) -> None:
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
     from ..errors import ConfigError
