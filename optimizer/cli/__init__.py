@@ -112,10 +112,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as exc:  # usage errors of (Typer's copy of) click carry their own exit code
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()
+            if callable(getattr(exc, "format_message", None)):  # a usage error: one line, as ours
+                ctx = getattr(exc, "ctx", None)
+                command = " ".join(["dnnplan", *([_command_of(ctx)] if ctx is not None else [])]).strip()
+                message = " ".join(exc.format_message().split()).rstrip(".")
+                console_err.print(f"[bold red]error:[/] {message}; see '{command} --help'",
+                                  highlight=False, soft_wrap=True)
+            else:
+                exc.show()
             return exc.exit_code
         raise
     return rc if isinstance(rc, int) else 0
+
+
+def _command_of(ctx: typer.Context) -> str:
+    """``split`` or ``batch run``: the command words of a click context (program name left out)."""
+    words = []
+    while ctx.parent is not None:
+        words.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(words)).strip()
 
 
 @contextmanager

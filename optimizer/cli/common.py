@@ -96,6 +96,14 @@ def output_files_folder(value: Any) -> Any:
     return value
 
 
+def state_file(value: Any) -> Any:
+    """Typer callback of a file kept across runs (GA checkpoint, measurement cache): checked
+    before any work, written as the work goes (not staged)."""
+    if value is not None:
+        check_output_path(value, "state file")
+    return value
+
+
 def store_folder(value: Any) -> Any:
     """Typer callback of a resumable store folder (batch run): checked, not staged, since each
     finished task is committed to it at once."""

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, output_file
+from .common import STATE, console, console_err, output_file, state_file
 
 #: option names of the request fields, for one-line errors in the user's words
 MAP_OPTIONS = {"dtype": "--dtype", "granularity": "--granularity", "solver": "--solver", "objectives": "--objectives",
@@ -47,7 +47,7 @@ def map_cmd(
                                          "(default: a detector's modeled decode/NMS, else 0)."),
     generations: int = typer.Option(300, "--generations", help="GA generation cap (paper: 200-300)."),
     population: int = typer.Option(32, "--population", help="GA population (paper: 32)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", callback=state_file,
                                               help="GA checkpoint file (default: OUT.ckpt, removed on success)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the GA from its checkpoint."),
     measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd",
@@ -62,7 +62,7 @@ def map_cmd(
     measure_frames: int = typer.Option(100, "--measure-frames", help="Frames per timed run (--measure host)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant",
                                                 help="Zoo builder argument KEY=VALUE (repeatable), e.g. input_size=96."),
-    measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",
+    measure_cache: Optional[Path] = typer.Option(None, "--measure-cache", callback=state_file,
                                                  help="JSON-lines cache of measurements (default: OUT.measured.jsonl)."),
     measure_cache_mb: float = typer.Option(2048, "--measure-cache-mb",
                                            help="Size limit of the converted-stage cache of --measure host "
