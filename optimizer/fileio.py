@@ -177,6 +177,8 @@ class OutputTransaction:
                 if out.staged is None:
                     continue
                 current = out
+                if out.kind == "file" and out.target.is_dir():  # a folder took the name meanwhile: keep it
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out.target))
                 if out.target.exists() or out.target.is_symlink():
                     out.backup = _aside(out.target)
                 os.replace(out.staged, out.target)

@@ -73,6 +73,19 @@ def parse_variant(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def check_between(flag: str, value: float | None, low: float, high: float, what: str) -> None:
+    """Raise a one-line :class:`~optimizer.errors.ConfigError` naming ``flag`` unless
+    ``low <= value <= high`` (None passes: the default applies; NaN fails)."""
+    from ..errors import ConfigError
+
+    if value is not None and not low <= value <= high:
+        raise ConfigError(f"{flag} {value!r}: expected {what} between {low:g} and {high:g}")
+
+
+#: the ambient temperatures the thermal models are meant for (°C), as ``simulate --ambient``
+AMBIENT_RANGE = (-50.0, 80.0)
+
+
 def output_file(value: Any) -> Any:
     """Typer callback of every file-output option: fail at parse time, before any work, when the
     path cannot be written (tried, not guessed), and make the file an output of the command's

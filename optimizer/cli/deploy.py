@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputFileError
 from . import app
-from .common import STATE, console, console_err, output_folder, print_json
+from .common import STATE, check_between, console, console_err, output_folder, print_json
 
 if TYPE_CHECKING:
     from ..runtime.check import CheckReport
@@ -33,6 +34,8 @@ def export(
     from ..plan import read_plan
     from ..plan.export import export_plan
 
+    if calib != "synthetic" and not Path(calib).is_file():  # named inputs exist, also where unused
+        raise InputFileError(f"--calib {calib}: no such file; give an .npz of calibration inputs or 'synthetic'")
     plan = read_plan(plan_file)
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
@@ -73,6 +76,7 @@ def run(
     from ..plan import read_plan
     from ..runtime import parse_bandwidth, parse_server, run_plan
 
+    check_between("--min-agreement", min_agreement, 0.0, 1.0, "a top-1 agreement")
     plan = read_plan(plan_file)
     addr = parse_server(server) if server else None
     rate = parse_bandwidth(bandwidth)
