@@ -28,7 +28,8 @@ def main() -> int:
     selected = [c for c in cases() if args.k in c.id and not (args.fast and c.tf)]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dnnplan-bad-") as tmp:
-        paths = make_fixtures(Path(tmp), heavy=any(c.how == "signal" for c in selected))
+        paths = make_fixtures(Path(tmp), heavy=any(c.how == "signal" for c in selected),
+                              tf=any(c.how == "signal" and c.tf for c in selected))
         outcomes = []
         for case in selected:
             o = run_case(case, paths)

@@ -123,11 +123,15 @@ class OutputTransaction:
         if exc is None:
             self.commit()
             return
-        self.discard()
-        if isinstance(exc, OSError) and not isinstance(exc, InputFileError):
+        error = None
+        if isinstance(exc, OSError):
             hit = self._output_of(exc)
             if hit is not None:
-                raise write_error(hit.target, hit.what, exc) from None
+                error = write_error(self.public(os.fsdecode(exc.filename)) if exc.filename else hit.target,
+                                    hit.what, exc)
+        self.discard()
+        if error is not None:
+            raise error from None
 
     def add(self, path: str | os.PathLike[str], what: str = "output file", kind: OutputKind = "file") -> Path:
         """Register an output after checking that it can be written; returns its path."""
@@ -167,6 +171,15 @@ class OutputTransaction:
             except OSError as exc:
                 raise write_error(out.target, out.what, exc) from None
         return out.staged
+
+    def public(self, path: str | os.PathLike[str]) -> Path:
+        """The path the user named for ``path``: inside a staged folder, the same file in its
+        destination (for messages); any other path unchanged."""
+        p = _key(path)
+        for out in self._outputs.values():
+            if out.staged is not None and out.kind == "folder" and _key(out.staged) in p.parents:
+                return out.target / p.relative_to(_key(out.staged))
+        return Path(path)
 
     def commit(self) -> None:
         """Rename every staged output over its destination (all or, on an error, none)."""
@@ -309,7 +322,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     except OSError as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        raise write_error(target, "output", exc) from None
+        raise write_error(tx.public(target) if tx is not None else target, "output", exc) from None
     except BaseException:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

@@ -37,6 +37,9 @@ class Case:
     how: str = "inprocess"  # "inprocess", "ulimit" (subprocess, files over 3 KiB fail to write) or "signal"
     signal_after: str = ""  # how="signal": wait for this file pattern under out/ (else 3 s) before signalling
     sig: int = signal.SIGINT
+    delay: float = 3.0  # how="signal" without signal_after: seconds before the signal
+    limit: int = 3 * 1024  # how="ulimit": the largest file the command may write (bytes)
+    preamble: int = 0  # stderr lines the command prints before its work (serve's address line)
     expect: int = 2
     fixed_on: str = ""  # the branch that makes it clean, when not this one
 
@@ -58,14 +61,14 @@ class Outcome:
 
     @property
     def clean(self) -> bool:
-        return (self.code == self.case.expect and len(self.lines) == 1 and "Traceback" not in self.stderr
-                and not self.changed)
+        return (self.code == self.case.expect and len(self.lines) == 1 + self.case.preamble
+                and "Traceback" not in self.stderr and not self.changed)
 
     def why(self) -> str:
         parts = []
         if self.code != self.case.expect:
             parts.append(f"exit {self.code}")
-        if len(self.lines) != 1:
+        if len(self.lines) != 1 + self.case.preamble:
             parts.append(f"{len(self.lines)} stderr lines")
         if self.changed:
             parts.append("changed: " + ", ".join(self.changed[:3]))
@@ -73,9 +76,10 @@ class Outcome:
 
 
 # ------------------------------------------------------------------------------------ fixtures
-def make_fixtures(root: Path, heavy: bool = False) -> dict[str, Path]:
+def make_fixtures(root: Path, heavy: bool = False, tf: bool = False) -> dict[str, Path]:
     """Write every input the cases name under ``root/in``; return the placeholder paths.
-    ``heavy``: also the inputs of the interrupt cases (a 48-task job, a split export)."""
+    ``heavy``: also the inputs of the interrupt cases (a 48-task job, a split export, a
+    60-layer network); ``tf``: a split plan of MobileNetV2 (TensorFlow) to export."""
     sys.path.insert(0, str(REPO / "tests"))
     from _byom import write_tiny_onnx
 
@@ -169,12 +173,38 @@ def make_fixtures(root: Path, heavy: bool = False) -> dict[str, Path]:
     if heavy:
         job_many = d / "job_many.yaml"
         job_many.write_text(f"name: many\ngrid:\n  models: [{tiny}]\n  devices: [pixel6, galaxy_s22, pixel4]\n"
-                            "  seeds: [0, 1, 2, 3, 4, 5, 6, 7]\n  map: {solvers: [ga]}\n"
-                            "  split: {networks: [wifi_10], solvers: [nsga2]}\n")
+                            "  seeds: [0, 1, 2, 3, 4, 5, 6, 7]\n  map: {solvers: [ga]}\n")
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             assert main(["--quiet", "export", str(split), "--out", str(d / "split_art")]) == 0
-        p.update(job_many=job_many, split_art=d / "split_art")
+        p.update(job_many=job_many, split_art=d / "split_art", chain=write_chain_onnx(d / "chain.onnx"))
+    if tf:
+        zoo_split = d / "zoo_split.json"
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main(["--quiet", "split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "wifi_10",
+                         "--population", "8", "--generations", "2", "--out", str(zoo_split)]) == 0
+        p.update(zoo_split=zoo_split)
     return p
+
+
+def write_chain_onnx(path: Path, layers: int = 60) -> Path:
+    """A chain of ``layers`` 3x3 convolutions + ReLU on 32x32x8 (seeded weights): a mapping space
+    the GA needs many generations for."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(layers):
+        w = numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.1).astype(np.float32), f"w{i}")
+        inits.append(w)
+        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}" if i < layers - 1 else "y"])]
+        prev = f"r{i}"
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 32])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
 
 
 # --------------------------------------------------------------------------------------- cases
@@ -465,8 +495,8 @@ def cases() -> list[Case]:
            _c("wt-simulate-out-plot", "simulate", "{plan}", "--out", "{out}/s.json", "--plot", "{out}/s.png",
               how="ulimit"),
            _c("wt-report", "report", "{plan}", "--out", "{out}/rep", how="ulimit"),
-           _c("wt-fit", *FIT, "--out", "{out}/m.json", how="ulimit"),
-           _c("wt-collect", "batch", "collect", "{run}", "--out", "{out}/t.csv", how="ulimit"),
+           _c("wt-fit", *FIT, "--out", "{out}/m.json", how="ulimit", limit=256),
+           _c("wt-collect", "batch", "collect", "{run}", "--out", "{out}/t.csv", how="ulimit", limit=256),
            _c("wt-export", "export", "{plan}", "--out", "{out}/art", how="ulimit"),
            _c("wt-quantize-report", *Q, "--report", "{out}/r.json", "--no-latency", how="ulimit", tf=True),
            _c("wt-batch-run", "batch", "run", "{job}", "--out", "{out}/run", how="ulimit")]
@@ -475,15 +505,16 @@ def cases() -> list[Case]:
               signal_after="run/tasks/*/result.json", expect=130),
            _c("term-batch-run", "batch", "run", "{job_many}", "--out", "{out}/run2", "--workers", "2", how="signal",
               signal_after="run2/tasks/*/result.json", sig=signal.SIGTERM, expect=130),
-           _c("int-map-ga", "map", "{tiny}", "--device", "pixel6", "--generations", "100000", "--out", "{out}/p.json",
+           _c("int-map-ga", "map", "{chain}", "--device", "pixel6", "--generations", "100000", "--out", "{out}/p.json",
               how="signal", signal_after="p.json.ckpt", expect=130),
            _c("term-fit-rc", *FIT, "--model", "rc", "--hidden", "2", "--out", "{out}/m.json", how="signal",
               sig=signal.SIGTERM, expect=130),
-           _c("term-serve", "serve", "--artifacts", "{in}/split_art", "--port", "0", how="signal",
-              sig=signal.SIGTERM, expect=130),
+           _c("term-serve", "serve", "--artifacts", "{split_art}", "--port", "0", how="signal",
+              sig=signal.SIGTERM, expect=130, preamble=1),
            _c("int-quantize", "quantize", "mobilenet_v2", "--out", "{out}/q.tflite", how="signal", tf=True,
-              expect=130),
-           _c("int-export", "export", "{in}/split.json", "--out", "{out}/art", how="signal", expect=130)]
+              delay=25.0, expect=130),
+           _c("int-export", "export", "{zoo_split}", "--out", "{out}/art", how="signal", tf=True,
+              signal_after=".art.tmp-*", expect=130)]
     return cs
 
 
@@ -538,7 +569,7 @@ def run_case(case: Case, paths: dict[str, Path]) -> Outcome:
 def _run_subprocess(case: Case, argv: list[str], paths: dict[str, Path]) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "TF_CPP_MIN_LOG_LEVEL": "3"}
-    cmd = [sys.executable, "-m", "optimizer.cli", *argv]
+    cmd = [sys.executable, "-m", "optimizer.cli", "--quiet", *argv]  # progress lines of work done are no errors
     cwd = paths["in"].parent / "cwd"
     cwd.mkdir(exist_ok=True)
     if case.how == "ulimit":
@@ -546,17 +577,17 @@ def _run_subprocess(case: Case, argv: list[str], paths: dict[str, Path]) -> tupl
             import resource
 
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-            resource.setrlimit(resource.RLIMIT_FSIZE, (3 * 1024, 3 * 1024))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (case.limit, case.limit))
 
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, preexec_fn=limit, timeout=600)
         return res.returncode, res.stderr
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
                             start_new_session=True)
-    deadline = time.time() + 300
-    while proc.poll() is None and time.time() < deadline:
+    start = time.time()
+    while proc.poll() is None and time.time() < start + 300:
         if case.signal_after and list(paths["out"].glob(case.signal_after)):
             break
-        if not case.signal_after and time.time() > deadline - 300 + 3:
+        if not case.signal_after and time.time() > start + case.delay:
             break
         time.sleep(0.02)
     if proc.poll() is None:

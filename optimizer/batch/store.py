@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..errors import InputFileError
 from ..fileio import atomic_write_json, atomic_write_text, write_error
 from ..report.runs import INDEX_COLUMNS, RunFolder, task_row
 from .jobspec import JobSpec, TaskSpec
@@ -94,15 +95,20 @@ class ResultStore(RunFolder):
     # ------------------------------------------------------------------ index
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        """A connection that commits on success and is always closed."""
-        db = sqlite3.connect(self.index_path, timeout=30)
+        """A connection that commits on success and is always closed; a write failure (full
+        disk, read-only folder) is a one-line :class:`InputFileError` naming the index."""
         try:
-            db.execute(f"CREATE TABLE IF NOT EXISTS tasks ({', '.join(INDEX_COLUMNS)}, "
-                       "PRIMARY KEY (task_id))")
-            yield db
-            db.commit()
-        finally:
-            db.close()
+            db = sqlite3.connect(self.index_path, timeout=30)
+            try:
+                db.execute(f"CREATE TABLE IF NOT EXISTS tasks ({', '.join(INDEX_COLUMNS)}, "
+                           "PRIMARY KEY (task_id))")
+                yield db
+                db.commit()
+            finally:
+                db.close()
+        except sqlite3.OperationalError as exc:
+            raise InputFileError(f"{self.index_path}: cannot write the run index: {exc}; free disk space or "
+                                 "choose another run folder") from None
 
     def records(self) -> list[tuple[TaskSpec, dict[str, Any] | None]]:
         """Every task with its ``result.json`` (None while pending), from the folders, by task id."""
