@@ -40,6 +40,7 @@ class Case:
     delay: float = 3.0  # how="signal" without signal_after: seconds before the signal
     limit: int = 3 * 1024  # how="ulimit": the largest file the command may write (bytes)
     preamble: int = 0  # stderr lines the command prints before its work (serve's address line)
+    keeps: str = ""  # how="signal": what an interrupted command keeps to resume (glob under out/)
     expect: int = 2
     fixed_on: str = ""  # the branch that makes it clean, when not this one
 
@@ -502,11 +503,11 @@ def cases() -> list[Case]:
            _c("wt-batch-run", "batch", "run", "{job}", "--out", "{out}/run", how="ulimit")]
     # --- interrupts: exit 130, one line, nothing half-written
     cs += [_c("int-batch-run", "batch", "run", "{job_many}", "--out", "{out}/run", "--workers", "2", how="signal",
-              signal_after="run/tasks/*/result.json", expect=130),
+              signal_after="run/tasks/*/result.json", keeps="run/**/*", expect=130),
            _c("term-batch-run", "batch", "run", "{job_many}", "--out", "{out}/run2", "--workers", "2", how="signal",
-              signal_after="run2/tasks/*/result.json", sig=signal.SIGTERM, expect=130),
+              signal_after="run2/tasks/*/result.json", sig=signal.SIGTERM, keeps="run2/**/*", expect=130),
            _c("int-map-ga", "map", "{chain}", "--device", "pixel6", "--generations", "100000", "--out", "{out}/p.json",
-              how="signal", signal_after="p.json.ckpt", expect=130),
+              how="signal", signal_after="p.json.ckpt", keeps="p.json.ckpt", expect=130),
            _c("term-fit-rc", *FIT, "--model", "rc", "--hidden", "2", "--out", "{out}/m.json", how="signal",
               sig=signal.SIGTERM, expect=130),
            _c("term-serve", "serve", "--artifacts", "{split_art}", "--port", "0", how="signal",
@@ -559,9 +560,11 @@ def run_case(case: Case, paths: dict[str, Path]) -> Outcome:
     out = Outcome(case, code, stderr, seconds=time.perf_counter() - t0)
     after = snapshot(*watched)
     changed = diff(before, after)
-    if case.how == "signal" and case.id.endswith("batch-run"):
-        # an interrupted run keeps its finished tasks (re-running resumes): only half-written files count
-        changed = [c for c in changed if Path(c).name.startswith(".") or c.endswith(".tmp")]
+    if case.keeps:  # kept to resume (finished batch tasks, a GA checkpoint); never a half-written file
+        found = list(paths["out"].glob(case.keeps))
+        kept = {str(g.relative_to(paths["out"].parent)) for f in found for g in (f, *f.parents)
+                if paths["out"] in g.parents}
+        changed = [c for c in changed if c not in kept or Path(c).name.startswith(".")]
     out.changed = changed
     return out
 
