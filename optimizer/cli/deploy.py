@@ -177,9 +177,9 @@ def serve(
     from ..runtime import TailServer
 
     server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
-    console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
-                      "(Ctrl-C stops)", highlight=False)
     try:
+        console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
+                          "(Ctrl-C stops)", highlight=False)
         server.serve_forever()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the only way it ends; one line, exit 130
         from ..errors import Interrupted
