@@ -90,16 +90,7 @@ def map_cmd(
     }, labels=MAP_OPTIONS)
     search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
-    done = {"gen": 0}
-    try:
-        outcome = _run(search, generations, command, done)
-    except KeyboardInterrupt:
-        if solver == "ga" and ckpt.exists():
-            from ..errors import Interrupted
-
-            raise Interrupted(f"{done['gen']} generations done, {generations - done['gen']} remaining; checkpoint "
-                              f"kept at {ckpt}; re-run the same command with --resume to resume") from None
-        raise
+    outcome = _run(search, generations, command, ckpt)
     result, plan = outcome.result, outcome.plan
     write_plan(plan, out)
     if solver == "ga" and checkpoint is None:
@@ -120,9 +111,23 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def _run(search, generations: int, command: str | None, done: dict[str, int]):
+def _run(search, generations: int, command: str | None, ckpt: Path):
+    """Solve; an interrupted GA names the generations done and its checkpoint (one line)."""
+    done = {"gen": 0}
+    try:
+        return _solve(search, generations, command, done)
+    except KeyboardInterrupt:
+        if search.request.solver == "ga" and ckpt.exists():
+            from ..errors import Interrupted
+
+            raise Interrupted(f"{done['gen']} generations done, {generations - done['gen']} remaining; checkpoint "
+                              f"kept at {ckpt}; re-run the same command with --resume to resume") from None
+        raise
+
+
+def _solve(search, generations: int, command: str | None, done: dict[str, int]):
     """Solve with a Rich progress bar of GA generations (none with --quiet or another solver);
-    ``done["gen"]`` follows the generations finished (for the interrupt line)."""
+    ``done["gen"]`` follows the generations finished."""
     if search.request.solver != "ga":
         return search.run(command=command)
     if STATE.quiet:
