@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -389,5 +390,5 @@ def read_npz(path: str | os.PathLike[str], missing: str) -> dict[str, Any]:
     try:
         with np.load(p, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None

@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -537,8 +538,11 @@ def diff(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) 
 
 
 def run_case(case: Case, paths: dict[str, Path]) -> Outcome:
-    """Run ``case`` (in-process, or in a subprocess for ``ulimit``/``signal``) and compare folders."""
+    """Run ``case`` (in-process, or in a subprocess for ``ulimit``/``signal``) on an emptied
+    ``out/`` and compare the input and output folders before and after."""
     watched = (paths["in"], paths["out"])
+    shutil.rmtree(paths["out"])  # each case starts from an empty output folder
+    paths["out"].mkdir()
     before = snapshot(*watched)
     argv = case.args(paths)
     t0 = time.perf_counter()

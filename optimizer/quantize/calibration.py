@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError
+from ..fileio import read_npz
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 
@@ -273,11 +274,7 @@ def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n:
 
 
 def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            found = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise InputFileError(f"{path}: unreadable .npz calibration file ({exc})") from None
+    found = read_npz(path, "no such .npz calibration file")
     expected = "; ".join(s.describe() for s in specs)
     if not found:
         raise InputFileError(f"{path}: no arrays in .npz; expected {expected}")
