@@ -507,6 +507,8 @@ def cases() -> list[Case]:
               signal_after="run/tasks/*/result.json", keeps="run/**/*", expect=130),
            _c("term-batch-run", "batch", "run", "{job_many}", "--out", "{out}/run2", "--workers", "2", how="signal",
               signal_after="run2/tasks/*/result.json", sig=signal.SIGTERM, keeps="run2/**/*", expect=130),
+           _c("int-batch-dask", "batch", "run", "{job_many}", "--out", "{out}/run", "--local-cluster", "2",
+              how="signal", signal_after="run/tasks/*/result.json", keeps="run/**/*", expect=130),
            _c("int-map-ga", "map", "{chain}", "--device", "pixel6", "--generations", "100000", "--out", "{out}/p.json",
               how="signal", signal_after="p.json.ckpt", keeps="p.json.ckpt", expect=130),
            _c("term-fit-rc", *FIT, "--model", "rc", "--hidden", "2", "--out", "{out}/m.json", how="signal",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, Interrupted
-from ..workers import ignore_sigint, stop_pool
+from ..workers import ignore_sigint, sigint_ignored, stop_pool
 from .jobspec import JobSpec, TaskSpec
 from .store import ResultStore, TaskOutcome
 from .tasks import SharedInputs, build_inputs, execute_task
@@ -61,8 +61,9 @@ def connect_dask(scheduler: str | None, local_cluster: int | None, timeout_s: fl
                               f"{timeout_s:.0f} s ({type(exc).__name__}); start one with "
                               "'dask scheduler' or use --local-cluster N") from None
         return client, None
-    cluster = distributed.LocalCluster(n_workers=local_cluster, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=50)
+    with sigint_ignored():  # the spawned workers inherit it: Ctrl-C is this process's to handle
+        cluster = distributed.LocalCluster(n_workers=local_cluster, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=50)
     return distributed.Client(cluster, set_as_default=False), cluster
 
 
