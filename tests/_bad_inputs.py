@@ -590,8 +590,15 @@ def _run_subprocess(case: Case, argv: list[str], paths: dict[str, Path]) -> tupl
 
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, preexec_fn=limit, timeout=600)
         return res.returncode, res.stderr
+    def as_from_a_shell() -> None:  # default dispositions, whatever this process inherited or set
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    inherited = signal.getsignal(signal.SIGINT)
+    if inherited is not signal.default_int_handler:
+        print(f"note: SIGINT handler of the sweep process is {inherited!r}", file=sys.stderr)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_from_a_shell)
     start = time.time()
     while proc.poll() is None and time.time() < start + 300:
         if case.signal_after and list(paths["out"].glob(case.signal_after)):

@@ -149,7 +149,6 @@ def tadf(
     from ..thermal.policies.tadf import hswd
     from ..thermal.policies.tadf import tadf as run_tadf
 
-    _check_run(None, ambient)
     check_between("--theta", theta, 1e-3, 50.0, "a tolerance in °C")
     res = run_tadf(device, ambient, tmax, theta)
     h = hswd(load_graph(model), device, res.clock_hz, dtype)
