@@ -142,6 +142,13 @@ def make_fixtures(root: Path, heavy: bool = False, tf: bool = False) -> dict[str
     pd.DataFrame({"time_s": rng.permutation(n).astype(float), "t_die_c": temp, "p_w": power}).to_csv(
         shuffled, index=False)
     p.update(trace=trace, trace_unordered=shuffled)
+    if heavy:  # an RC fit of 20,000 samples runs long enough to be stopped
+        m = 20000
+        power = np.repeat(rng.uniform(0.5, 3.0, m // 30 + 1), 30)[:m]
+        long = d / "trace_long.csv"
+        pd.DataFrame({"time_s": np.arange(m, dtype=float), "t_die_c": 30 + np.cumsum(0.02 * power - 0.02 * 1.7),
+                      "p_w": power}).to_csv(long, index=False)
+        p["trace_long"] = long
 
     work = root / "fixtures"
     work.mkdir(exist_ok=True)
@@ -511,8 +518,8 @@ def cases() -> list[Case]:
               how="signal", signal_after="run/tasks/*/result.json", keeps="run/**/*", expect=130),
            _c("int-map-ga", "map", "{chain}", "--device", "pixel6", "--generations", "100000", "--out", "{out}/p.json",
               how="signal", signal_after="p.json.ckpt", keeps="p.json.ckpt", expect=130),
-           _c("term-fit-rc", *FIT, "--model", "rc", "--hidden", "2", "--out", "{out}/m.json", how="signal",
-              sig=signal.SIGTERM, expect=130),
+           _c("term-fit-rc", "thermal", "fit", "{trace_long}", *FIT[3:], "--model", "rc", "--hidden", "2", "--shooting", "600", "--out",
+              "{out}/m.json", how="signal", sig=signal.SIGTERM, delay=1.5, expect=130),
            _c("term-serve", "serve", "--artifacts", "{split_art}", "--port", "0", how="signal",
               sig=signal.SIGTERM, expect=130, preamble=1),
            _c("int-quantize", "quantize", "mobilenet_v2", "--out", "{out}/q.tflite", how="signal", tf=True,
@@ -590,13 +597,12 @@ def _run_subprocess(case: Case, argv: list[str], paths: dict[str, Path]) -> tupl
 
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, preexec_fn=limit, timeout=600)
         return res.returncode, res.stderr
-    def as_from_a_shell() -> None:  # default dispositions, whatever this process inherited or set
+    def as_from_a_shell() -> None:
+        # default dispositions, as a terminal starts a command: a sweep started in the background
+        # of a non-interactive shell ignores SIGINT, and the commands it starts would inherit that
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-    inherited = signal.getsignal(signal.SIGINT)
-    if inherited is not signal.default_int_handler:
-        print(f"note: SIGINT handler of the sweep process is {inherited!r}", file=sys.stderr)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
                             start_new_session=True, preexec_fn=as_from_a_shell)
     start = time.time()
@@ -615,3 +621,4 @@ def _run_subprocess(case: Case, argv: list[str], paths: dict[str, Path]) -> tupl
         _, stderr = proc.communicate()
         return -9, stderr + "\n(killed: did not stop within 120 s)"
     return proc.returncode, stderr
+
