@@ -102,6 +102,8 @@ def make_fixtures(root: Path, heavy: bool = False, tf: bool = False) -> dict[str
         p[name.replace(".", "_")] = f
         return f
 
+    os.mkfifo(d / "fifo")
+    p["fifo"] = d / "fifo"
     put("trunc.onnx", blob[: len(blob) // 2])
     put("empty.onnx", b"")
     put("text.onnx", "not a model\n")
@@ -244,7 +246,8 @@ def cases() -> list[Case]:
     for i, target in enumerate(UNWRITABLE):
         cs.append(_c(f"profile-out-unwritable{i}", "profile", "{tiny}", "--out", target + ".json"))
     cs.append(_c("profile-out-folder", "profile", "{tiny}", "--out", "{out}"))
-    cs.append(_c("profile-out-devnull", "profile", "{tiny}", "--out", "/dev/null"))
+    # a pipe, not /dev/null: code without the check would replace the target with a regular file
+    cs.append(_c("profile-out-fifo", "profile", "{tiny}", "--out", "{fifo}"))
     cs.append(_c("profile-missing-arg", "profile"))
     cs.append(_c("profile-unknown-option", "profile", "{tiny}", "--colour"))
     cs.append(_c("unknown-command", "teleport"))

@@ -144,8 +144,7 @@ def test_sigterm_stops_serve_with_one_line(tmp_path, run_cli):
     assert run_cli("--quiet", "export", split, "--out", art).exit_code == 0
     proc = _start(["serve", "--artifacts", str(art), "--port", "0"], tmp_path)
     ready = proc.stderr.readline()  # "serving the tail of ... on 127.0.0.1:PORT (Ctrl-C stops)"
-    assert "serving the tail" in ready, ready + proc.communicate()[1][-800:]
+    assert "serving the tail" in ready, ready + proc.stderr.read()[-800:]
     os.killpg(proc.pid, signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert err.strip() == "interrupted: served 0 requests, 0 error replies, 0 connections"
+    assert proc.wait(timeout=60) == 130
+    assert proc.stderr.read().strip() == "interrupted: served 0 requests, 0 error replies, 0 connections"
