@@ -50,6 +50,11 @@ class MeasurementError(DnnplanError):
     """A measurement command or runner failed, hung or replied garbage."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, re-raised with what was finished (e.g. ``"32 done, 68 remaining;
+    re-run to resume"``) for the CLI's one line ``interrupted: ...`` and exit status 130."""
+
+
 class CustomOperatorWarning(UserWarning):
     """A model holds custom or unknown operators: imported as CPU-only ``custom`` layers."""
 

@@ -3,7 +3,9 @@
 Shared inputs (graph and cost tables) are built once per input key in this process and
 handed to the workers — scattered once per key on Dask — never rebuilt per task. Results are
 written by this process only, each task's ``result.json`` last, so an interrupted run
-(Ctrl-C or SIGKILL) resumes with no finished task lost or repeated.
+(Ctrl-C or SIGKILL) resumes with no finished task lost or repeated. Workers ignore SIGINT (a
+terminal's Ctrl-C reaches the whole process group): this process stops them and raises
+:class:`~optimizer.errors.Interrupted` with the finished and remaining counts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Interrupted
+from ..workers import ignore_sigint, sigint_ignored, stop_pool
 from .jobspec import JobSpec, TaskSpec
 from .store import ResultStore, TaskOutcome
 from .tasks import SharedInputs, build_inputs, check_tasks, execute_task
@@ -58,8 +61,9 @@ def connect_dask(scheduler: str | None, local_cluster: int | None, timeout_s: fl
                               f"{timeout_s:.0f} s ({type(exc).__name__}); start one with "
                               "'dask scheduler' or use --local-cluster N") from None
         return client, None
-    cluster = distributed.LocalCluster(n_workers=local_cluster, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=50)
+    with sigint_ignored():  # the spawned workers inherit it: Ctrl-C is this process's to handle
+        cluster = distributed.LocalCluster(n_workers=local_cluster, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=50)
     return distributed.Client(cluster, set_as_default=False), cluster
 
 
@@ -98,12 +102,16 @@ def run_job(
         graphs: dict[tuple[str, str, tuple[str, ...]], Any] = {}
         inputs = {key: build_inputs(key, [t for t in todo if t.input_key == key], graphs)
                   for key in dict.fromkeys(t.input_key for t in todo)}
-        if client is not None:
-            _run_dask(client, todo, inputs, on_result)
-            backend = f"dask ({scheduler or f'LocalCluster x{local_cluster}'})"
-        else:
-            _run_pool(workers, todo, inputs, on_result)
-            backend = f"process pool x{workers}"
+        try:
+            if client is not None:
+                _run_dask(client, todo, inputs, on_result)
+                backend = f"dask ({scheduler or f'LocalCluster x{local_cluster}'})"
+            else:
+                _run_pool(workers, todo, inputs, on_result)
+                backend = f"process pool x{workers}"
+        except KeyboardInterrupt:
+            finished = sum(store.counts().get(k, 0) for k in ("done", "failed"))
+            raise Interrupted(f"{finished} done, {len(tasks) - finished} remaining; re-run to resume") from None
     finally:
         if client is not None:
             client.close()
@@ -119,7 +127,7 @@ def _run_pool(workers: int, todo: list[TaskSpec], inputs: dict[Any, SharedInputs
     if not todo:
         return
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint) as pool:
         futures: dict[Future[TaskOutcome], TaskSpec] = {}
         try:
             for t in todo:
@@ -130,7 +138,7 @@ def _run_pool(workers: int, todo: list[TaskSpec], inputs: dict[Any, SharedInputs
                 for f in finished:
                     on_result(futures[f], f.result())
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            stop_pool(pool)
             raise
 
 

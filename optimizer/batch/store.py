@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fileio import atomic_write_json, atomic_write_text
+from ..errors import InputFileError
+from ..fileio import atomic_write_json, atomic_write_text, write_error
 from ..report.runs import INDEX_COLUMNS, RunFolder, task_row
 from .jobspec import JobSpec, TaskSpec
 
@@ -53,7 +54,10 @@ class ResultStore(RunFolder):
 
     def initialise(self, job: JobSpec, tasks: list[TaskSpec]) -> None:
         """Create the run folder (or reopen it) and write every task's spec."""
-        self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.tasks_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_error(self.root, "run folder", exc) from None
         atomic_write_json(self.root / "job.json", job.model_dump(mode="json"))
         atomic_write_json(self.root / "run.json", {"job": job.name, "tool_version": __version__,
                                                     "tasks": len(tasks)})
@@ -91,15 +95,20 @@ class ResultStore(RunFolder):
     # ------------------------------------------------------------------ index
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        """A connection that commits on success and is always closed."""
-        db = sqlite3.connect(self.index_path, timeout=30)
+        """A connection that commits on success and is always closed; a write failure (full
+        disk, read-only folder) is a one-line :class:`InputFileError` naming the index."""
         try:
-            db.execute(f"CREATE TABLE IF NOT EXISTS tasks ({', '.join(INDEX_COLUMNS)}, "
-                       "PRIMARY KEY (task_id))")
-            yield db
-            db.commit()
-        finally:
-            db.close()
+            db = sqlite3.connect(self.index_path, timeout=30)
+            try:
+                db.execute(f"CREATE TABLE IF NOT EXISTS tasks ({', '.join(INDEX_COLUMNS)}, "
+                           "PRIMARY KEY (task_id))")
+                yield db
+                db.commit()
+            finally:
+                db.close()
+        except sqlite3.OperationalError as exc:
+            raise InputFileError(f"{self.index_path}: cannot write the run index: {exc}; free disk space or "
+                                 "choose another run folder") from None
 
     def records(self) -> list[tuple[TaskSpec, dict[str, Any] | None]]:
         """Every task with its ``result.json`` (None while pending), from the folders, by task id."""

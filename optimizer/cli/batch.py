@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from . import app
-from .common import STATE, console, console_err, output_file, output_folder, print_wide
+from .common import STATE, console, console_err, output_file, print_wide, store_folder
 
 batch_app = typer.Typer(help="Batch search jobs: job files, resumable result store, process pool or Dask.",
                         no_args_is_help=True)
@@ -38,7 +40,7 @@ def batch_plan(job_file: str = typer.Argument(..., metavar="JOB", help="Job file
 @batch_app.command("run")
 def batch_run(
     job_file: str = typer.Argument(..., metavar="JOB", help="Job file, or a job name in search_spaces/jobs (e.g. demo)."),
-    out: Optional[str] = typer.Option(None, "--out", callback=output_folder, help="Run folder [default: results/<job name>]."),
+    out: Optional[str] = typer.Option(None, "--out", callback=store_folder, help="Run folder [default: results/<job name>]."),
     workers: int = typer.Option(2, "--workers", "-w", help="Local worker processes."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
     local_cluster: Optional[int] = typer.Option(None, "--local-cluster", help="Start a Dask LocalCluster with N worker processes."),
@@ -51,10 +53,17 @@ def batch_run(
     if scheduler and local_cluster:
         raise ConfigError("give either --scheduler or --local-cluster, not both")
     job = load_job(job_file)
-    store = ResultStore(out or f"results/{job.name}")
-    with _progress() as update:
-        summary = run_job(job, store, workers=workers, scheduler=scheduler,
-                          local_cluster=local_cluster, retry_failed=retry_failed, progress=update)
+    root = store_folder(out or f"results/{job.name}")
+    new = not Path(root).exists()
+    store = ResultStore(root)
+    try:
+        with _progress() as update:
+            summary = run_job(job, store, workers=workers, scheduler=scheduler,
+                              local_cluster=local_cluster, retry_failed=retry_failed, progress=update)
+    except Exception:  # an interrupted run keeps its folder: re-running resumes it
+        if new and not any(store.root.glob("tasks/*/result.json")):
+            shutil.rmtree(store.root, ignore_errors=True)  # nothing finished: leave nothing behind
+        raise
     console.print(f"{summary.total} tasks: {summary.done} done, {summary.failed} failed "
                   f"({summary.ran} run now, {summary.skipped} already finished) in "
                   f"{summary.wall_time_s:.1f} s on {summary.backend}; results in {store.root}")
@@ -135,12 +144,14 @@ def batch_collect(
 
 
 class _progress:
-    """Rich progress bar with done/failed/remaining and ETA (silent with --quiet)."""
+    """Rich progress bar with done/failed/remaining and ETA (silent with --quiet, and when stderr
+    is not a terminal: Rich would print only its last state there, stale after an interrupt;
+    the summary line on stdout says the same)."""
 
     def __enter__(self):
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.bar = None if STATE.quiet else Progress(
+        self.bar = None if STATE.quiet or not console_err.is_terminal else Progress(
             TextColumn("[bold]batch"), BarColumn(), TextColumn("{task.fields[text]}"),
             TimeRemainingColumn(), console=console_err, transient=False)
         self.task = None

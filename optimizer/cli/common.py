@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..fileio import check_output_path
+from ..fileio import check_output_path, register_output
 
 console = Console(soft_wrap=True)
 console_err = Console(stderr=True, soft_wrap=True)
@@ -92,16 +92,53 @@ def parse_input_shape_option(values: list[str] | None) -> dict[str, tuple[int, .
     return parse_input_shapes(values) or None
 
 
+def check_between(flag: str, value: float | None, low: float, high: float, what: str) -> None:
+    """Raise a one-line :class:`~optimizer.errors.ConfigError` naming ``flag`` unless
+    ``low <= value <= high`` (None passes: the default applies; NaN fails)."""
+    from ..errors import ConfigError
+
+    if value is not None and not low <= value <= high:
+        raise ConfigError(f"{flag} {value!r}: expected {what} between {low:g} and {high:g}")
+
+
+#: the ambient temperatures the thermal models are meant for (°C), as ``simulate --ambient``
+AMBIENT_RANGE = (-50.0, 80.0)
+
+
 def output_file(value: Any) -> Any:
     """Typer callback of every file-output option: fail at parse time, before any work, when the
-    path cannot be written (missing parent folders are created when the file is written)."""
+    path cannot be written (tried, not guessed), and make the file an output of the command's
+    :class:`~optimizer.fileio.OutputTransaction` (written only when the whole command succeeds)."""
     if value is not None:
-        check_output_path(value, "output file")
+        register_output(value, "output file")
     return value
 
 
 def output_folder(value: Any) -> Any:
-    """Typer callback of every folder-output option (see :func:`output_file`)."""
+    """Typer callback of a folder the command replaces as a whole (export artifacts)."""
     if value is not None:
-        check_output_path(value, "output folder", folder=True)
+        register_output(value, "output folder", "folder")
+    return value
+
+
+def output_files_folder(value: Any) -> Any:
+    """Typer callback of a folder the command writes files into (report); other files stay."""
+    if value is not None:
+        register_output(value, "output folder", "files")
+    return value
+
+
+def state_file(value: Any) -> Any:
+    """Typer callback of a file kept across runs (GA checkpoint, measurement cache): checked
+    before any work, written as the work goes (not staged)."""
+    if value is not None:
+        check_output_path(value, "state file")
+    return value
+
+
+def store_folder(value: Any) -> Any:
+    """Typer callback of a resumable store folder (batch run): checked, not staged, since each
+    finished task is committed to it at once."""
+    if value is not None:
+        check_output_path(value, "run folder", folder=True)
     return value

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputFileError
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, input_shape_option, output_folder, parse_input_shape_option, print_json
+from .common import STATE, check_between, console, console_err, input_shape_option, output_folder, parse_input_shape_option, print_json
 
 if TYPE_CHECKING:
     from ..runtime.check import CheckReport
@@ -37,6 +38,8 @@ def export(
     from ..plan.device_check import check_plan_device
     from ..plan.export import export_plan
 
+    if calib != "synthetic" and not Path(calib).is_file():  # named inputs exist, also where unused
+        raise InputFileError(f"--calib {calib}: no such file; give an .npz of calibration inputs or 'synthetic'")
     plan = read_plan(plan_file)
     check_plan_device(plan, plan_file)
     shapes = parse_input_shape_option(input_shape)
@@ -83,6 +86,7 @@ def run(
     from ..plan.device_check import check_plan_device
     from ..runtime import parse_bandwidth, parse_server, run_plan
 
+    check_between("--min-agreement", min_agreement, 0.0, 1.0, "a top-1 agreement")
     plan = read_plan(plan_file)
     check_plan_device(plan, plan_file)
     addr = parse_server(server) if server else None
@@ -180,20 +184,20 @@ def serve(
     workers: int = typer.Option(2, "--workers", help="Interpreters serving requests concurrently."),
     max_clients: int = typer.Option(32, "--max-clients", help="Concurrent connections."),
 ) -> None:
-    """Serve the tail of a split plan over TCP until interrupted (Ctrl-C)."""
+    """Serve the tail of a split plan over TCP until interrupted (Ctrl-C or SIGTERM: exit 130)."""
     from ..plan.device_check import check_manifest_device
     from ..plan.manifest import read_manifest
     from ..runtime import TailServer
 
     check_manifest_device(read_manifest(artifacts), artifacts)
     server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
-    console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
-                      "(Ctrl-C stops)", highlight=False)
     try:
+        console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
+                          "(Ctrl-C stops)", highlight=False)
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the only way it ends; one line, exit 130
+        from ..errors import Interrupted
+
         s = server.stats
-        console_err.print(f"served {s.requests} requests, {s.errors} error replies, "
-                          f"{s.connections} connections", highlight=False)
+        raise Interrupted(f"served {s.requests} requests, {s.errors} error replies, "
+                          f"{s.connections} connections") from None

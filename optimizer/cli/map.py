@@ -11,7 +11,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, input_shape_option, output_file
+from .common import STATE, console, console_err, input_shape_option, output_file, state_file
 
 #: option names of the request fields, for one-line errors in the user's words
 MAP_OPTIONS = {"dtype": "--dtype", "granularity": "--granularity", "solver": "--solver", "objectives": "--objectives",
@@ -50,7 +50,7 @@ def map_cmd(
                                          "(default: a detector's modeled decode/NMS, else 0)."),
     generations: int = typer.Option(300, "--generations", callback=bounded("map", "--generations"), help="GA generation cap (paper: 200-300)."),
     population: int = typer.Option(32, "--population", callback=bounded("map", "--population"), help="GA population (paper: 32)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint",
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", callback=state_file,
                                               help="GA checkpoint file (default: OUT.ckpt, removed on success)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the GA from its checkpoint."),
     measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd",
@@ -65,7 +65,7 @@ def map_cmd(
     measure_frames: int = typer.Option(100, "--measure-frames", callback=bounded("map", "--measure-frames"), help="Frames per timed run (--measure host)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant",
                                                 help="Zoo builder argument KEY=VALUE (repeatable), e.g. input_size=96."),
-    measure_cache: Optional[Path] = typer.Option(None, "--measure-cache",
+    measure_cache: Optional[Path] = typer.Option(None, "--measure-cache", callback=state_file,
                                                  help="JSON-lines cache of measurements (default: OUT.measured.jsonl)."),
     measure_cache_mb: float = typer.Option(2048, "--measure-cache-mb",
                                            help="Size limit of the converted-stage cache of --measure host "
@@ -92,12 +92,7 @@ def map_cmd(
         "input_shape": input_shape or None}, labels=MAP_OPTIONS)
     search = prepare_pipeline(request, host_measurer=_host_measurer(request.measure))
     command = "dnnplan " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else None
-    try:
-        outcome = _run(search, generations, command)
-    except KeyboardInterrupt:
-        if solver == "ga" and ckpt.exists():
-            console_err.print(f"interrupted: checkpoint kept at {ckpt}; rerun the same command with --resume")
-        raise
+    outcome = _run(search, generations, command, ckpt)
     result, plan = outcome.result, outcome.plan
     write_plan(plan, out)
     if solver == "ga" and checkpoint is None:
@@ -125,10 +120,27 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1e3
 
 
-def _run(search, generations: int, command: str | None):
-    """Solve with a Rich progress bar of GA generations (none with --quiet or another solver)."""
-    if search.request.solver != "ga" or STATE.quiet:
+def _run(search, generations: int, command: str | None, ckpt: Path):
+    """Solve; an interrupted GA names the generations done and its checkpoint (one line)."""
+    done = {"gen": 0}
+    try:
+        return _solve(search, generations, command, done)
+    except KeyboardInterrupt:
+        if search.request.solver == "ga" and ckpt.exists():
+            from ..errors import Interrupted
+
+            raise Interrupted(f"{done['gen']} generations done, {generations - done['gen']} remaining; checkpoint "
+                              f"kept at {ckpt}; re-run the same command with --resume to resume") from None
+        raise
+
+
+def _solve(search, generations: int, command: str | None, done: dict[str, int]):
+    """Solve with a Rich progress bar of GA generations (none with --quiet or another solver);
+    ``done["gen"]`` follows the generations finished."""
+    if search.request.solver != "ga":
         return search.run(command=command)
+    if STATE.quiet:
+        return search.run(progress=lambda gen, best, evals: done.update(gen=gen), command=command)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     unit = {"throughput": "fps", "latency": "s", "energy": "J", "memory": "B", "sustained_fps": "fps",
@@ -139,6 +151,7 @@ def _run(search, generations: int, command: str | None):
         task = bar.add_task("ga", total=generations, best="-", evals=0)
 
         def progress(gen: int, best: float, evals: int) -> None:
+            done["gen"] = gen
             bar.update(task, completed=gen, best=f"{best:.4g} {unit}", evals=evals)
 
         return search.run(progress=progress, command=command)

@@ -9,7 +9,7 @@ import typer
 
 from . import app
 from .bounds import bounded
-from .common import STATE, console, console_err, print_json
+from .common import AMBIENT_RANGE, STATE, check_between, console, console_err, output_file, print_json
 
 
 def _opt(v: float | None, fmt: str = "{:.0f} s") -> str:
@@ -31,7 +31,7 @@ def schedule(
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the device's)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the latency jitter and profiling run."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write temperatures and status over time (PNG)."),
+    plot: Optional[str] = typer.Option(None, "--plot", callback=output_file, help="Write temperatures and status over time (PNG)."),
 ) -> None:
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
     from ..errors import ConfigError
@@ -49,6 +49,7 @@ def schedule(
     link = None if network.lower() == "none" else network
     if link is None and policy in ("heft-cloud",):
         raise ConfigError(f"--policy {policy} offloads to the cloud; give --network LINK")
+    _check_run(duration, ambient, eta=eta, link=link)  # before the seconds of profiling
     wl = load_workload(workload)
     spec = thermal_spec_of(load_device(device))
     if not STATE.quiet:
@@ -151,6 +152,7 @@ def tadf(
     from ..thermal.policies.tadf import hswd
     from ..thermal.policies.tadf import tadf as run_tadf
 
+    check_between("--theta", theta, 1e-3, 50.0, "a tolerance in °C")
     res = run_tadf(device, ambient, tmax, theta)
     h = hswd(load_graph(model), device, res.clock_hz, dtype)
     if as_json:
@@ -204,6 +206,7 @@ def shift(
     """Play It Cool dynamic model shifting vs always-large and always-small."""
     from ..thermal.policies.shifting import compare_shifting, shift_setup
 
+    _check_run(duration, ambient)
     setup = shift_setup(device, model, dtype=dtype, fps=fps, reload_s=reload)
     res = compare_shifting(setup, duration_s=duration, ambient_c=ambient)
     if as_json:
@@ -227,3 +230,18 @@ def shift(
                   "-" if r.accuracy_score is None else f"{r.accuracy_score:.3f}", str(r.switches),
                   str(r.throttle_events), _opt(r.time_to_first_throttle_s), f"{r.peak_cpu_c:.1f}")
     console.print(t)
+
+
+def _check_run(duration: float | None, ambient: float | None, *, eta: float | None = None,
+               link: str | None = None) -> None:
+    """The bad numbers and names of a policy run, refused before any work."""
+    from ..errors import ConfigError
+
+    if duration is not None and not duration > 0:
+        raise ConfigError(f"--duration {duration!r}: expected simulated seconds > 0")
+    check_between("--ambient", ambient, *AMBIENT_RANGE, "a temperature in °C")
+    check_between("--eta", eta, 0.0, 1.0, "SPLASH's eta")
+    if link is not None:
+        from ..hardware import load_link
+
+        load_link(link)

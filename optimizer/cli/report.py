@@ -7,14 +7,14 @@ from pathlib import Path
 import typer
 
 from . import app
-from .common import STATE, console, console_err, output_folder
+from .common import STATE, console, console_err, output_files_folder
 
 
 @app.command("report")
 def report_cmd(
     inputs: list[Path] = typer.Argument(..., metavar="RUN_OR_PLAN...", help="Plan .json files, front .csv files (dnnplan split --front), "
                                                   "batch run folders or thermal simulation .json files."),
-    out: Path = typer.Option(..., "--out", "-o", callback=output_folder, help="Folder for report.html, report.md and its PNG figures."),
+    out: Path = typer.Option(..., "--out", "-o", callback=output_files_folder, help="Folder for report.html, report.md and its PNG figures."),
     title: str | None = typer.Option(None, "--title", help="Report title."),
 ) -> None:
     """Write report.html (figures embedded, no external links) and report.md for RUN_OR_PLAN..."""

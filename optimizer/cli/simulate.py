@@ -18,7 +18,7 @@ def simulate_cmd(
     duration: float = typer.Option(600.0, "--duration", callback=bounded("simulate", "--duration"), help="Simulated seconds (default: 10 minutes)."),
     ambient: Optional[float] = typer.Option(None, "--ambient", help="Ambient °C (default: the thermal spec's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Draw temperatures, caps and FPS over time (PNG)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", callback=output_file, help="Draw temperatures, caps and FPS over time (PNG)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", callback=output_file, help="Write the full time series as JSON."),
 ) -> None:
     """Simulate PLAN running continuously: time to throttle, sustained FPS, peak temperatures.

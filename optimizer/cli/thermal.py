@@ -48,6 +48,8 @@ def fit_cmd(
     if hidden != "auto" and not hidden.isdigit():
         raise ConfigError(f"--hidden must be a whole number >= 0 or auto, got {hidden!r}")
     hidden_nodes: int | str = hidden if hidden == "auto" else int(hidden)
+    if not ridge >= 0:
+        raise ConfigError(f"--ridge {ridge!r}: expected a penalty >= 0 (0 = plain least squares)")
     tr = read_trace(trace, time, temps, inputs, gap_factor=gap_factor)
     tr = tr.window(train_from, train_to) if (train_from is not None or train_to is not None) else tr
     with _progress() as progress:

@@ -46,6 +46,9 @@ def read_model(data: bytes, what: str = "model") -> Any:
     except Exception as exc:  # flatbuffers raises struct/index errors on corrupt input
         raise ModelFormatError(f"{what}: corrupt TFLite flatbuffer ({type(exc).__name__}: {exc}); "
                                "re-export the model") from None
+    if not model.subgraphs or not model.buffers:
+        raise ModelFormatError(f"{what}: TFLite flatbuffer without subgraphs or buffers (truncated or "
+                               "corrupt); re-export the model")
     for b in model.buffers or []:  # data appended after the flatbuffer (ai-edge-quantizer writes so)
         if getattr(b, "offset", 0) > 1:
             if b.offset + b.size > len(data):

@@ -24,12 +24,9 @@ a failed export leaves no half-written directory.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -39,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
-from ..fileio import _umask, atomic_write_json, read_npz, sha256_bytes, sha256_file
+from ..fileio import atomic_write_json, read_npz, sha256_bytes, sha256_file, staged_folder
 from ..graph.layergraph import LayerGraph
 from .manifest import (
     MANIFEST_FILE,
@@ -530,18 +527,6 @@ def _prepare_out_dir(out_dir: Path) -> None:
                           "(no manifest.json); choose another directory")
 
 
-def _swap_in(tmp: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` by ``tmp`` with renames (old export removed only afterwards)."""
-    old = None
-    if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        os.rmdir(old)
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
                 samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
                 progress: Callable[[str], None] | None = None) -> Manifest:
@@ -581,7 +566,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     needs_int8 = any(p.dtype == "int8" for p in parts)
     calib_data, calib_info = (calibration_inputs(op_graph, calib, samples, seed) if needs_int8
                               else ({}, None))
-    with _staging(out) as tmp:
+    with staged_folder(out, "export folder") as tmp:
         float_env = dict(calib_data)
         reference, ref_info = (_int8_reference(cutter, op_graph, tmp, calib_data, keep_reference, progress)
                                if needs_int8 and len(parts) > 1 else (None, None))
@@ -643,21 +628,6 @@ def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path,
     return ReferenceModel(file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size)
 
 
-@contextlib.contextmanager
-def _staging(out: Path) -> Iterator[Path]:
-    """A temporary directory next to ``out`` that replaces it when the block succeeds and is
-    removed when it fails (nothing half-written)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the export is an ordinary folder
-    try:
-        yield tmp
-        _swap_in(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def _model_file(plan: Plan, model: Any) -> Path | None:
     """The ``.tflite``/``.onnx`` file a plan is exported from (``model`` or the plan's source),
     or None for zoo networks and Keras models."""
@@ -687,7 +657,7 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
     cutter = file_cutter(path, op_graph)
     cutter.check_cuttable(len(parts))
     file_dtype = op_graph.weight_dtype if op_graph.weight_dtype in ("fp32", "fp16", "int8") else "fp32"
-    with _staging(out) as tmp:
+    with staged_folder(out, "export folder") as tmp:
         manifest_parts: list[Part] = []
         for pr in parts:
             ins, outs = part_io(op_graph, pr.first_op, pr.end_op)

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConfigError, UnsupportedOperatorError
 from ..fileio import atomic_write_bytes, sha256_bytes
 from ..graph.zoo import BN_FRAMES
-from .calibration import CalibrationSet, load_calibration
+from .calibration import CalibrationSet, check_calibration, load_calibration
 from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
 from .flatbuffer import compact as compact_model
@@ -82,6 +82,7 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     """
     asked_io = io
     io = check_options(scheme, io, threads, runs, warmup, calib_workers)
+    check_calibration(calib, samples, heldout)  # before seconds of model loading
     with temp_workdir() as tmp:
         prep = prepare(model, Path(tmp), calib=calib, samples=samples, heldout=heldout, seed=seed,
                        progress=progress, input_shapes=input_shapes)

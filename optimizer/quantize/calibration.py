@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError
+from ..fileio import read_npz
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 
@@ -72,6 +73,19 @@ def _count(arrays: dict[str, np.ndarray]) -> int:
     return int(next(iter(arrays.values())).shape[0]) if arrays else 0
 
 
+def check_calibration(source: str | os.PathLike[str], samples: int, heldout: int) -> None:
+    """Refuse a bad calibration request before any model is opened: counts out of range, or a
+    source that is neither a keyword nor an existing directory or file."""
+    if samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {samples}")
+    if heldout < 0:
+        raise ConfigError(f"held-out sample count must be >= 0, got {heldout}")
+    src = str(source)
+    if src not in ("synthetic", "sample-images") and not Path(src).exists():
+        raise InputFileError(f"{src}: calibration source not found; give a directory of images, "
+                             "an .npz file, 'sample-images' or 'synthetic'")
+
+
 def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
                      preprocess: dict[str, Any] | None, samples: int = 1000,
                      heldout: int = 100, seed: int = 0) -> CalibrationSet:
@@ -92,10 +106,7 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
     seed
         Seed of the random draw.
     """
-    if samples < 1:
-        raise ConfigError(f"--samples must be >= 1, got {samples}")
-    if heldout < 0:
-        raise ConfigError(f"held-out sample count must be >= 0, got {heldout}")
+    check_calibration(source, samples, heldout)
     rng = np.random.default_rng(seed)
     src = str(source)
     if src == "synthetic":
@@ -110,9 +121,6 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
                               "sample-images (random crops of scikit-learn's china.jpg and flower.jpg)",
                               ["sample-images: real photographs, not the model's training distribution"])
     path = Path(src)
-    if not path.exists():
-        raise InputFileError(f"{src}: calibration source not found; give a directory of images, "
-                             "an .npz file, 'sample-images' or 'synthetic'")
     if path.is_dir():
         files = _image_files(path)
         n_calib, n_held, notes = _split_counts(len(files), samples, heldout, f"{src}")
@@ -266,11 +274,7 @@ def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n:
 
 
 def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            found = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise InputFileError(f"{path}: unreadable .npz calibration file ({exc})") from None
+    found = read_npz(path, "no such .npz calibration file")
     expected = "; ".join(s.describe() for s in specs)
     if not found:
         raise InputFileError(f"{path}: no arrays in .npz; expected {expected}")

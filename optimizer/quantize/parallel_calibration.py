@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..workers import stop_pool
 from .flatbuffer import merge_calibration
 
 CALIB_BATCH = 32  # samples per calibrator invocation (mobilenet_v2: 78 ms/sample at 1, 59 at 32)
@@ -67,6 +68,9 @@ def batches(arrays: dict[str, Any], size: int, first: int, last: int) -> list[di
 
 def _tf_calibrator_class() -> Any:
     from .. import lazy
+    from ..workers import ignore_sigint
+
+    ignore_sigint()  # also the helper processes' initializer: Ctrl-C is the parent's to handle
 
     lazy.tensorflow()
     from tensorflow.lite.python.optimize import calibrator
@@ -147,8 +151,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
     try:
         yield info
     except BaseException:  # interrupted or failed: do not wait for the helpers' chunks
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
+        stop_pool(pool)
         raise
     finally:
         module.Calibrator = original

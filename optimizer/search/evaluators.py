@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputFileError, MeasurementError
+from ..fileio import write_error
 from .problem import Evaluation
 
 
@@ -92,13 +93,16 @@ class MeasuredEvaluator:
             return
         line = json.dumps({"key": list(key), "decision": decision, "fps": fps}) + "\n"
         path = Path(self.cache_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise write_error(path, "measurement cache", exc) from None
 
     def evaluate(self, problem: Any, X: np.ndarray) -> Evaluation:
         """Evaluate a population ``X`` [N, 2K]: measured throughput, modeled rest."""
