@@ -43,7 +43,6 @@ class Case:
     preamble: int = 0  # stderr lines the command prints before its work (serve's address line)
     keeps: str = ""  # how="signal": what an interrupted command keeps to resume (glob under out/)
     expect: int = 2
-    fixed_on: str = ""  # the branch that makes it clean, when not this one
 
     def args(self, paths: dict[str, Path]) -> list[str]:
         return [a.format(**{k: str(v) for k, v in paths.items()}) for a in self.argv]
@@ -241,8 +240,7 @@ def cases() -> list[Case]:
     cs.append(_c("profile-dtype", "profile", "{tiny}", "--dtype", "int4"))
     cs.append(_c("profile-granularity", "profile", "{tiny}", "--granularity", "layer"))
     cs.append(_c("profile-variant-syntax", "profile", "mobilenet_v2", "--variant", "width"))
-    cs.append(_c("profile-variant-unknown", "profile", "mobilenet_v2", "--variant", "width=0.25", tf=True,
-                 fixed_on=""))
+    cs.append(_c("profile-variant-unknown", "profile", "mobilenet_v2", "--variant", "width=0.25", tf=True))
     for i, target in enumerate(UNWRITABLE):
         cs.append(_c(f"profile-out-unwritable{i}", "profile", "{tiny}", "--out", target + ".json"))
     cs.append(_c("profile-out-folder", "profile", "{tiny}", "--out", "{out}"))
@@ -315,7 +313,7 @@ def cases() -> list[Case]:
     # --- validate
     for name in ("absent.json", "bad.json", "binary.json", "list.json", "empty.onnx", "plan_kind.json"):
         cs.append(_c(f"validate-{name}", "validate", "{in}/" + name))
-    cs.append(_c("validate-quantum-processor", "validate", "{plan_quantum_json}", fixed_on="h8"))
+    cs.append(_c("validate-quantum-processor", "validate", "{plan_quantum_json}"))
     # --- split
     cs += [_c("split-unknown-device", "split", "{tiny}", "--device", "pixel99", "--network", "wifi_10"),
            _c("split-unknown-network", "split", "{tiny}", "--device", "galaxy_j6", "--network", "5g_magic"),
@@ -366,7 +364,7 @@ def cases() -> list[Case]:
            _c("export-calib-missing", "export", "{plan}", "--out", "{out}/art", "--calib", "{in}/absent.npz"),
            _c("export-model-missing", "export", "{plan}", "--out", "{out}/art", "--model", "{in}/absent.onnx"),
            _c("export-model-trunc", "export", "{plan}", "--out", "{out}/art", "--model", "{trunc_onnx}"),
-           _c("export-quantum", "export", "{plan_quantum_json}", "--out", "{out}/art", fixed_on="h8"),
+           _c("export-quantum", "export", "{plan_quantum_json}", "--out", "{out}/art"),
            _c("run-plan-missing", "run", "{in}/absent.json", "--artifacts", "{art}"),
            _c("run-artifacts-missing", "run", "{plan}", "--artifacts", "{in}/absent"),
            _c("run-artifacts-other", "run", "{plan}", "--artifacts", "{export_other}"),
@@ -393,7 +391,7 @@ def cases() -> list[Case]:
            _c("schedule-unknown-network", "schedule", "person_finder", "--network", "carrier_pigeon"),
            _c("schedule-policy", "schedule", "person_finder", "--policy", "random"),
            _c("schedule-duration-neg", "schedule", "person_finder", "--duration", "-1"),
-           _c("schedule-fps-0", "schedule", "person_finder", "--fps", "0", fixed_on="h6"),
+           _c("schedule-fps-0", "schedule", "person_finder", "--fps", "0"),
            _c("schedule-eta", "schedule", "person_finder", "--eta", "-1"),
            _c("schedule-ambient", "schedule", "person_finder", "--ambient", "500"),
            _c("schedule-plot-proc", "schedule", "person_finder", "--plot", "/proc/s.png"),
@@ -413,7 +411,7 @@ def cases() -> list[Case]:
            _c("simulate-plan-missing", "simulate", "{in}/absent.json"),
            _c("simulate-plan-corrupt", "simulate", "{bad_json}"),
            _c("simulate-duration-0", "simulate", "{plan}", "--duration", "0"),
-           _c("simulate-duration-huge", "simulate", "{plan}", "--duration", "1e12", fixed_on="h6"),
+           _c("simulate-duration-huge", "simulate", "{plan}", "--duration", "1e12"),
            _c("simulate-ambient", "simulate", "{plan}", "--ambient", "500"),
            _c("simulate-plot-ext", "simulate", "{plan}", "--plot", "{out}/s.txt"),
            _c("simulate-plot-proc", "simulate", "{plan}", "--out", "{out}/s.json", "--plot", "/proc/s.png"),
@@ -435,9 +433,9 @@ def cases() -> list[Case]:
            _c("batch-plan-bad-yaml", "batch", "plan", "{bad_yaml}"),
            _c("batch-plan-not-dict", "batch", "plan", "{notdict_yaml}"),
            _c("batch-plan-unknown-key", "batch", "plan", "{job_unknown_key_yaml}"),
-           _c("batch-plan-bad-solver", "batch", "plan", "{job_bad_solver_yaml}", fixed_on="h8"),
+           _c("batch-plan-bad-solver", "batch", "plan", "{job_bad_solver_yaml}"),
            _c("batch-plan-no-tasks", "batch", "plan", "{job_no_tasks_yaml}"),
-           _c("batch-plan-pixel99", "batch", "plan", "{job_pixel99_yaml}", fixed_on="h8"),
+           _c("batch-plan-pixel99", "batch", "plan", "{job_pixel99_yaml}"),
            _c("batch-run-missing", "batch", "run", "{in}/absent.yaml", "--out", "{out}/run"),
            _c("batch-run-bad-yaml", "batch", "run", "{bad_yaml}", "--out", "{out}/run"),
            _c("batch-run-workers", "batch", "run", "{job}", "--out", "{out}/run", "--workers", "0"),
@@ -445,7 +443,7 @@ def cases() -> list[Case]:
               "--local-cluster", "2"),
            _c("batch-run-out-proc", "batch", "run", "{job}", "--out", "/proc/run"),
            _c("batch-run-out-file", "batch", "run", "{job}", "--out", "{tiny}"),
-           _c("batch-run-pixel99", "batch", "run", "{job_pixel99_yaml}", "--out", "{out}/run", fixed_on="h8"),
+           _c("batch-run-pixel99", "batch", "run", "{job_pixel99_yaml}", "--out", "{out}/run"),
            _c("batch-status-missing", "batch", "status", "{in}/absent"),
            _c("batch-status-not-run", "batch", "status", "{export_other}"),
            _c("batch-report-missing", "batch", "report", "{in}/absent"),
@@ -470,8 +468,7 @@ def cases() -> list[Case]:
            _c("fit-step", *FIT, "--fit-step", "-1", "--out", "{out}/m.json"),
            _c("fit-gap-factor", *FIT, "--gap-factor", "0", "--out", "{out}/m.json"),
            _c("fit-train-range", *FIT, "--train-from", "500", "--train-to", "100", "--out", "{out}/m.json"),
-           _c("fit-unordered", "thermal", "fit", "{trace_unordered}", *FIT[3:], "--out", "{out}/m.json",
-              fixed_on="h6"),
+           _c("fit-unordered", "thermal", "fit", "{trace_unordered}", *FIT[3:], "--out", "{out}/m.json"),
            _c("fit-out-folder", *FIT, "--out", "{out}")]
     for i, target in enumerate(UNWRITABLE):
         cs.append(_c(f"fit-out-unwritable{i}", *FIT, "--out", target + ".json"))
@@ -482,7 +479,7 @@ def cases() -> list[Case]:
            _c("eval-horizons", "thermal", "eval", "{thermal}", "{trace}", "--horizons", "soon"),
            _c("eval-horizons-neg", "thermal", "eval", "{thermal}", "{trace}", "--horizons", "-5"),
            _c("eval-time", "thermal", "eval", "{thermal}", "{trace}", "--time", "clock"),
-           _c("eval-unordered", "thermal", "eval", "{thermal}", "{trace_unordered}", fixed_on="h6")]
+           _c("eval-unordered", "thermal", "eval", "{thermal}", "{trace_unordered}")]
     # --- quantize (TensorFlow)
     Q = ("quantize", "{tiny}", "--out", "{out}/q.tflite", "--samples", "8", "--heldout", "2", "--runs", "1")
     cs += [_c("quantize-unknown-model", "quantize", "mobilenet_v9", "--out", "{out}/q.tflite"),

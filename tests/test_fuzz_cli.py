@@ -35,8 +35,7 @@ def fixtures(tmp_path_factory):
 
 
 def _params(selected: list[Case]) -> list:
-    return [pytest.param(c, id=c.id, marks=pytest.mark.xfail(reason=f"fixed on branch {c.fixed_on}", strict=False))
-            if c.fixed_on else pytest.param(c, id=c.id) for c in selected]
+    return [pytest.param(c, id=c.id) for c in selected]
 
 
 def test_the_table_covers_every_command():
