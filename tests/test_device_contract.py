@@ -114,8 +114,10 @@ def test_run_check_after_a_plain_export_of_a_zoo_plan(run_cli, tmp_path):
     """``export`` keeps the single-file reference unless told not to, so ``run --check`` works
     after a plain export of an INT8 zoo plan (issue 30: it refused, no reference kept)."""
     plan = tmp_path / "plan.json"
+    # full width: at alpha=0.25 the GA's cut between a batch norm and its ReLU (conv_dw_7_bn) leaves
+    # random-weight logits so close that INT8 parts agree on 65 % of top-1 (SQNR 17.6 dB)
     _ok(run_cli("--quiet", "map", MODEL, "--device", "host_cores", "--variant", "input_size=96",
-                "--variant", "alpha=0.25", "--out", plan, *GA))
+                "--out", plan, *GA))
     art = tmp_path / "art"
     _ok(run_cli("--quiet", "export", plan, "--out", art))
     manifest = json.loads((art / "manifest.json").read_text())
