@@ -43,8 +43,8 @@ demo: install
 	@echo "== 4. split it between galaxy_j6 and a server over 10 Mbps Wi-Fi (NSGA-II + TOPSIS) =="
 	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network wifi_10 --out $(DEMO)/split_plan.json --front $(DEMO)/split_front.csv
 	@echo "== 4b. FP32 over a real LTE uplink trace: CVaR-0.95 of latency as a 4th objective; then memory as a budget and expected latency within +5% of the least =="
-	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network lte --dtype fp32 --bandwidth-trace Verizon-LTE-short --risk cvar95 --solver exact --extremes --out $(DEMO)/split_trace_plan.json
-	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network lte --dtype fp32 --bandwidth-trace Verizon-LTE-short --risk cvar95 --memory-budget 512MB --max-mean-increase 5% --solver exact --extremes --out $(DEMO)/split_robust_plan.json
+	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network lte --dtype fp32 --bandwidth-trace Verizon-LTE-short --risk cvar95 --solver exact --out $(DEMO)/split_trace_plan.json
+	$(DNNPLAN) split $(MODEL) --device galaxy_j6 --network lte --dtype fp32 --bandwidth-trace Verizon-LTE-short --risk cvar95 --memory-budget 512MB --max-mean-increase 5% --solver exact --out $(DEMO)/split_robust_plan.json
 	@echo "== 5. deploy: export stage and split artifacts, run them on this host (split over loopback TCP) =="
 	$(DNNPLAN) export $(DEMO)/map_plan.json --out $(DEMO)/map_artifacts --samples 32
 	$(DNNPLAN) run $(DEMO)/map_plan.json --artifacts $(DEMO)/map_artifacts --frames 50
