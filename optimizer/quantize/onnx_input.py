@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +131,8 @@ def ort_basic_optimized(path: Path, out: Path) -> Path:
     return out
 
 
-def onnx_to_savedmodel(path: Path, workdir: Path) -> Path:
+def onnx_to_savedmodel(path: Path, workdir: Path,
+                       input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
     """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory."""
     check_onnx(path)
     optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
@@ -159,29 +161,29 @@ def _child_error(text: str) -> str:
     return (msg[:240] + (f"; at node {node[0]!r}" if node else "")).replace("\n", " ")
 
 
-def conversion_gap(path: Path, fp32: bytes, samples: dict[str, np.ndarray]) -> tuple[float, float]:
-    """Largest ``|onnxruntime − FP32 TFLite|`` over the outputs on ``samples`` (by TFLite input
-    name, NHWC) and the largest ``|onnxruntime|`` it is relative to; outputs are paired in order
-    and 4-D ones compared after moving ONNX's NCHW to NHWC."""
+def conversion_gap(path: Path, fp32: bytes, samples: Iterable[dict[str, np.ndarray]]) -> tuple[float, float]:
+    """Largest ``|onnxruntime − FP32 TFLite|`` over the outputs on ``samples`` (per-sample dicts by
+    TFLite input name, NHWC, taken one at a time) and the largest ``|onnxruntime|`` it is
+    relative to; outputs are paired in order and 4-D ones compared after moving ONNX's NCHW to NHWC."""
     import onnxruntime as ort
 
     from .evaluate import TfliteRunner
 
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    n = len(next(iter(samples.values())))
-    feeds = []
-    for inp in sess.get_inputs():
-        x = samples[inp.name]
-        if x.ndim == 4 and inp.shape[1] in (x.shape[3],) and inp.shape[1] != x.shape[1]:
-            x = x.transpose(0, 3, 1, 2)
-        feeds.append((inp.name, x))
-    ref = [np.concatenate(o) for o in zip(*(sess.run(None, {k: v[i:i + 1] for k, v in feeds})
-                                           for i in range(n)), strict=True)]
-    got = TfliteRunner(fp32, 1).predict(samples)
+    runner = TfliteRunner(fp32, 1)
     gap, scale = 0.0, 0.0
-    for r, g in zip(ref, (got[k] for k in sorted(got)), strict=False):
-        if r.shape != g.shape and r.ndim == 4:
-            r = r.transpose(0, 2, 3, 1)
-        if r.shape == g.shape:
-            gap, scale = max(gap, float(np.max(np.abs(r - g)))), max(scale, float(np.max(np.abs(r))))
+    for sample in samples:
+        feeds = {}
+        for inp in sess.get_inputs():
+            x = sample[inp.name]
+            if x.ndim == 4 and inp.shape[1] in (x.shape[3],) and inp.shape[1] != x.shape[1]:
+                x = x.transpose(0, 3, 1, 2)
+            feeds[inp.name] = x
+        ref = sess.run(None, feeds)
+        got = runner.run(runner.feed(sample))
+        for r, g in zip(ref, (got[k] for k in sorted(got)), strict=False):
+            if r.shape != g.shape and r.ndim == 4:
+                r = r.transpose(0, 2, 3, 1)
+            if r.shape == g.shape:
+                gap, scale = max(gap, float(np.max(np.abs(r - g)))), max(scale, float(np.max(np.abs(r))))
     return gap, scale

@@ -23,6 +23,11 @@ class CalibrationInfo(_Strict):
     #: samples per calibrator invocation and processes that calibrated (integer schemes)
     batch: int | None = None
     workers: int | None = None
+    #: the --memory-budget the batch and processes were planned for, the planned bytes per frame
+    #: of a batch (input + activation arena) and the planned peak of all processes
+    memory_budget_bytes: int | None = None
+    frame_bytes: int | None = None
+    estimated_peak_bytes: int | None = None
 
 
 class SizeInfo(_Strict):
@@ -95,6 +100,9 @@ class QuantizeReport(_Strict):
     fidelity: FidelityInfo | None
     latency: LatencyReport | None
     warnings: list[str]
+    #: peak resident memory of the quantizing process plus its largest calibrating helper
+    #: (getrusage max RSS; in a long-lived process, the peak since it started)
+    peak_rss_bytes: int | None = None
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the report atomically as indented JSON."""
