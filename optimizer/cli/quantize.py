@@ -82,6 +82,8 @@ def _print_summary(rep) -> None:
     ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"
     n_io = len(o.io_conversion_ops)
     t.add_row("operators", f"{o.total} ({', '.join(f'{k} x{v}' for k, v in sorted(o.counts.items()))})")
+    if rep.transposes is not None:
+        t.add_row("TRANSPOSE ops", f"FP32 {rep.transposes.fp32} → {rep.scheme} {rep.transposes.quantized}")
     t.add_row("float compute ops", floats)
     t.add_row("QUANTIZE/DEQUANTIZE (float side)", f"{ios} ({n_io} at model I/O)")
     fallback = ", ".join(f"{k} x{v}" for k, v in o.cpu_fallback_counts.items()) or "none"

@@ -24,7 +24,7 @@ from .evaluate import FidelityStats, TfliteRunner, measure_latency
 from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, plan_calibration
 from .inspect import OpsAnalysis, analyse_tflite
 from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, OpEntry, OpsInfo,
-                     OutputFidelity, QuantizeReport, SizeInfo)
+                     OutputFidelity, QuantizeReport, SizeInfo, TransposeInfo)
 
 IO_TYPES = ("int8", "float")
 ONNX_GAP_WARN = 1e-3  # relative ONNX vs converted-FP32 gap above which quantize warns
@@ -285,7 +285,9 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
         ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings,
-        peak_rss_bytes=peak_rss_bytes())
+        peak_rss_bytes=peak_rss_bytes(),
+        transposes=TransposeInfo(fp32=analyse_tflite(fp32, f"{src.name} (FP32)").op_counts().get("TRANSPOSE", 0),
+                                 quantized=ops.op_counts().get("TRANSPOSE", 0)))
     atomic_write_bytes(out_path, qbytes)
     return report
 

@@ -34,7 +34,7 @@ CONVERTER = "onnx2tf"
 ONNX_DOMAINS = ("", "ai.onnx")
 TIMEOUT_S = 900
 
-# Runs in the child interpreter: argv[1] is a JSON object {onnx, out, batch, nhwc}.
+# Runs in the child interpreter: argv[1] is a JSON object {onnx, out, nhwc, shapes}.
 _CHILD = r"""
 import json, sys
 import numpy as np
@@ -53,7 +53,8 @@ def seeded_images():
 
 o2t.download_test_image_data = seeded_images
 onnx2tf.convert(input_onnx_file_path=args["onnx"], output_folder_path=args["out"],
-                output_signaturedefs=True, not_use_onnxsim=True, batch_size=args["batch"],
+                output_signaturedefs=True, not_use_onnxsim=True,
+                overwrite_input_shape=args["shapes"] or None,
                 keep_nwc_or_nhwc_or_ndhwc_input_names=args["nhwc"] or None,
                 non_verbose=True, verbosity="error")
 """
@@ -72,13 +73,17 @@ def converter_ops() -> set[str]:
 IMAGE_CHANNELS = (1, 3, 4)
 
 
-def check_onnx(path: Path) -> tuple[int | None, list[str]]:
-    """Refuse files onnx2tf cannot convert; returns the batch size to fix (``None``: static) and
-    the 4-D inputs already in NHWC layout (``[N, H, W, C]`` with C of 1, 3 or 4 and H not; e.g.
-    tf2onnx exports of Keras models), which onnx2tf must keep as they are.
+def check_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+               ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """Refuse files onnx2tf cannot convert; returns every input's full shape (the file's
+    layout: ``input_shapes`` where given, a dynamic batch alone fixed to 1) and the 4-D inputs
+    already in NHWC layout (``[N, H, W, C]`` with C of 1, 3 or 4 and H not; e.g. tf2onnx exports
+    of Keras models), which onnx2tf must keep as they are.
 
-    Raises :class:`ModelFormatError` (unreadable file, non-batch dynamic dimensions) or
-    :class:`UnsupportedOperatorError` naming the first unsupported operator and its node.
+    Raises :class:`ModelFormatError` (unreadable file, dynamic non-batch dimensions without a
+    shape), :class:`ConfigError` (a shape naming no input, of the wrong rank, with a dimension
+    below 1 or contradicting a fixed one) or :class:`UnsupportedOperatorError` naming the first
+    unsupported operator and its node.
     """
     import onnx
 
@@ -96,21 +101,66 @@ def check_onnx(path: Path) -> tuple[int | None, list[str]]:
             f"{path}: {CONVERTER} cannot convert ONNX operator {', '.join(names)} (node "
             f"{first.name or first.output[0]!r}); replace it before quantizing, or use the float model")
     initializers = {t.name for t in graph.initializer}
-    batch, nhwc = None, []
-    for inp in graph.input:
-        if inp.name in initializers:
-            continue
-        dims = list(inp.type.tensor_type.shape.dim)
-        dynamic = [k for k, d in enumerate(dims) if not d.HasField("dim_value")]
-        if any(k > 0 for k in dynamic):
-            raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic}; "
-                                   "quantization needs a fixed input shape (only the batch may be dynamic)")
-        if dynamic:
-            batch = 1
-        shape = [d.dim_value for d in dims]
+    inputs = [i for i in graph.input if i.name not in initializers]
+    given = dict(input_shapes or {})
+    unknown = sorted(set(given) - {i.name for i in inputs})
+    if unknown:
+        raise ConfigError(f"{path}: input shape for {unknown[0]!r}, which is not an input of the model; "
+                          f"its inputs are {', '.join(repr(i.name) for i in inputs)}")
+    shapes: dict[str, tuple[int, ...]] = {}
+    nhwc = []
+    for inp in inputs:
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in inp.type.tensor_type.shape.dim]
+        shown = f"{inp.name}[{','.join(map(str, dims))}]"
+        if inp.name in given:
+            shape = tuple(int(v) for v in given[inp.name])
+            if len(shape) != len(dims):
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has rank "
+                                  f"{len(shape)}; the input is {shown} (rank {len(dims)})")
+            if min(shape, default=1) < 1:
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has a "
+                                  "dimension below 1; give positive dimensions")
+            clash = [k for k, d in enumerate(dims) if isinstance(d, int) and d > 0 and d != shape[k]]
+            if clash:
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} contradicts "
+                                  f"the fixed dimension {clash[0]} of {shown}")
+        else:
+            dynamic = [k for k, d in enumerate(dims) if not (isinstance(d, int) and d > 0)]
+            if any(k > 0 for k in dynamic):
+                example = ",".join(str(d) if isinstance(d, int) and d > 0 else ("1" if k == 0 else "640")
+                                   for k, d in enumerate(dims))
+                raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic} ({shown}); "
+                                       f"quantization needs a fixed shape: give one, e.g. --input-shape "
+                                       f"{inp.name}:{example}")
+            shape = tuple(1 if k == 0 and k in dynamic else int(d) for k, d in enumerate(dims))  # type: ignore[arg-type]
+        shapes[inp.name] = shape
         if len(shape) == 4 and shape[3] in IMAGE_CHANNELS and shape[1] not in IMAGE_CHANNELS:
             nhwc.append(inp.name)
-    return batch, nhwc
+    return shapes, nhwc
+
+
+def fix_input_shapes(path: Path, shapes: dict[str, tuple[int, ...]], out: Path) -> Path:
+    """``path`` with its inputs fixed to ``shapes``, shapes inferred and constants folded by
+    onnx-simplifier (Zhang et al., https://github.com/daquexian/onnx-simplifier), written to
+    ``out``: ``Shape``/``Gather``/``Concat`` chains that compute resize sizes and reshape
+    targets from the input become constants, so onnx2tf sees a static graph and can keep every
+    tensor in NHWC instead of transposing around shape-dependent operators."""
+    import onnx
+    import onnxsim
+
+    model = onnx.load(str(path))
+    try:
+        simplified, ok = onnxsim.simplify(model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()},
+                                          check_n=0)
+    except Exception as exc:  # onnxsim raises RuntimeError/ValueError/onnx errors on graphs it cannot fold
+        raise ModelFormatError(f"{path}: the model cannot take input shapes "
+                               f"{', '.join(f'{k}:{list(v)}' for k, v in shapes.items())} ({_child_error(str(exc))})"
+                               ) from None
+    if not ok:
+        raise ModelFormatError(f"{path}: onnx-simplifier could not check the model with shapes {shapes}")
+    onnx.save(simplified, str(out))
+    return out
 
 
 def ort_basic_optimized(path: Path, out: Path) -> Path:
@@ -133,13 +183,20 @@ def ort_basic_optimized(path: Path, out: Path) -> Path:
 
 def onnx_to_savedmodel(path: Path, workdir: Path,
                        input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
-    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory."""
-    check_onnx(path)
-    optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
-    batch, nhwc = check_onnx(optimized)
+    """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory.
+
+    ``input_shapes`` (input name -> full shape in the file's layout) fixes dynamic dimensions;
+    the shapes are folded into the graph (:func:`fix_input_shapes`) and handed to onnx2tf
+    (``overwrite_input_shape``), so it converts a static NHWC graph.
+    """
+    shapes, _ = check_onnx(path, input_shapes)
+    fixed = fix_input_shapes(path, shapes, workdir / f"{path.stem}.fixed.onnx")
+    optimized = ort_basic_optimized(fixed, workdir / f"{path.stem}.ort.onnx")
+    shapes, nhwc = check_onnx(optimized, shapes)
     out = workdir / f"{path.stem}_onnx2tf"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
-    args = json.dumps({"onnx": str(optimized), "out": str(out), "batch": batch, "nhwc": nhwc})
+    args = json.dumps({"onnx": str(optimized), "out": str(out), "nhwc": nhwc,
+                       "shapes": [f"{k}:{','.join(map(str, v))}" for k, v in shapes.items()]})
     try:
         res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
                              timeout=TIMEOUT_S, env=env, cwd=workdir)

@@ -58,6 +58,14 @@ class OpsInfo(_Strict):
     cpu_segments: int
 
 
+class TransposeInfo(_Strict):
+    """TRANSPOSE operators of the FP32 reference and the quantized model (layout changes that a
+    clean NHWC conversion does not need)."""
+
+    fp32: int
+    quantized: int
+
+
 class OutputFidelity(_Strict):
     output: str
     sqnr_db: float | None  # None: undefined (identical outputs, or an all-zero reference)
@@ -103,6 +111,7 @@ class QuantizeReport(_Strict):
     #: peak resident memory of the quantizing process plus its largest calibrating helper
     #: (getrusage max RSS; in a long-lived process, the peak since it started)
     peak_rss_bytes: int | None = None
+    transposes: TransposeInfo | None = None
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the report atomically as indented JSON."""

