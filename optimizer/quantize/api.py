@@ -150,7 +150,7 @@ class Prepared:
     samples_requested: int
     seed: int
     warnings: list[str] = field(default_factory=list)
-    memory_budget: int = int(4e9)
+    memory_budget: int = field(default_factory=lambda: parse_memory_budget(DEFAULT_MEMORY_BUDGET))
 
 
 def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
