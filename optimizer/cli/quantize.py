@@ -76,7 +76,9 @@ def _print_summary(rep) -> None:
     t.add_row("conversion", f"{rep.conversion_s:.1f} s, {c.samples_used} calibration samples "
                             f"from {c.source} (seed {c.seed}{how})")
     if rep.peak_rss_bytes:
-        t.add_row("peak memory", f"{human_count(rep.peak_rss_bytes)}B resident (this process + largest helper)")
+        helper = (f"; largest calibrating helper {human_count(rep.helper_peak_rss_bytes)}B"
+                  if rep.helper_peak_rss_bytes else "")
+        t.add_row("peak memory", f"{human_count(rep.peak_rss_bytes)}B resident{helper}")
     o = rep.ops
     floats = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.float_ops).items()) or "none"
     ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"

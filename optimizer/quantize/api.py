@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, conv
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
 from .flatbuffer import compact as compact_model
 from .evaluate import FidelityStats, TfliteRunner, measure_latency
-from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, plan_calibration
+from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, peak_rss_bytes, plan_calibration
 from .inspect import OpsAnalysis, analyse_tflite
 from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, OpEntry, OpsInfo,
                      OutputFidelity, QuantizeReport, SizeInfo, TransposeInfo)
@@ -285,7 +284,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
         ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings,
-        peak_rss_bytes=peak_rss_bytes(),
+        peak_rss_bytes=peak_rss_bytes(), helper_peak_rss_bytes=calib_info.get("helper_peak_rss"),
         transposes=TransposeInfo(fp32=analyse_tflite(fp32, f"{src.name} (FP32)").op_counts().get("TRANSPOSE", 0),
                                  quantized=ops.op_counts().get("TRANSPOSE", 0)))
     atomic_write_bytes(out_path, qbytes)
@@ -332,11 +331,3 @@ def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, cal: CalibrationSet,
         outputs.append(OutputFidelity(output=name, sqnr_db=s if np.isfinite(s) else None,
                                       max_abs_error=st.max_abs_error, top1_agreement=st.top1_agreement()))
     return FidelityInfo(samples=cal.size("heldout"), outputs=outputs)
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident memory of this process plus the largest of its finished child processes
-    (``getrusage`` ``ru_maxrss``, KiB on Linux): helpers run beside the converting process."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return int((own + children) * 1024)

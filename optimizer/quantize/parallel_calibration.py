@@ -144,9 +144,28 @@ def _tf_calibrator_class() -> Any:
     return getattr(calibrator.Calibrator, "tflite_calibrator", calibrator.Calibrator)
 
 
-def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int, last: int) -> bytes:
-    """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry)."""
-    return bytes(_tf_calibrator_class()(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
+def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int,
+                      last: int) -> tuple[bytes, int]:
+    """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry); returns the
+    calibrated model and this process's peak resident bytes (:func:`peak_rss_bytes`)."""
+    out = bytes(_tf_calibrator_class()(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
+    return out, peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
+    mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
+    counts its parent's resident memory at the fork, and ``RUSAGE_CHILDREN`` inherits that.)"""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 @contextlib.contextmanager
@@ -156,7 +175,8 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
     The converter's representative dataset must be a :class:`RepresentativeData` (other
     datasets are calibrated by TensorFlow's own calibrator). The helpers start on entry, so
     that their start-up overlaps the converter's graph conversion. Yields a dict that records,
-    once calibration ran, ``samples``, ``batch`` (1 if batching failed) and ``workers`` used.
+    once calibration ran, ``samples``, ``batch`` (1 if batching failed), ``workers`` used and
+    ``helper_peak_rss`` (the largest helper's peak resident bytes; ``None`` without helpers).
     """
     from .. import lazy
 
@@ -179,8 +199,10 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
         helpers = [pool.submit(calibrate_batches, model, cal, size, a, b)  # type: ignore[union-attr]
                    for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
         results = [bytes(original(model).calibrate(lambda: stream_batches(cal, size, 0, bounds[1])))]
-        results += [job.result() for job in helpers]
-        info.update(samples=cal.size("calib"), batch=size, workers=parts)
+        done = [job.result() for job in helpers]
+        results += [r for r, _ in done]
+        info.update(samples=cal.size("calib"), batch=size, workers=parts,
+                    helper_peak_rss=max((rss for _, rss in done), default=None))
         return merge_calibration(results)
 
     class ParallelCalibrator(original):  # type: ignore[misc, valid-type]

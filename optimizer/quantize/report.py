@@ -108,9 +108,10 @@ class QuantizeReport(_Strict):
     fidelity: FidelityInfo | None
     latency: LatencyReport | None
     warnings: list[str]
-    #: peak resident memory of the quantizing process plus its largest calibrating helper
-    #: (getrusage max RSS; in a long-lived process, the peak since it started)
+    #: peak resident memory of the quantizing process (VmHWM; in a long-lived process, the peak
+    #: since it started) and of its largest calibrating helper process (None without helpers)
     peak_rss_bytes: int | None = None
+    helper_peak_rss_bytes: int | None = None
     transposes: TransposeInfo | None = None
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
