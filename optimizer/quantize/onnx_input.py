@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,8 +160,46 @@ def fix_input_shapes(path: Path, shapes: dict[str, tuple[int, ...]], out: Path) 
                                ) from None
     if not ok:
         raise ModelFormatError(f"{path}: onnx-simplifier could not check the model with shapes {shapes}")
+    scalar_broadcast_operands(simplified)
     onnx.save(simplified, str(out))
     return out
+
+
+ELEMENTWISE = ("Add", "Sub", "Mul", "Div")
+COMMUTATIVE = ("Add", "Mul")
+
+
+def scalar_broadcast_operands(model: Any) -> int:
+    """Make one-element constant operands of ``Add``/``Sub``/``Mul``/``Div`` scalars (rank 0) and
+    put the constant second in ``Add``/``Mul``; returns the number of operands changed.
+
+    onnx2tf loses an NHWC tensor's layout at an elementwise op whose constant has shape ``[1]``
+    (paddle2onnx writes the learnable affine blocks of PP-LCNet, ``w0 · x + w1``, and conv biases
+    that way) and transposes to NCHW and back around it: the PP-OCRv4 detector kept 53 TRANSPOSE
+    ops, 5 after this rewrite. A rank-0 constant broadcasts to the same values, so the model
+    computes the same function.
+    """
+    from onnx import numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    changed = 0
+    for node in graph.node:
+        if node.op_type not in ELEMENTWISE or len(node.input) != 2:
+            continue
+        for k, name in enumerate(node.input):
+            t = inits.get(name)
+            if t is not None and list(t.dims) == [1]:
+                scalar = f"{name}__scalar"
+                if scalar not in inits:
+                    inits[scalar] = numpy_helper.from_array(numpy_helper.to_array(t).reshape(()), scalar)
+                    graph.initializer.append(inits[scalar])
+                node.input[k] = scalar
+                changed += 1
+        if node.op_type in COMMUTATIVE and node.input[0] in inits and node.input[1] not in inits:
+            node.input[0], node.input[1] = node.input[1], node.input[0]
+            changed += 1
+    return changed
 
 
 def ort_basic_optimized(path: Path, out: Path) -> Path:
