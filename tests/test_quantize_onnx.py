@@ -170,7 +170,7 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     # 53 TRANSPOSE ops around every HardSwish/affine block before; the 5 left move the FPN's
     # 4-way CONCATENATION to NCHW and back
     assert rep.transposes is not None and rep.transposes.fp32 <= 5 and rep.transposes.quantized <= 5
-    assert rep.ops.float_ops == [] and rep.ops.counts["CONV_2D"] >= 50
+    assert rep.ops.float_ops == [] and rep.ops.counts["CONV_2D"] + rep.ops.counts["DEPTHWISE_CONV_2D"] == 62  # ONNX Conv nodes
     assert _conversion_gap(rep.model_dump()) < 1e-3
     assert rep.calibration.batch is not None and rep.peak_rss_bytes < 4e9
     # a model that quantizing made slower (x0.80 with 53 TRANSPOSE ops) fails this
@@ -178,3 +178,23 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     print(f"PP-OCRv4 det 320x320: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
           f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f}); TRANSPOSE "
           f"{rep.transposes.fp32}/{rep.transposes.quantized}")
+
+
+def test_tf2onnx_se_network_converts_without_transposes(tmp_path):
+    """EfficientNet-B0 (squeeze-excitation blocks) exported by tf2onnx with a dynamic batch
+    (``input[unk,96,96,3]``, NHWC): the batch is fixed to 1 and onnx2tf keeps the layout, so
+    neither model has a TRANSPOSE and INT8 is not slower than FP32."""
+    from optimizer.graph.convert import keras_to_onnx
+    from optimizer.plan.export import load_plan_model, plan_for_cuts
+    from optimizer.quantize import quantize
+
+    km, _, _ = load_plan_model(plan_for_cuts("efficientnet_b0", [], variant={"input_size": 96}))
+    model = keras_to_onnx(km, tmp_path / "efficientnet_b0.onnx")
+    rep = quantize(model, tmp_path / "eff.tflite", calib="sample-images", samples=16, heldout=4,
+                   runs=15, warmup=3)
+    assert (rep.transposes.fp32, rep.transposes.quantized) == (0, 0)
+    assert rep.ops.counts["DEPTHWISE_CONV_2D"] == 16 and rep.ops.counts["MEAN"] >= 16  # 16 SE blocks
+    assert _conversion_gap(rep.model_dump()) < 1e-3
+    assert rep.latency.speedup > 1.0, rep.latency
+    print(f"efficientnet_b0 (tf2onnx) 96x96: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
+          f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f})")

@@ -160,9 +160,18 @@ def fix_input_shapes(path: Path, shapes: dict[str, tuple[int, ...]], out: Path) 
                                ) from None
     if not ok:
         raise ModelFormatError(f"{path}: onnx-simplifier could not check the model with shapes {shapes}")
-    scalar_broadcast_operands(simplified)
     onnx.save(simplified, str(out))
     return out
+
+
+def _rewrite(path: Path, change: Any) -> None:
+    """Apply ``change(model)`` to the ONNX file ``path`` in place (initializers are ONNX
+    Runtime's after :func:`ort_basic_optimized`, where weights are no longer ``Constant`` nodes)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    if change(model):
+        onnx.save(model, str(path))
 
 
 ELEMENTWISE = ("Add", "Sub", "Mul", "Div")
@@ -231,6 +240,7 @@ def onnx_to_savedmodel(path: Path, workdir: Path,
     shapes, _ = check_onnx(path, input_shapes)
     fixed = fix_input_shapes(path, shapes, workdir / f"{path.stem}.fixed.onnx")
     optimized = ort_basic_optimized(fixed, workdir / f"{path.stem}.ort.onnx")
+    _rewrite(optimized, scalar_broadcast_operands)
     shapes, nhwc = check_onnx(optimized, shapes)
     out = workdir / f"{path.stem}_onnx2tf"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
