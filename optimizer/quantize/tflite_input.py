@@ -138,11 +138,12 @@ def _signature_key(interp: Any) -> str:
     return SIGNATURE if SIGNATURE in keys else keys[0]
 
 
-def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet, what: str) -> bytes:
+def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list[dict[str, np.ndarray]],
+                          what: str) -> bytes:
     """Quantize a float ``.tflite`` (bytes with a signature) with ``scheme``; see the module doc.
 
-    The calibration samples are streamed, but ai-edge-quantizer counts them with
-    ``len(list(dataset))`` first, so they are all held once while it does.
+    ``calib``: a calibration set (streamed, but ai-edge-quantizer counts it with
+    ``len(list(dataset))`` first, so its samples are all held once while it does) or per-sample dicts.
     """
     if scheme not in TFLITE_SCHEMES:
         raise ConfigError(f"--scheme {scheme} is not available for a .tflite input ({what}); expected one of "
@@ -159,7 +160,8 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet, what:
 
         key = _signature_key(lazy.litert_interpreter()(model_content=data))
         try:
-            stats = qt.calibrate({key: _Samples(calib)}, num_threads=1) if qt.need_calibration else None
+            dataset = _Samples(calib) if isinstance(calib, CalibrationSet) else calib
+            stats = qt.calibrate({key: dataset}, num_threads=1) if qt.need_calibration else None
             result = qt.quantize(stats, enable_progress_bar=False, enable_progress_report=False)
         except Exception as exc:  # the quantizer raises ValueError/RuntimeError on ops it cannot handle
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
