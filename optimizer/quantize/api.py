@@ -282,7 +282,8 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                                     batch=calib_info.get("batch"), workers=calib_info.get("workers"),
                                     memory_budget_bytes=prep.memory_budget,
                                     frame_bytes=plan.frame_bytes if plan else None,
-                                    estimated_peak_bytes=plan.estimate(calib_info.get("workers")) if plan else None),
+                                    estimated_peak_bytes=(plan.estimate(calib_info.get("workers"), calib_info.get("batch"))
+                                                          if plan else None)),
         sizes=SizeInfo(fp32_bytes=len(fp32), quantized_bytes=len(qbytes), ratio=len(qbytes) / len(fp32),
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),

@@ -71,10 +71,12 @@ class CalibrationPlan:
     main_bytes: int  # the converting process before its batch
     budget_bytes: int
 
-    def estimate(self, workers: int | None = None) -> int:
-        """Estimated peak resident bytes of all processes together with ``workers`` processes."""
+    def estimate(self, workers: int | None = None, batch: int | None = None) -> int:
+        """Estimated peak resident bytes of all processes together with ``workers`` processes
+        calibrating batches of ``batch`` (default: the plan's)."""
         w = self.workers if workers is None else workers
-        return int(self.main_bytes + (w - 1) * self.process_bytes + w * self.batch * self.frame_bytes)
+        b = self.batch if batch is None else batch
+        return int(self.main_bytes + (w - 1) * self.process_bytes + w * b * self.frame_bytes)
 
 
 def plan_calibration(samples: int, budget_bytes: float, frame_bytes: int, model_bytes: int,
