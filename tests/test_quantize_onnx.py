@@ -174,8 +174,8 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     assert _conversion_gap(rep.model_dump()) < 1e-3
     assert rep.calibration.batch is not None and rep.peak_rss_bytes < 4e9
     # not asserted: INT8 is still slower than FP32 here (x0.55 on the shared 2-core host): the
-    # XNNPACK delegate splits the INT8 graph into 36 partitions around the HARD_SWISH and
-    # RELU_0_TO_1 ops it leaves to TFLite's own kernels
+    # XNNPACK delegate splits the INT8 graph into 36 partitions, about one per HARD_SWISH (24)
+    # and RELU_0_TO_1 (10) op, apparently left to TFLite's own kernels
     print(f"PP-OCRv4 det 320x320: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
           f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f}); TRANSPOSE "
           f"{rep.transposes.fp32}/{rep.transposes.quantized}")
