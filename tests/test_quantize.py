@@ -160,7 +160,7 @@ def test_image_directory_is_preprocessed_like_inference(tmp_path):
     spec = InputSpec("input", (4, 4, 3), "float32")
     cal = load_calibration(tmp_path, [spec], pre, samples=3, heldout=2, seed=1)
     assert cal.size() == 3 and cal.size("heldout") == 2
-    x = np.concatenate([cal.calib["input"], cal.heldout["input"]])
+    x = np.concatenate([cal.arrays()["input"], cal.arrays("heldout")["input"]])
     # same size: no resampling, so every value must be (p - 127.5) / 127.5 for some saved pixel
     originals = {tuple(np.asarray(Image.open(p), dtype=np.float64).ravel()) for p in tmp_path.glob("*.png")}
     for row in x:
@@ -168,11 +168,11 @@ def test_image_directory_is_preprocessed_like_inference(tmp_path):
     assert x.min() >= -1.0 and x.max() <= 1.0
     # same seed -> same draw; calibration and held-out are disjoint
     again = load_calibration(tmp_path, [spec], pre, samples=3, heldout=2, seed=1)
-    assert np.array_equal(again.calib["input"], cal.calib["input"])
-    calib_rows = {r.tobytes() for r in cal.calib["input"]}
-    assert not calib_rows & {r.tobytes() for r in cal.heldout["input"]}
+    assert np.array_equal(again.arrays()["input"], cal.arrays()["input"])
+    calib_rows = {r.tobytes() for r in cal.arrays()["input"]}
+    assert not calib_rows & {r.tobytes() for r in cal.arrays("heldout")["input"]}
     bgr = load_calibration(tmp_path, [spec], {**pre, "color": "BGR"}, samples=3, heldout=2, seed=1)
-    assert np.allclose(bgr.calib["input"], cal.calib["input"][..., ::-1])
+    assert np.allclose(bgr.arrays()["input"], cal.arrays()["input"][..., ::-1])
 
 
 def test_fewer_samples_than_asked_is_said(tmp_path):
@@ -190,11 +190,11 @@ def test_synthetic_tokens_and_pixels_in_range():
 
     tok = load_calibration("synthetic", [InputSpec("ids", (16,), "int32")],
                            {"kind": "tokens", "vocab_size": 30}, samples=8, heldout=2)
-    assert tok.calib["ids"].dtype == np.int32 and tok.calib["ids"].max() < 30
+    assert tok.arrays()["ids"].dtype == np.int32 and tok.arrays()["ids"].max() < 30
     img = load_calibration("synthetic", [InputSpec("x", (5, 5, 3), "float32")],
                            {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3},
                            samples=8, heldout=2)
-    assert img.calib["x"].min() >= -1 and img.calib["x"].max() <= 1 and img.size("heldout") == 2
+    assert img.arrays()["x"].min() >= -1 and img.arrays()["x"].max() <= 1 and img.size("heldout") == 2
 
 
 def test_sample_images_are_real_photographs_preprocessed_like_inference():
@@ -205,25 +205,25 @@ def test_sample_images_are_real_photographs_preprocessed_like_inference():
     pre = {"layout": "NHWC", "color": "RGB", "mean": [127.5] * 3, "std": [127.5] * 3}
     spec = InputSpec("input", (32, 32, 3), "float32")
     cal = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=3)
-    assert cal.calib["input"].shape == (24, 32, 32, 3) and cal.size("heldout") == 6
+    assert cal.arrays()["input"].shape == (24, 32, 32, 3) and cal.size("heldout") == 6
     assert "sample-images" in cal.source
-    x = cal.calib["input"]
+    x = cal.arrays()["input"]
     assert x.min() >= -1.0 and x.max() <= 1.0 and x.std() > 0.2
     assert len({r.tobytes() for r in x}) == 24                      # augmentation: no repeats
 
     def neighbour_corr(a):
         return float(np.corrcoef(a[:, :, :-1].ravel(), a[:, :, 1:].ravel())[0, 1])
 
-    noise = load_calibration("synthetic", [spec], pre, samples=24, heldout=0, seed=3).calib["input"]
+    noise = load_calibration("synthetic", [spec], pre, samples=24, heldout=0, seed=3).arrays()["input"]
     assert neighbour_corr(x) > 0.8 and abs(neighbour_corr(noise)) < 0.1
     again = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=3)
-    assert np.array_equal(again.calib["input"], x)
+    assert np.array_equal(again.arrays()["input"], x)
     other = load_calibration("sample-images", [spec], pre, samples=24, heldout=6, seed=4)
-    assert not np.array_equal(other.calib["input"], x)
+    assert not np.array_equal(other.arrays()["input"], x)
     nchw = load_calibration("sample-images", [InputSpec("x", (1, 20, 24), "float32")],
                             {"layout": "NCHW", "color": "RGB", "mean": [0.0], "std": [255.0]},
                             samples=4, heldout=0, seed=0)
-    assert nchw.calib["x"].shape == (4, 1, 20, 24) and 0 <= nchw.calib["x"].min() <= nchw.calib["x"].max() <= 1
+    assert nchw.arrays()["x"].shape == (4, 1, 20, 24) and 0 <= nchw.arrays()["x"].min() <= nchw.arrays()["x"].max() <= 1
 
 
 def test_sample_images_refuse_a_non_image_model():

@@ -122,3 +122,79 @@ def test_converter_failure_is_one_line_naming_the_node():
     assert msg == ('ValueError: Exception encountered when calling layer "tf.nn.convolution" (type '
                    "TFOpLambda).; at node 'Conv__211'")
     assert "\n" not in msg and _child_error("") == "no output"
+
+
+# ---------------------------------------------------------------- dynamic dims: shapes handed to the converter
+
+def _ocr_detector():
+    from third_party.fetch_models import FetchError, fetch_package
+
+    try:
+        return fetch_package("rapidocr_onnxruntime")["ppocr_v4_det"]
+    except FetchError as exc:
+        pytest.fail(str(exc))
+
+
+def test_input_shapes_are_checked_before_conversion(tmp_path):
+    """A dynamic non-batch dimension needs a shape; a shape naming no input, of the wrong rank,
+    with a zero dimension or contradicting a fixed one is refused naming it (nothing written)."""
+    from optimizer.errors import ConfigError, ModelFormatError
+    from optimizer.quantize import quantize
+
+    det = _ocr_detector()
+    out = tmp_path / "never.tflite"
+    cases = [(None, ModelFormatError, r"input 'x' has dynamic dimensions \[0, 2, 3\] \(x\[p2o\.DynamicDimension\.0,"
+                                      r"3,p2o\.DynamicDimension\.1,p2o\.DynamicDimension\.2\]\).*--input-shape x:1,3,640,640"),
+             ({"image": (1, 3, 64, 64)}, ConfigError, r"'image', which is not an input of the model; its inputs are 'x'"),
+             ({"x": (1, 3, 64)}, ConfigError, r"x:1,3,64 has rank 3; the input is x\[.*\] \(rank 4\)"),
+             ({"x": (1, 3, 0, 64)}, ConfigError, r"x:1,3,0,64 has a dimension below 1"),
+             ({"x": (1, 1, 64, 64)}, ConfigError, r"x:1,1,64,64 contradicts the fixed dimension 1")]
+    for shapes, error, pattern in cases:
+        with pytest.raises(error, match=pattern):
+            quantize(det, out, input_shapes=shapes, samples=4, heldout=0, measure_latency_=False)
+        assert not out.exists()
+    with pytest.raises(ConfigError, match="input shapes apply to .onnx models only"):
+        quantize("mobilenet_v2", out, input_shapes={"x": (1, 224, 224, 3)}, samples=4)
+
+
+def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
+    """The PP-OCRv4 text detector (paddle2onnx, x[?,3,?,?]; HardSigmoid squeeze-excitation blocks,
+    nearest Resize, ConvTranspose) with its shape fixed: onnx-simplifier folds the fixed shapes,
+    one-element constants become scalars, and onnx2tf keeps the convolutions and SE blocks in
+    NHWC."""
+    from optimizer.quantize import quantize
+
+    det = _ocr_detector()
+    rep = quantize(det, tmp_path / "det.tflite", input_shapes={"x": (1, 3, 320, 320)}, calib="sample-images",
+                   samples=16, heldout=4, runs=15, warmup=3)
+    # 53 TRANSPOSE ops around every HardSwish/affine block before; the 5 left move the FPN's
+    # 4-way CONCATENATION to NCHW and back
+    assert rep.transposes is not None and rep.transposes.fp32 <= 5 and rep.transposes.quantized <= 5
+    assert rep.ops.float_ops == [] and rep.ops.counts["CONV_2D"] + rep.ops.counts["DEPTHWISE_CONV_2D"] == 62  # ONNX Conv nodes
+    assert _conversion_gap(rep.model_dump()) < 1e-3
+    assert rep.calibration.batch is not None and rep.peak_rss_bytes < 4e9
+    # not asserted: INT8 is still slower than FP32 here (x0.55 on the shared 2-core host): the
+    # XNNPACK delegate splits the INT8 graph into 36 partitions, about one per HARD_SWISH (24)
+    # and RELU_0_TO_1 (10) op, apparently left to TFLite's own kernels
+    print(f"PP-OCRv4 det 320x320: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
+          f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f}); TRANSPOSE "
+          f"{rep.transposes.fp32}/{rep.transposes.quantized}")
+
+
+def test_tf2onnx_se_network_converts_without_transposes(tmp_path):
+    """EfficientNet-B0 (squeeze-excitation blocks) exported by tf2onnx with a dynamic batch
+    (``input[unk,96,96,3]``, NHWC): the batch is fixed to 1 and onnx2tf keeps the layout, so
+    neither model has a TRANSPOSE."""
+    from optimizer.graph.convert import keras_to_onnx
+    from optimizer.plan.export import load_plan_model, plan_for_cuts
+    from optimizer.quantize import quantize
+
+    km, _, _ = load_plan_model(plan_for_cuts("efficientnet_b0", [], variant={"input_size": 96}))
+    model = keras_to_onnx(km, tmp_path / "efficientnet_b0.onnx")
+    rep = quantize(model, tmp_path / "eff.tflite", calib="sample-images", samples=16, heldout=4,
+                   runs=15, warmup=3)
+    assert (rep.transposes.fp32, rep.transposes.quantized) == (0, 0)
+    assert rep.ops.counts["DEPTHWISE_CONV_2D"] == 16 and rep.ops.counts["MEAN"] >= 16  # 16 SE blocks
+    assert _conversion_gap(rep.model_dump()) < 1e-3
+    print(f"efficientnet_b0 (tf2onnx) 96x96: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
+          f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f})")

@@ -28,7 +28,8 @@ def quantize(
     allow_float_ops: bool = typer.Option(False, "--allow-float-ops", help="Integer schemes: keep operators the converter cannot quantize in float instead of failing."),
     no_latency: bool = typer.Option(False, "--no-latency", help="Skip the host latency measurement."),
     compact: bool = typer.Option(True, "--compact/--no-compact", help="Store identical flatbuffer vectors once (same model, smaller file)."),
-    calib_workers: Optional[int] = typer.Option(None, "--calib-workers", help="Processes calibrating in parallel (default: one per 256 samples, at most one per CPU; output unchanged)."),
+    calib_workers: Optional[int] = typer.Option(None, "--calib-workers", help="Processes calibrating in parallel (default: one per 256 samples, at most one per CPU, as many as --memory-budget holds; output unchanged)."),
+    memory_budget: str = typer.Option("4GB", "--memory-budget", help="Peak memory to plan calibration for (batch, processes, batch-norm passes), e.g. 4GB, 512MB; samples are streamed."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON to stdout instead of the summary."),
     input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
@@ -41,14 +42,15 @@ def quantize(
         rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io, seed=seed,
                            heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                            allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
-                           compact=compact, calib_workers=calib_workers, input_shapes=shapes)
+                           compact=compact, calib_workers=calib_workers, memory_budget=memory_budget,
+                           input_shapes=shapes)
     else:
         with console_err.status("quantizing") as status:
             rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io,
                                seed=seed, heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                                allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
-                               compact=compact, calib_workers=calib_workers, progress=lambda msg: status.update(msg),
-                               input_shapes=shapes)
+                               compact=compact, calib_workers=calib_workers, memory_budget=memory_budget,
+                               progress=lambda msg: status.update(msg), input_shapes=shapes)
     if report:
         rep.write_json(report)
     if as_json:
@@ -75,13 +77,21 @@ def _print_summary(rep) -> None:
                       f"(ratio {s.ratio:.3f}; {s.per_channel_tensors} per-channel tensors{shared})")
     c = rep.calibration
     how = f"; batches of {c.batch} on {c.workers} process{'es' if c.workers != 1 else ''}" if c.workers else ""
+    if c.memory_budget_bytes and c.workers:
+        how += f", planned for --memory-budget {human_count(c.memory_budget_bytes)}B"
     t.add_row("conversion", f"{rep.conversion_s:.1f} s, {c.samples_used} calibration samples "
                             f"from {c.source} (seed {c.seed}{how})")
+    if rep.peak_rss_bytes:
+        helper = (f"; largest calibrating helper {human_count(rep.helper_peak_rss_bytes)}B"
+                  if rep.helper_peak_rss_bytes else "")
+        t.add_row("peak memory", f"{human_count(rep.peak_rss_bytes)}B resident{helper}")
     o = rep.ops
     floats = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.float_ops).items()) or "none"
     ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"
     n_io = len(o.io_conversion_ops)
     t.add_row("operators", f"{o.total} ({', '.join(f'{k} x{v}' for k, v in sorted(o.counts.items()))})")
+    if rep.transposes is not None:
+        t.add_row("TRANSPOSE ops", f"FP32 {rep.transposes.fp32} → {rep.scheme} {rep.transposes.quantized}")
     t.add_row("float compute ops", floats)
     t.add_row("QUANTIZE/DEQUANTIZE (float side)", f"{ios} ({n_io} at model I/O)")
     fallback = ", ".join(f"{k} x{v}" for k, v in o.cpu_fallback_counts.items()) or "none"

@@ -92,7 +92,7 @@ BN_FRAMES = 32
 BN_MAX_ELEMENTS = BN_FRAMES * 320 * 320 * 3
 
 
-def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
+def reestimate_batchnorm(model: Any, inputs: list[Any], frames_per_pass: int | None = None) -> int:
     """Set every BatchNormalization's moving statistics to its batch statistics on ``inputs``.
 
     Zoo weights are random (``weights=None``) with identity BN statistics, under which the
@@ -102,7 +102,12 @@ def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
     Convolutional Neural Networks", ICLR 2016): one forward pass in training mode with momentum
     0 makes each BN normalise its input to zero mean and unit variance, layer after layer.
     ``inputs`` holds one array per model input, in ``model.inputs`` order; only the first frames,
-    at most :data:`BN_MAX_ELEMENTS` input elements, are used. Returns the number of layers updated.
+    at most :data:`BN_MAX_ELEMENTS` input elements, are used. A training-mode pass holds every
+    activation of its frames, so ``frames_per_pass`` (default: all in one pass) bounds its
+    memory: the frames then go through in passes of that many and each BN's moving statistics
+    become the equal-weight mean of the passes' batch statistics (momentum k/(k+1) on pass k),
+    the population estimate of "precise BN" (Wu & Johnson, "Rethinking 'Batch' in BatchNorm",
+    arXiv:2105.07576, 2021). Returns the number of layers updated.
     """
     from ..lazy import keras as _keras
     from ..lazy import silenced_stderr
@@ -113,14 +118,18 @@ def reestimate_batchnorm(model: Any, inputs: list[Any]) -> int:
     if not bns:
         return 0
     per_frame = sum(int(np.prod(np.shape(a)[1:])) for a in inputs)
-    n = max(2, BN_MAX_ELEMENTS // max(per_frame, 1))
-    inputs = [a[:n] for a in inputs]
+    n = min(max(2, BN_MAX_ELEMENTS // max(per_frame, 1)), int(np.shape(inputs[0])[0]))
+    step = n if frames_per_pass is None else max(1, min(n, frames_per_pass))
     saved = [la.momentum for la in bns]
     try:
-        for la in bns:
-            la.momentum = 0.0
-        with silenced_stderr():
-            model(list(inputs) if len(inputs) > 1 else inputs[0], training=True)
+        for k, start in enumerate(range(0, n, step)):
+            part = [a[start:start + step] for a in inputs]
+            if len(part[0]) < step and k:  # equal weights: a short last pass is dropped
+                break
+            for la in bns:
+                la.momentum = k / (k + 1)
+            with silenced_stderr():
+                model(list(part) if len(part) > 1 else part[0], training=True)
     finally:
         for la, m in zip(bns, saved, strict=True):
             la.momentum = m

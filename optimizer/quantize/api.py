@@ -19,22 +19,27 @@ from .calibration import CalibrationSet, check_calibration, load_calibration
 from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
 from .flatbuffer import compact as compact_model
-from .evaluate import TfliteRunner, measure_latency, sqnr_db, top1_agreement
+from .evaluate import FidelityStats, TfliteRunner, measure_latency
+from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, peak_rss_bytes, plan_calibration
 from .inspect import OpsAnalysis, analyse_tflite
 from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, OpEntry, OpsInfo,
-                     OutputFidelity, QuantizeReport, SizeInfo)
+                     OutputFidelity, QuantizeReport, SizeInfo, TransposeInfo)
 
 IO_TYPES = ("int8", "float")
 ONNX_GAP_WARN = 1e-3  # relative ONNX vs converted-FP32 gap above which quantize warns
+DEFAULT_MEMORY_BUDGET = "4GB"
+#: Resident bytes of a training-mode frame over the sum of its layer outputs (TensorFlow's
+#: allocator; measured at 640x640: 1.04 for ssd_mobilenet_v2_fpnlite, 1.08 for ssd_mobilenet_v1_fpn)
+BN_PASS_MARGIN = 1.25
 
 
 def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLike[str] = "synthetic",
              samples: int = 1000, scheme: str = "per-channel", io: str | None = None, seed: int = 0,
              heldout: int = 100, threads: int = 2, runs: int = 30, warmup: int = 5,
              allow_float_ops: bool = False, measure_latency_: bool = True, compact: bool = True,
-             calib_workers: int | None = None,
-             progress: Callable[[str], None] | None = None,
-             input_shapes: dict[str, tuple[int, ...]] | None = None) -> QuantizeReport:
+             calib_workers: int | None = None, memory_budget: float | str = DEFAULT_MEMORY_BUDGET,
+             input_shapes: dict[str, tuple[int, ...]] | None = None,
+             progress: Callable[[str], None] | None = None) -> QuantizeReport:
     """Quantize ``model`` with TFLite post-training quantization and report on the result.
 
     Parameters
@@ -70,7 +75,15 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
         model, ~7 % smaller per-channel files). The FP32 reference is written the same way.
     calib_workers
         Processes that calibrate in parallel (default: one per 256 samples, at most one per
-        CPU); the output does not depend on it.
+        CPU, as many as ``memory_budget`` holds); the output does not depend on it.
+    memory_budget
+        Peak resident memory to plan for, bytes or a size such as ``"4GB"``, ``"512MB"``:
+        it sets the calibration batch and processes (:func:`.parallel_calibration.plan_calibration`)
+        and the frames per batch-norm pass of zoo networks. Samples are streamed, so memory
+        does not grow with ``samples``.
+    input_shapes
+        ``.onnx`` models: input name -> full shape in the file's own layout (e.g.
+        ``{"x": (1, 3, 640, 640)}``), fixing dynamic dimensions before conversion.
     progress
         Called with a short stage description as work proceeds.
     input_shapes
@@ -83,9 +96,10 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     asked_io = io
     io = check_options(scheme, io, threads, runs, warmup, calib_workers)
     check_calibration(calib, samples, heldout)  # before seconds of model loading
+    budget = parse_memory_budget(memory_budget)
     with temp_workdir() as tmp:
         prep = prepare(model, Path(tmp), calib=calib, samples=samples, heldout=heldout, seed=seed,
-                       progress=progress, input_shapes=input_shapes)
+                       memory_budget=budget, input_shapes=input_shapes, progress=progress)
         if prep.src.tflite is not None:
             io = _tflite_io(asked_io, prep.src.name)
         return quantize_prepared(prep, out, scheme=scheme, io=io, threads=threads, runs=runs,
@@ -113,6 +127,19 @@ def check_options(scheme: str, io: str | None, threads: int = 2, runs: int = 30,
     return io
 
 
+def parse_memory_budget(value: float | str) -> int:
+    """``--memory-budget`` in bytes: a number of bytes or a size such as ``"4GB"``, ``"512 MiB"``."""
+    from ..hardware.units import parse_quantity
+
+    try:
+        budget = float(value) if isinstance(value, (int, float)) else parse_quantity(str(value), "bytes")
+    except ValueError as exc:
+        raise ConfigError(f"--memory-budget {value!r}: {exc}; give a size such as 4GB or 512MB") from None
+    if not budget > 0:
+        raise ConfigError(f"--memory-budget {value!r} must be positive; give a size such as 4GB or 512MB")
+    return int(budget)
+
+
 @dataclass
 class Prepared:
     """A model opened, its calibration/held-out sets drawn and its FP32 TFLite reference built.
@@ -128,20 +155,23 @@ class Prepared:
     samples_requested: int
     seed: int
     warnings: list[str] = field(default_factory=list)
+    memory_budget: int = field(default_factory=lambda: parse_memory_budget(DEFAULT_MEMORY_BUDGET))
 
 
 def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
             samples: int = 1000, heldout: int = 100, seed: int = 0,
-            progress: Callable[[str], None] | None = None,
-            input_shapes: dict[str, tuple[int, ...]] | None = None) -> Prepared:
-    """Open ``model``, draw calibration/held-out samples and convert the FP32 reference.
+            memory_budget: float | str = DEFAULT_MEMORY_BUDGET,
+            input_shapes: dict[str, tuple[int, ...]] | None = None,
+            progress: Callable[[str], None] | None = None) -> Prepared:
+    """Open ``model``, describe calibration/held-out samples and convert the FP32 reference.
 
     Zoo networks (random weights) get batch-norm statistics estimated on the first
-    :data:`optimizer.graph.zoo.BN_FRAMES` calibration samples (see :func:`estimate_batchnorm_statistics`).
-    Parameters as in :func:`quantize`.
+    :data:`optimizer.graph.zoo.BN_FRAMES` calibration samples (see :func:`estimate_batchnorm_statistics`),
+    in as many frames per pass as ``memory_budget`` holds. Parameters as in :func:`quantize`.
     """
     say = progress or (lambda _msg: None)
     warnings: list[str] = []
+    budget = parse_memory_budget(memory_budget)
     say("loading model")
     if isinstance(model, (str, os.PathLike)):
         src = open_model(model, workdir, seed=seed, input_shapes=input_shapes)
@@ -151,7 +181,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
         warnings.append(f"{src.name} declares no preprocessing: calibration images scaled to [0, 1]")
     say("reading calibration data")
     cal = load_calibration(calib, src.inputs, src.preprocess, samples=samples, heldout=heldout,
-                           seed=seed)
+                           seed=seed, workdir=workdir)
     warnings.extend(cal.notes)
     weights = "from the model file"
     if src.tflite_weights == "fp16":
@@ -159,8 +189,8 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     if src.random_weights and src.keras_model is not None:
         say("estimating batch-norm statistics of the random-weight network")
         n_bn_batch = min(BN_FRAMES, cal.size())
-        n_bn = estimate_batchnorm_statistics(
-            src.keras_model, {k: v[:n_bn_batch] for k, v in cal.calib.items()})
+        per_pass = _bn_frames_per_pass(src, budget)
+        n_bn = estimate_batchnorm_statistics(src.keras_model, cal.batch("calib", 0, n_bn_batch), per_pass)
         weights = (f"random (zoo builder, seed {seed}); {n_bn} batch-norm layers' statistics "
                    f"estimated on {n_bn_batch} calibration samples")
         warnings.append(f"{src.name} has random weights (no downloads): fidelity figures measure "
@@ -168,17 +198,27 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     say("converting to FP32 TFLite")
     fp32 = convert_float(src)
     if src.source_path is not None and src.source_path.suffix.lower() == ".onnx" and cal.size("heldout"):
-        weights = _onnx_conversion_note(src.source_path, fp32, cal.heldout, warnings)
-    return Prepared(src, cal, fp32, weights, samples, seed, warnings)
+        weights = _onnx_conversion_note(src.source_path, fp32, cal, warnings)
+    return Prepared(src, cal, fp32, weights, samples, seed, warnings, budget)
 
 
-def _onnx_conversion_note(path: Path, fp32: bytes, heldout: dict[str, np.ndarray], warnings: list[str]) -> str:
+def _bn_frames_per_pass(src: ModelSource, budget: int) -> int:
+    """Frames a training-mode pass of the zoo model may hold within ``budget``: it keeps every
+    layer output (the LayerGraph's output bytes per frame) on top of this process's runtime."""
+    from ..graph.keras_import import graph_from_keras
+
+    graph = graph_from_keras(src.keras_model, src.name)
+    per_frame = BN_PASS_MARGIN * sum(layer.output_bytes("fp32") for layer in graph.layers)
+    return max(1, int((budget - MAIN_PROCESS_BYTES) // max(per_frame, 1)))
+
+
+def _onnx_conversion_note(path: Path, fp32: bytes, cal: CalibrationSet, warnings: list[str]) -> str:
     """How closely the FP32 TFLite made by onnx2tf computes the ONNX model (onnxruntime), on the
     held-out samples; a relative gap above :data:`ONNX_GAP_WARN` is also a warning."""
     from .onnx_input import conversion_gap
 
-    gap, scale = conversion_gap(path, fp32, heldout)
-    n = int(next(iter(heldout.values())).shape[0])
+    gap, scale = conversion_gap(path, fp32, cal.samples("heldout"))
+    n = cal.size("heldout")
     if gap > ONNX_GAP_WARN * max(scale, 1e-12):
         warnings.append(f"{path.name}: the converted FP32 model differs from onnxruntime by up to {gap:.3g} "
                         f"(outputs up to {scale:.3g}) on {n} held-out samples")
@@ -206,10 +246,19 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                             "outputs on synthetic held-out inputs")
         say(f"quantizing ({scheme}, no calibration data)")
     out_path = Path(out)
+    plan = None
+    if scheme in INTEGER_SCHEMES and src.tflite is None:
+        plan = plan_calibration(cal.size(), prep.memory_budget, frame_bytes_of(prep.fp32, cal.frame_bytes()),
+                                len(prep.fp32), calib_workers)
+        if plan.estimate() > plan.budget_bytes:
+            warnings.append(f"calibrating in batches of {plan.batch} on {plan.workers} process"
+                            f"{'es' if plan.workers != 1 else ''} needs about {plan.estimate() / 1e9:.1f} GB, "
+                            f"more than --memory-budget {plan.budget_bytes / 1e9:.1f} GB")
+    say(f"quantizing ({scheme}, {cal.size()} calibration samples"
+        + (f", batches of {plan.batch} on {plan.workers} process{'es' if plan.workers != 1 else ''})" if plan else ")"))
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
-    converted = convert_quantized(src, scheme, cal.samples("calib"), io, calib_workers=calib_workers,
-                                  calib_info=calib_info)
+    converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info)
     qbytes = compact_model(converted, src.name) if compact else converted
     conversion_s = time.perf_counter() - t0
     ops = analyse_tflite(qbytes, src.name)
@@ -220,13 +269,13 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
             f"{src.name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
             f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
     say("comparing with FP32 on held-out inputs")
-    fidelity = _fidelity(src, fp32, qbytes, cal.heldout, threads) if cal.size("heldout") else None
+    fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
     if fidelity is None:
         warnings.append("no held-out samples: fidelity not measured")
     latency = None
     if measure_latency_:
         say("timing FP32 vs quantized inference")
-        first_sample = cal.samples("heldout" if cal.size("heldout") else "calib")[0]
+        first_sample = cal.batch("heldout" if cal.size("heldout") else "calib", 0, 1)
         lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
         lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
         latency = LatencyReport(
@@ -241,11 +290,18 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         calibration=CalibrationInfo(source=cal.source, samples_requested=prep.samples_requested,
                                     samples_used=cal.size() if scheme in INTEGER_SCHEMES else 0,
                                     heldout=cal.size("heldout"), seed=prep.seed,
-                                    batch=calib_info.get("batch"), workers=calib_info.get("workers")),
+                                    batch=calib_info.get("batch"), workers=calib_info.get("workers"),
+                                    memory_budget_bytes=prep.memory_budget,
+                                    frame_bytes=plan.frame_bytes if plan else None,
+                                    estimated_peak_bytes=(plan.estimate(calib_info.get("workers"), calib_info.get("batch"))
+                                                          if plan else None)),
         sizes=SizeInfo(fp32_bytes=len(fp32), quantized_bytes=len(qbytes), ratio=len(qbytes) / len(fp32),
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
-        ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings)
+        ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings,
+        peak_rss_bytes=peak_rss_bytes(), helper_peak_rss_bytes=calib_info.get("helper_peak_rss"),
+        transposes=TransposeInfo(fp32=analyse_tflite(fp32, f"{src.name} (FP32)").op_counts().get("TRANSPOSE", 0),
+                                 quantized=ops.op_counts().get("TRANSPOSE", 0)))
     atomic_write_bytes(out_path, qbytes)
     return report
 
@@ -272,18 +328,21 @@ def _ops_info(ops: OpsAnalysis) -> OpsInfo:
                    cpu_segments=ops.cpu_segments)
 
 
-def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, heldout: dict[str, np.ndarray],
-              threads: int) -> FidelityInfo:
-    ref = TfliteRunner(fp32, threads).predict(heldout)
-    got = TfliteRunner(qbytes, threads).predict(heldout)
+def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, cal: CalibrationSet, threads: int) -> FidelityInfo:
+    """SQNR, max |error| and top-1 agreement of ``qbytes`` against ``fp32``, accumulated sample by
+    sample over the held-out set (no outputs are kept)."""
+    ref_runner, q_runner = TfliteRunner(fp32, threads), TfliteRunner(qbytes, threads)
+    stats: dict[str, FidelityStats] = {}
+    for sample in cal.samples("heldout"):
+        ref, got = ref_runner.run(ref_runner.feed(sample)), q_runner.run(q_runner.feed(sample))
+        for name, r in ref.items():
+            is_classifier = (src.task == "classification" if src.task is not None
+                             else r.ndim == 2 and r.shape[1] > 1)
+            stats.setdefault(name, FidelityStats(is_classifier and r.ndim >= 2)).add(r, got[name])
     outputs = []
-    for name in sorted(ref):
-        r, g = ref[name], got[name]
-        is_classifier = (src.task == "classification" if src.task is not None
-                         else r.ndim == 2 and r.shape[1] > 1)
-        s = sqnr_db(r, g)
-        outputs.append(OutputFidelity(
-            output=name, sqnr_db=s if np.isfinite(s) else None,
-            max_abs_error=float(np.max(np.abs(r - g))) if r.size else 0.0,
-            top1_agreement=top1_agreement(r, g) if is_classifier and r.ndim >= 2 else None))
-    return FidelityInfo(samples=int(next(iter(heldout.values())).shape[0]), outputs=outputs)
+    for name in sorted(stats):
+        st = stats[name]
+        s = st.sqnr_db()
+        outputs.append(OutputFidelity(output=name, sqnr_db=s if np.isfinite(s) else None,
+                                      max_abs_error=st.max_abs_error, top1_agreement=st.top1_agreement()))
+    return FidelityInfo(samples=cal.size("heldout"), outputs=outputs)

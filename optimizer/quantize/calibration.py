@@ -21,7 +21,10 @@ A disjoint held-out set (never used for calibration) is drawn for the fidelity r
 
 from __future__ import annotations
 
+import functools
 import os
+import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError
-from ..fileio import read_npz
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
 
@@ -51,26 +53,71 @@ class InputSpec:
 
 @dataclass
 class CalibrationSet:
-    """Calibration and held-out samples, one array per input name (first axis = samples)."""
+    """Calibration and held-out samples, produced on demand batch by batch (never all held).
 
-    calib: dict[str, np.ndarray]
-    heldout: dict[str, np.ndarray]
+    Sample ``i`` of a set is the same whichever batch asks for it and whichever process
+    (:meth:`batch` is all a calibrating helper needs: the set pickles as a recipe, a few file
+    names or seeds, not as data). Synthetic and sample-image draws use one generator per sample,
+    ``numpy.random.default_rng([seed, set, i])`` (set 0 = calibration, 1 = held-out), so the two
+    sets are independent and neither depends on the other's size; image folders and ``.npz``
+    files are permuted once with ``default_rng(seed)`` and read per sample (``.npz`` arrays
+    memory-mapped from ``.npy`` copies when a work directory is given).
+    """
+
+    specs: list[InputSpec]
+    preprocess: dict[str, Any] | None
+    kind: str  # "synthetic", "sample-images", "images", "npz"
+    seed: int
+    counts: dict[str, int]  # "calib"/"heldout" -> samples
     source: str
     notes: list[str] = field(default_factory=list)
+    files: dict[str, list[Path]] = field(default_factory=dict)  # images: per set, in draw order
+    npz: dict[str, Any] = field(default_factory=dict)  # npz: input name -> .npy path or array
+    rows: dict[str, np.ndarray] = field(default_factory=dict)  # npz: per set, rows in draw order
 
     def size(self, which: str = "calib") -> int:
         """Number of ``calib`` or ``heldout`` samples."""
-        return _count(self.calib if which == "calib" else self.heldout)
+        return self.counts[which]
 
-    def samples(self, which: str = "calib") -> list[dict[str, np.ndarray]]:
-        """Per-sample dicts with a batch axis of 1 (the converter's representative dataset)."""
-        arrays = self.calib if which == "calib" else self.heldout
-        n = _count(arrays)
-        return [{k: v[i:i + 1] for k, v in arrays.items()} for i in range(n)]
+    def frame_bytes(self) -> int:
+        """Bytes of one sample (all inputs)."""
+        return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in self.specs)
 
+    def batch(self, which: str, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Samples ``start``..``stop`` of set ``which`` as one array per input (first axis = samples)."""
+        stop = min(stop, self.size(which))
+        part = 0 if which == "calib" else 1
+        if self.kind == "images":
+            return _images_to_arrays(self.files[which][start:stop], self.specs, self.preprocess)
+        if self.kind == "npz":
+            rows = self.rows[which][start:stop]
+            dtypes = {sp.name: sp.dtype for sp in self.specs}
+            return {k: np.asarray((np.load(v, mmap_mode="r") if isinstance(v, Path) else v)[rows],
+                                  dtype=dtypes[k]) for k, v in self.npz.items()}
+        out: dict[str, np.ndarray] = {s.name: np.empty((stop - start, *s.shape), s.dtype) for s in self.specs}
+        for i in range(start, stop):
+            rng = np.random.default_rng([self.seed, part, i])
+            if self.kind == "sample-images":
+                one = _sample_images(self.specs, self.preprocess, 1, rng)
+            else:
+                one = {s.name: _synthetic(s, self.preprocess, 1, rng) for s in self.specs}
+            for k, v in one.items():
+                out[k][i - start] = v[0]
+        return out
 
-def _count(arrays: dict[str, np.ndarray]) -> int:
-    return int(next(iter(arrays.values())).shape[0]) if arrays else 0
+    def batches(self, which: str = "calib", size: int = 1) -> Iterator[dict[str, np.ndarray]]:
+        """The set in consecutive batches of ``size`` samples (the last one may be shorter)."""
+        for start in range(0, self.size(which), size):
+            yield self.batch(which, start, start + size)
+
+    def samples(self, which: str = "calib") -> Iterator[dict[str, np.ndarray]]:
+        """Per-sample dicts with a batch axis of 1 (a converter's representative dataset), one at a time."""
+        return self.batches(which, 1)
+
+    def arrays(self, which: str = "calib") -> dict[str, np.ndarray]:
+        """The whole set stacked, one array per input: for small sets and inspection only."""
+        return self.batch(which, 0, self.size(which))
+
 
 
 def check_calibration(source: str | os.PathLike[str], samples: int, heldout: int) -> None:
@@ -88,8 +135,9 @@ def check_calibration(source: str | os.PathLike[str], samples: int, heldout: int
 
 def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
                      preprocess: dict[str, Any] | None, samples: int = 1000,
-                     heldout: int = 100, seed: int = 0) -> CalibrationSet:
-    """Build calibration and held-out sets for a model with inputs ``specs``.
+                     heldout: int = 100, seed: int = 0, workdir: Path | None = None) -> CalibrationSet:
+    """Describe calibration and held-out sets for a model with inputs ``specs`` (no sample is
+    produced here; see :class:`CalibrationSet`).
 
     Parameters
     ----------
@@ -105,40 +153,42 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
         Held-out samples for fidelity; drawn disjoint from the calibration samples.
     seed
         Seed of the random draw.
+    workdir
+        Where an ``.npz`` source's arrays are unpacked as ``.npy`` files to be memory-mapped
+        (``None``: they are read into memory).
     """
     check_calibration(source, samples, heldout)
-    rng = np.random.default_rng(seed)
     src = str(source)
+    counts = {"calib": samples, "heldout": heldout}
     if src == "synthetic":
-        arrays = {s.name: _synthetic(s, preprocess, samples + heldout, rng) for s in specs}
-        return CalibrationSet({k: v[:samples] for k, v in arrays.items()},
-                              {k: v[samples:] for k, v in arrays.items()}, "synthetic",
+        return CalibrationSet(specs, preprocess, "synthetic", seed, counts, "synthetic",
                               ["synthetic calibration data: accuracy figures are not meaningful"])
     if src == "sample-images":
-        arrays = _sample_images(specs, preprocess, samples + heldout, rng)
-        return CalibrationSet({k: v[:samples] for k, v in arrays.items()},
-                              {k: v[samples:] for k, v in arrays.items()},
+        _sample_image_spec(specs, preprocess)
+        return CalibrationSet(specs, preprocess, "sample-images", seed, counts,
                               "sample-images (random crops of scikit-learn's china.jpg and flower.jpg)",
                               ["sample-images: real photographs, not the model's training distribution"])
+    rng = np.random.default_rng(seed)
     path = Path(src)
     if path.is_dir():
         files = _image_files(path)
         n_calib, n_held, notes = _split_counts(len(files), samples, heldout, f"{src}")
         order = rng.permutation(len(files))
-        chosen_c = [files[i] for i in order[n_held:n_held + n_calib]]
-        chosen_h = [files[i] for i in order[:n_held]]
-        calib = _images_to_arrays(chosen_c, specs, preprocess)
-        held = _images_to_arrays(chosen_h, specs, preprocess) if chosen_h else {}
-        return CalibrationSet(calib, held, f"{src} ({len(files)} images)", notes)
+        _images_to_arrays([], specs, preprocess)  # refuses a model without one image input now
+        chosen = {"calib": [files[i] for i in order[n_held:n_held + n_calib]],
+                  "heldout": [files[i] for i in order[:n_held]]}
+        return CalibrationSet(specs, preprocess, "images", seed, {"calib": n_calib, "heldout": n_held},
+                              f"{src} ({len(files)} images)", notes, files=chosen)
     if path.suffix.lower() == ".npz":
-        arrays = _load_npz(path, specs)
-        total = _count(arrays)
+        arrays = _load_npz(path, specs, workdir)
+        total = int(next(iter(arrays.values())).shape[0])
         n_calib, n_held, notes = _split_counts(total, samples, heldout, src)
         order = rng.permutation(total)
-        idx_h, idx_c = order[:n_held], order[n_held:n_held + n_calib]
-        return CalibrationSet({k: v[idx_c] for k, v in arrays.items()},
-                              {k: v[idx_h] for k, v in arrays.items()} if n_held else {},
-                              f"{src} ({total} samples)", notes)
+        rows = {"calib": order[n_held:n_held + n_calib], "heldout": order[:n_held]}
+        stored = {k: (Path(v.filename) if isinstance(v, np.memmap) and v.filename else v)
+                  for k, v in arrays.items()}
+        return CalibrationSet(specs, preprocess, "npz", seed, {"calib": n_calib, "heldout": n_held},
+                              f"{src} ({total} samples)", notes, npz=stored, rows=rows)
     raise InputFileError(f"{src}: calibration source must be a directory of images, an .npz file "
                          "or 'synthetic'")
 
@@ -240,6 +290,21 @@ def _normalised(img: Any, spec: InputSpec, pre: dict[str, Any]) -> np.ndarray:
     return (pix - mean) / std
 
 
+@functools.lru_cache(maxsize=1)
+def _photographs() -> tuple[np.ndarray, ...]:
+    from sklearn.datasets import load_sample_images
+
+    return tuple(load_sample_images().images)
+
+
+def _sample_image_spec(specs: list[InputSpec], preprocess: dict[str, Any] | None) -> InputSpec:
+    spec = _image_spec(specs, preprocess)
+    pre = preprocess or DEFAULT_PREPROCESS
+    if (spec.shape[0] if pre.get("layout", "NHWC") == "NCHW" else spec.shape[2]) not in (1, 3):
+        raise InputFileError(f"calibration images need 1 or 3 channels; input {spec.describe()}")
+    return spec
+
+
 def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n: int,
                    rng: np.random.Generator) -> dict[str, np.ndarray]:
     """``n`` real photographs for calibration: random crops of scikit-learn's sample images.
@@ -250,13 +315,10 @@ def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n:
     then resized and normalised exactly like images from a folder.
     """
     from PIL import Image
-    from sklearn.datasets import load_sample_images
 
-    spec = _image_spec(specs, preprocess)
+    spec = _sample_image_spec(specs, preprocess)
     pre = preprocess or DEFAULT_PREPROCESS
-    if (spec.shape[0] if pre.get("layout", "NHWC") == "NCHW" else spec.shape[2]) not in (1, 3):
-        raise InputFileError(f"calibration images need 1 or 3 channels; input {spec.describe()}")
-    photos = load_sample_images().images
+    photos = _photographs()
     out = np.empty((n, *spec.shape), dtype=spec.dtype)
     for i in range(n):
         photo = photos[int(rng.integers(len(photos)))]
@@ -273,8 +335,17 @@ def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n:
     return {spec.name: out}
 
 
-def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, np.ndarray]:
-    found = read_npz(path, "no such .npz calibration file")
+def _load_npz(path: Path, specs: list[InputSpec], workdir: Path | None = None) -> dict[str, Any]:
+    """The ``.npz`` arrays by input name: memory-mapped ``.npy`` copies unpacked into ``workdir``
+    (member by member, streamed), or read into memory when ``workdir`` is ``None``."""
+    try:
+        if workdir is None:
+            with np.load(path, allow_pickle=False) as npz:
+                found: dict[str, Any] = {k: npz[k] for k in npz.files}
+        else:
+            found = _unpack_npz(path, workdir)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputFileError(f"{path}: unreadable .npz calibration file ({exc})") from None
     expected = "; ".join(s.describe() for s in specs)
     if not found:
         raise InputFileError(f"{path}: no arrays in .npz; expected {expected}")
@@ -287,7 +358,7 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, np.ndarray]:
         got = "; ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in found.items())
         raise InputFileError(f"{path}: {len(found)} arrays ({got}) for {len(specs)} model inputs; "
                              f"expected {expected}")
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}
     counts = set()
     for spec, key, arr in pairs:
         want = np.dtype(spec.dtype)
@@ -297,8 +368,24 @@ def _load_npz(path: Path, specs: list[InputSpec]) -> dict[str, np.ndarray]:
             raise InputFileError(
                 f"{path}: array {key!r} has shape {list(arr.shape)} {arr.dtype}; input {spec.name!r} "
                 f"expects [N, {', '.join(map(str, spec.shape))}] {want.name} (preprocessed values)")
-        arrays[spec.name] = arr.astype(want, copy=False)
+        arrays[spec.name] = arr  # cast to the input's dtype batch by batch
         counts.add(arr.shape[0])
     if len(counts) != 1:
         raise InputFileError(f"{path}: arrays have different sample counts {sorted(counts)}")
     return arrays
+
+
+def _unpack_npz(path: Path, workdir: Path) -> dict[str, np.ndarray]:
+    """Each ``.npy`` member of ``path`` copied (streamed, decompressed) into ``workdir`` and
+    memory-mapped read-only."""
+    out_dir = workdir / f"calib-{path.stem}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as zf:
+        for i, member in enumerate(m for m in zf.namelist() if m.endswith(".npy")):
+            target = out_dir / f"{i}.npy"
+            with zf.open(member) as src, open(target, "wb") as dst:
+                while chunk := src.read(1 << 24):
+                    dst.write(chunk)
+            found[member[:-4]] = np.load(target, mmap_mode="r", allow_pickle=False)
+    return found

@@ -35,8 +35,8 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..graph.convert import quiet_conversion
 from ..graph.convert import savedmodel_tflite_converter
-from .calibration import InputSpec
-from .parallel_calibration import default_workers, parallel_calibration
+from .calibration import CalibrationSet, InputSpec
+from .parallel_calibration import CalibrationPlan, RepresentativeData, parallel_calibration
 
 SCHEMES = ("per-channel", "per-tensor", "fp16", "dynamic")
 INTEGER_SCHEMES = ("per-channel", "per-tensor")
@@ -79,10 +79,12 @@ class ModelSource:
 
 def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
                input_shapes: dict[str, tuple[int, ...]] | None = None) -> ModelSource:
-    """Resolve a zoo name, ``.keras`` file or SavedModel directory into a :class:`ModelSource`.
+    """Resolve a zoo name, ``.keras``, ``.tflite`` or ``.onnx`` file or SavedModel directory into
+    a :class:`ModelSource`.
 
     Zoo networks are built with random weights after ``keras.utils.set_random_seed(seed)``, so
-    the same seed gives the same weights.
+    the same seed gives the same weights. ``input_shapes`` (input name -> full shape in the
+    file's own layout) fixes an ``.onnx`` model's dynamic dimensions; other models refuse it.
     """
     from ..graph.zoo import builder, builder_names, dropped_model_files, zoo_names
 
@@ -90,6 +92,8 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
     path = Path(ref)
     if not path.exists() and ref in dropped_model_files():
         path = dropped_model_files()[ref]
+    if input_shapes and not (path.exists() and path.suffix.lower() == ".onnx"):
+        raise ConfigError(f"{ref}: input shapes apply to .onnx models only; this model's input shapes are fixed")
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise ModelFormatError(f"{path}: directory has no saved_model.pb; give a SavedModel "
@@ -104,7 +108,7 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
     if path.exists() and path.suffix.lower() == ".onnx":
         from .onnx_input import onnx_to_savedmodel
 
-        saved = onnx_to_savedmodel(path, workdir, input_shapes)
+        saved = onnx_to_savedmodel(path, workdir, input_shapes=input_shapes)
         return ModelSource(path.stem, _savedmodel_inputs(saved), None, None, path, workdir,
                            saved_model_dir=saved)
     if path.exists():
@@ -178,12 +182,14 @@ def _export_keras(model: Any, name: str, inputs: list[InputSpec], workdir: Path)
     return out
 
 
-def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray]) -> int:
+def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray],
+                                  frames_per_pass: int | None = None) -> int:
     """Re-estimate BN statistics of a random-weight zoo model on a calibration ``batch`` (by
-    input name); see :func:`optimizer.graph.zoo.reestimate_batchnorm`. Returns the layer count."""
+    input name), ``frames_per_pass`` frames at a time; see
+    :func:`optimizer.graph.zoo.reestimate_batchnorm`. Returns the layer count."""
     from ..graph.zoo import reestimate_batchnorm
 
-    return reestimate_batchnorm(model, [batch[_sig_name(t.name)] for t in model.inputs])
+    return reestimate_batchnorm(model, [batch[_sig_name(t.name)] for t in model.inputs], frames_per_pass)
 
 
 def _sig_name(name: str) -> str:
@@ -237,8 +243,8 @@ def convert_float(src: ModelSource) -> bytes:
                                        f"({_converter_error(exc)})") from None
 
 
-def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.ndarray]],
-                      io_type: str, calib_workers: int | None = None,
+def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_type: str,
+                      plan: CalibrationPlan | None = None,
                       calib_info: dict[str, Any] | None = None) -> bytes:
     """Convert with a post-training quantization ``scheme`` (see module docstring).
 
@@ -249,13 +255,12 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
     scheme
         One of :data:`SCHEMES`.
     calib
-        Representative samples (dicts input name → array with batch axis 1); used by the
-        integer schemes only.
+        Representative samples, streamed (used by the integer schemes only).
     io_type
         ``"int8"`` (integer model inputs/outputs) or ``"float"`` (QUANTIZE/DEQUANTIZE at I/O).
-    calib_workers
-        Processes calibrating in parallel (:mod:`.parallel_calibration`); ``None`` picks
-        :func:`.parallel_calibration.default_workers`. The result does not depend on it.
+    plan
+        Calibration batch and processes (:func:`.parallel_calibration.plan_calibration`);
+        ``None``: batches of one on one process. The result does not depend on the processes.
     calib_info
         If given, updated with the calibration's ``samples``, ``batch`` and ``workers``.
 
@@ -272,15 +277,15 @@ def convert_quantized(src: ModelSource, scheme: str, calib: list[dict[str, np.nd
     tf = lazy.tensorflow()
     converter = savedmodel_tflite_converter(src.saved_model())
     integer = scheme in INTEGER_SCHEMES
-    workers = (default_workers(len(calib)) if calib_workers is None else calib_workers) if integer else 1
     try:
-        calibrating = parallel_calibration(workers) if integer else contextlib.nullcontext({})
+        calibrating = (parallel_calibration(plan.workers if plan else 1, plan.batch if plan else 1)
+                       if integer else contextlib.nullcontext({}))
         with quiet(), calibrating as info:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
             if scheme == "fp16":
                 converter.target_spec.supported_types = [tf.float16]
             elif integer:
-                converter.representative_dataset = lambda: iter(calib)
+                converter.representative_dataset = RepresentativeData(calib)
                 converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
                 # the paper's scheme: fully-connected weights per tensor in both variants
                 converter._experimental_disable_per_channel_quantization_for_dense_layers = True

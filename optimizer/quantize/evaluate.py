@@ -118,8 +118,11 @@ def measure_latency(runner: TfliteRunner, sample: dict[str, np.ndarray], runs: i
 
 def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
     """Signal-to-quantization-noise ratio in dB (``inf`` when identical)."""
-    noise = float(np.sum((reference - test) ** 2))
-    signal = float(np.sum(reference ** 2))
+    return sqnr_from_sums(float(np.sum(reference ** 2)), float(np.sum((reference - test) ** 2)))
+
+
+def sqnr_from_sums(signal: float, noise: float) -> float:
+    """``10 log10(signal / noise)`` from the sums of squares (``inf`` when ``noise`` is 0)."""
     if noise == 0.0:
         return float("inf")
     if signal == 0.0:
@@ -129,6 +132,37 @@ def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
 
 def top1_agreement(reference: np.ndarray, test: np.ndarray) -> float:
     """Fraction of samples whose arg-max class agrees."""
+    return float(np.mean(_top1_matches(reference, test)))
+
+
+def _top1_matches(reference: np.ndarray, test: np.ndarray) -> np.ndarray:
     ref = reference.reshape(reference.shape[0], -1).argmax(axis=1)
     got = test.reshape(test.shape[0], -1).argmax(axis=1)
-    return float(np.mean(ref == got))
+    return np.asarray(ref == got)
+
+
+class FidelityStats:
+    """SQNR, max |error| and top-1 agreement of one output, accumulated batch by batch (the
+    figures :func:`sqnr_db` and :func:`top1_agreement` give on all batches stacked)."""
+
+    def __init__(self, classifier: bool) -> None:
+        self.classifier = classifier
+        self.signal = self.noise = self.max_abs_error = 0.0
+        self.agree = self.samples = 0
+
+    def add(self, reference: np.ndarray, test: np.ndarray) -> None:
+        """One batch of outputs (first axis = samples)."""
+        diff = reference - test
+        self.signal += float(np.sum(reference ** 2))
+        self.noise += float(np.sum(diff ** 2))
+        if diff.size:
+            self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(diff))))
+        if self.classifier:
+            self.agree += int(np.sum(_top1_matches(reference, test)))
+            self.samples += int(reference.shape[0])
+
+    def sqnr_db(self) -> float:
+        return sqnr_from_sums(self.signal, self.noise)
+
+    def top1_agreement(self) -> float | None:
+        return self.agree / self.samples if self.classifier and self.samples else None

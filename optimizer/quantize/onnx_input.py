@@ -22,7 +22,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,7 @@ CONVERTER = "onnx2tf"
 ONNX_DOMAINS = ("", "ai.onnx")
 TIMEOUT_S = 900
 
-# Runs in the child interpreter: argv[1] is a JSON object {onnx, out, batch, nhwc}.
+# Runs in the child interpreter: argv[1] is a JSON object {onnx, out, nhwc, shapes}.
 _CHILD = r"""
 import json, sys
 import numpy as np
@@ -52,7 +54,8 @@ def seeded_images():
 
 o2t.download_test_image_data = seeded_images
 onnx2tf.convert(input_onnx_file_path=args["onnx"], output_folder_path=args["out"],
-                output_signaturedefs=True, not_use_onnxsim=True, batch_size=args["batch"],
+                output_signaturedefs=True, not_use_onnxsim=True,
+                overwrite_input_shape=args["shapes"] or None,
                 keep_nwc_or_nhwc_or_ndhwc_input_names=args["nhwc"] or None,
                 non_verbose=True, verbosity="error")
 """
@@ -71,13 +74,17 @@ def converter_ops() -> set[str]:
 IMAGE_CHANNELS = (1, 3, 4)
 
 
-def check_onnx(path: Path) -> tuple[int | None, list[str]]:
-    """Refuse files onnx2tf cannot convert; returns the batch size to fix (``None``: static) and
-    the 4-D inputs already in NHWC layout (``[N, H, W, C]`` with C of 1, 3 or 4 and H not; e.g.
-    tf2onnx exports of Keras models), which onnx2tf must keep as they are.
+def check_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+               ) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+    """Refuse files onnx2tf cannot convert; returns every input's full shape (the file's
+    layout: ``input_shapes`` where given, a dynamic batch alone fixed to 1) and the 4-D inputs
+    already in NHWC layout (``[N, H, W, C]`` with C of 1, 3 or 4 and H not; e.g. tf2onnx exports
+    of Keras models), which onnx2tf must keep as they are.
 
-    Raises :class:`ModelFormatError` (unreadable file, non-batch dynamic dimensions) or
-    :class:`UnsupportedOperatorError` naming the first unsupported operator and its node.
+    Raises :class:`ModelFormatError` (unreadable file, dynamic non-batch dimensions without a
+    shape), :class:`ConfigError` (a shape naming no input, of the wrong rank, with a dimension
+    below 1 or contradicting a fixed one) or :class:`UnsupportedOperatorError` naming the first
+    unsupported operator and its node.
     """
     import onnx
 
@@ -95,21 +102,113 @@ def check_onnx(path: Path) -> tuple[int | None, list[str]]:
             f"{path}: {CONVERTER} cannot convert ONNX operator {', '.join(names)} (node "
             f"{first.name or first.output[0]!r}); replace it before quantizing, or use the float model")
     initializers = {t.name for t in graph.initializer}
-    batch, nhwc = None, []
-    for inp in graph.input:
-        if inp.name in initializers:
-            continue
-        dims = list(inp.type.tensor_type.shape.dim)
-        dynamic = [k for k, d in enumerate(dims) if not d.HasField("dim_value")]
-        if any(k > 0 for k in dynamic):
-            raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic}; "
-                                   "quantization needs a fixed input shape (only the batch may be dynamic)")
-        if dynamic:
-            batch = 1
-        shape = [d.dim_value for d in dims]
+    inputs = [i for i in graph.input if i.name not in initializers]
+    given = dict(input_shapes or {})
+    unknown = sorted(set(given) - {i.name for i in inputs})
+    if unknown:
+        raise ConfigError(f"{path}: input shape for {unknown[0]!r}, which is not an input of the model; "
+                          f"its inputs are {', '.join(repr(i.name) for i in inputs)}")
+    shapes: dict[str, tuple[int, ...]] = {}
+    nhwc = []
+    for inp in inputs:
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in inp.type.tensor_type.shape.dim]
+        shown = f"{inp.name}[{','.join(map(str, dims))}]"
+        if inp.name in given:
+            shape = tuple(int(v) for v in given[inp.name])
+            if len(shape) != len(dims):
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has rank "
+                                  f"{len(shape)}; the input is {shown} (rank {len(dims)})")
+            if min(shape, default=1) < 1:
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has a "
+                                  "dimension below 1; give positive dimensions")
+            clash = [k for k, d in enumerate(dims) if isinstance(d, int) and d > 0 and d != shape[k]]
+            if clash:
+                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} contradicts "
+                                  f"the fixed dimension {clash[0]} of {shown}")
+        else:
+            dynamic = [k for k, d in enumerate(dims) if not (isinstance(d, int) and d > 0)]
+            if any(k > 0 for k in dynamic):
+                example = ",".join(str(d) if isinstance(d, int) and d > 0 else ("1" if k == 0 else "640")
+                                   for k, d in enumerate(dims))
+                raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic} ({shown}); "
+                                       f"quantization needs a fixed shape: give one, e.g. --input-shape "
+                                       f"{inp.name}:{example}")
+            shape = tuple(1 if k == 0 and k in dynamic else int(d) for k, d in enumerate(dims))  # type: ignore[arg-type]
+        shapes[inp.name] = shape
         if len(shape) == 4 and shape[3] in IMAGE_CHANNELS and shape[1] not in IMAGE_CHANNELS:
             nhwc.append(inp.name)
-    return batch, nhwc
+    return shapes, nhwc
+
+
+def fix_input_shapes(path: Path, shapes: dict[str, tuple[int, ...]], out: Path) -> Path:
+    """``path`` with its inputs fixed to ``shapes``, shapes inferred and constants folded by
+    onnx-simplifier (Zhang et al., https://github.com/daquexian/onnx-simplifier), written to
+    ``out``: ``Shape``/``Gather``/``Concat`` chains that compute resize sizes and reshape
+    targets from the input become constants, so onnx2tf sees a static graph and can keep every
+    tensor in NHWC instead of transposing around shape-dependent operators."""
+    import onnx
+    import onnxsim
+
+    model = onnx.load(str(path))
+    try:
+        simplified, ok = onnxsim.simplify(model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()},
+                                          check_n=0)
+    except Exception as exc:  # onnxsim raises RuntimeError/ValueError/onnx errors on graphs it cannot fold
+        raise ModelFormatError(f"{path}: the model cannot take input shapes "
+                               f"{', '.join(f'{k}:{list(v)}' for k, v in shapes.items())} ({_child_error(str(exc))})"
+                               ) from None
+    if not ok:
+        raise ModelFormatError(f"{path}: onnx-simplifier could not check the model with shapes {shapes}")
+    onnx.save(simplified, str(out))
+    return out
+
+
+def _rewrite(path: Path, change: Any) -> None:
+    """Apply ``change(model)`` to the ONNX file ``path`` in place (initializers are ONNX
+    Runtime's after :func:`ort_basic_optimized`, where weights are no longer ``Constant`` nodes)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    if change(model):
+        onnx.save(model, str(path))
+
+
+ELEMENTWISE = ("Add", "Sub", "Mul", "Div")
+COMMUTATIVE = ("Add", "Mul")
+
+
+def scalar_broadcast_operands(model: Any) -> int:
+    """Make one-element constant operands of ``Add``/``Sub``/``Mul``/``Div`` scalars (rank 0) and
+    put the constant second in ``Add``/``Mul``; returns the number of operands changed.
+
+    onnx2tf loses an NHWC tensor's layout at an elementwise op whose constant has shape ``[1]``
+    (paddle2onnx writes the learnable affine blocks of PP-LCNet, ``w0 · x + w1``, and conv biases
+    that way) and transposes to NCHW and back around it: the PP-OCRv4 detector kept 53 TRANSPOSE
+    ops, 5 after this rewrite. A rank-0 constant broadcasts to the same values, so the model
+    computes the same function.
+    """
+    from onnx import numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    changed = 0
+    for node in graph.node:
+        if node.op_type not in ELEMENTWISE or len(node.input) != 2:
+            continue
+        for k, name in enumerate(node.input):
+            t = inits.get(name)
+            if t is not None and list(t.dims) == [1]:
+                scalar = f"{name}__scalar"
+                if scalar not in inits:
+                    inits[scalar] = numpy_helper.from_array(numpy_helper.to_array(t).reshape(()), scalar)
+                    graph.initializer.append(inits[scalar])
+                node.input[k] = scalar
+                changed += 1
+        if node.op_type in COMMUTATIVE and node.input[0] in inits and node.input[1] not in inits:
+            node.input[0], node.input[1] = node.input[1], node.input[0]
+            changed += 1
+    return changed
 
 
 def ort_basic_optimized(path: Path, out: Path) -> Path:
@@ -130,35 +229,30 @@ def ort_basic_optimized(path: Path, out: Path) -> Path:
     return out
 
 
-def onnx_to_savedmodel(path: Path, workdir: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
+def onnx_to_savedmodel(path: Path, workdir: Path,
+                       input_shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
     """Convert ``path`` with onnx2tf in a child interpreter; returns the SavedModel directory.
 
-    ``input_shapes`` (``--input-shape``) are fixed in a copy of the file first
-    (:func:`optimizer.graph.onnx_import.pin_input_shapes`), so onnx2tf sees static shapes."""
-    source = path  # what errors name
-    if input_shapes:
-        import onnx
-
-        from ..fileio import atomic_write_bytes
-        from ..graph.onnx_import import pin_input_shapes
-
-        pinned = pin_input_shapes(onnx.load(str(path)), input_shapes, str(path))
-        fixed = workdir / f"{path.stem}.onnx"
-        atomic_write_bytes(fixed, pinned.SerializeToString())
-        path = fixed
-    check_onnx(path)
-    optimized = ort_basic_optimized(path, workdir / f"{path.stem}.ort.onnx")
-    batch, nhwc = check_onnx(optimized)
+    ``input_shapes`` (input name -> full shape in the file's layout) fixes dynamic dimensions;
+    the shapes are folded into the graph (:func:`fix_input_shapes`) and handed to onnx2tf
+    (``overwrite_input_shape``), so it converts a static NHWC graph.
+    """
+    shapes, _ = check_onnx(path, input_shapes)
+    fixed = fix_input_shapes(path, shapes, workdir / f"{path.stem}.fixed.onnx")
+    optimized = ort_basic_optimized(fixed, workdir / f"{path.stem}.ort.onnx")
+    _rewrite(optimized, scalar_broadcast_operands)
+    shapes, nhwc = check_onnx(optimized, shapes)
     out = workdir / f"{path.stem}_onnx2tf"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
-    args = json.dumps({"onnx": str(optimized), "out": str(out), "batch": batch, "nhwc": nhwc})
+    args = json.dumps({"onnx": str(optimized), "out": str(out), "nhwc": nhwc,
+                       "shapes": [f"{k}:{','.join(map(str, v))}" for k, v in shapes.items()]})
     try:
         res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
                              timeout=TIMEOUT_S, env=env, cwd=workdir)
     except subprocess.TimeoutExpired:
-        raise ModelFormatError(f"{source}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
+        raise ModelFormatError(f"{path}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
     if res.returncode != 0 or not (out / "saved_model.pb").is_file():
-        raise UnsupportedOperatorError(f"{source}: {CONVERTER} cannot convert the model "
+        raise UnsupportedOperatorError(f"{path}: {CONVERTER} cannot convert the model "
                                        f"({_child_error(res.stdout + res.stderr)})")
     return out
 
@@ -173,29 +267,29 @@ def _child_error(text: str) -> str:
     return (msg[:240] + (f"; at node {node[0]!r}" if node else "")).replace("\n", " ")
 
 
-def conversion_gap(path: Path, fp32: bytes, samples: dict[str, np.ndarray]) -> tuple[float, float]:
-    """Largest ``|onnxruntime − FP32 TFLite|`` over the outputs on ``samples`` (by TFLite input
-    name, NHWC) and the largest ``|onnxruntime|`` it is relative to; outputs are paired in order
-    and 4-D ones compared after moving ONNX's NCHW to NHWC."""
+def conversion_gap(path: Path, fp32: bytes, samples: Iterable[dict[str, np.ndarray]]) -> tuple[float, float]:
+    """Largest ``|onnxruntime − FP32 TFLite|`` over the outputs on ``samples`` (per-sample dicts by
+    TFLite input name, NHWC, taken one at a time) and the largest ``|onnxruntime|`` it is
+    relative to; outputs are paired in order and 4-D ones compared after moving ONNX's NCHW to NHWC."""
     import onnxruntime as ort
 
     from .evaluate import TfliteRunner
 
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    n = len(next(iter(samples.values())))
-    feeds = []
-    for inp in sess.get_inputs():
-        x = samples[inp.name]
-        if x.ndim == 4 and inp.shape[1] in (x.shape[3],) and inp.shape[1] != x.shape[1]:
-            x = x.transpose(0, 3, 1, 2)
-        feeds.append((inp.name, x))
-    ref = [np.concatenate(o) for o in zip(*(sess.run(None, {k: v[i:i + 1] for k, v in feeds})
-                                           for i in range(n)), strict=True)]
-    got = TfliteRunner(fp32, 1).predict(samples)
+    runner = TfliteRunner(fp32, 1)
     gap, scale = 0.0, 0.0
-    for r, g in zip(ref, (got[k] for k in sorted(got)), strict=False):
-        if r.shape != g.shape and r.ndim == 4:
-            r = r.transpose(0, 2, 3, 1)
-        if r.shape == g.shape:
-            gap, scale = max(gap, float(np.max(np.abs(r - g)))), max(scale, float(np.max(np.abs(r))))
+    for sample in samples:
+        feeds = {}
+        for inp in sess.get_inputs():
+            x = sample[inp.name]
+            if x.ndim == 4 and inp.shape[1] in (x.shape[3],) and inp.shape[1] != x.shape[1]:
+                x = x.transpose(0, 3, 1, 2)
+            feeds[inp.name] = x
+        ref = sess.run(None, feeds)
+        got = runner.run(runner.feed(sample))
+        for r, g in zip(ref, (got[k] for k in sorted(got)), strict=False):
+            if r.shape != g.shape and r.ndim == 4:
+                r = r.transpose(0, 2, 3, 1)
+            if r.shape == g.shape:
+                gap, scale = max(gap, float(np.max(np.abs(r - g)))), max(scale, float(np.max(np.abs(r))))
     return gap, scale

@@ -1,4 +1,4 @@
-"""TFLite post-training calibration on several processes, exact and deterministic.
+"""TFLite post-training calibration on several processes, in bounded memory, exact and deterministic.
 
 TFLite's calibrator (``tensorflow.lite.python.optimize.calibrator.Calibrator``) runs one float
 inference per representative sample on one thread, holding the GIL, and records the absolute
@@ -6,22 +6,28 @@ min/max of every tensor (``calibration_logger.h``); with Park & Ha's 1000 sample
 of the conversion time (METHODS.md §1). Inside :func:`parallel_calibration` the converter
 gets a calibrator that
 
-* stacks consecutive samples into batches of :data:`CALIB_BATCH` (the calibrator resizes the
-  model's inputs to the first batch's shape; a short last batch is padded with copies of one
-  of its samples, which leaves every min/max unchanged),
+* streams the :class:`.calibration.CalibrationSet`: consecutive samples are produced and fed
+  in batches of ``batch`` (the calibrator resizes the model's inputs to the first batch's
+  shape; a short last batch is padded with copies of its first sample, which leaves every
+  min/max unchanged), so no more than one batch per process is held;
 * calibrates contiguous runs of batches with TensorFlow's own calibration wrapper: the first
   run in this process, the others in ``workers - 1`` spawned helper processes that start on
-  entry (importing TensorFlow takes them ~7 s, overlapping the graph conversion) and
-  memory-map the stacked samples from ``.npy`` files (unpickling ~300 MB of images delayed
-  them by ~8 s), and
+  entry (importing TensorFlow takes them ~7 s, overlapping the graph conversion) and produce
+  their own batches from the set's recipe (seeds or file names); and
 * merges the calibrated models (:func:`.flatbuffer.merge_calibration`: min of mins, max of
   maxes — the statistics one process would record).
 
-Every batch is calibrated by the same code whatever the number of workers, so one worker and
-four give byte-identical models. (LiteRT ships its own build of the wrapper, which loads
-without TensorFlow but is ~20 % slower and differs from TensorFlow's in the last float bits,
-so it is not used.) A model that cannot run batched (a batch-1 graph) is calibrated sample by
-sample instead. Everything after calibration (the MLIR quantizer) is the converter's own code.
+The batch and the number of processes follow a memory budget (:func:`plan_calibration`): a
+process costs its TensorFlow runtime and model copies, and each frame of a batch the input
+plus the interpreter's activation arena, which the :class:`~optimizer.graph.layergraph.LayerGraph`
+bounds by its peak live activation bytes (TFLite's arena planner reuses dead tensors' memory;
+measured on mobilenet_v2: +7.5 MB per frame of batch against 9.7 MB peak live). The batch does
+not depend on the number of workers, and every batch is calibrated by the same code whatever
+that number, so one worker and four give byte-identical models. (LiteRT ships its own build of
+the wrapper, which loads without TensorFlow but is ~20 % slower and differs from TensorFlow's
+in the last float bits, so it is not used.) A model that cannot run batched (a batch-1 graph)
+is calibrated sample by sample instead. Everything after calibration (the MLIR quantizer) is
+the converter's own code.
 """
 
 from __future__ import annotations
@@ -29,19 +35,86 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..workers import stop_pool
+from .calibration import CalibrationSet
 from .flatbuffer import merge_calibration
 
-CALIB_BATCH = 32  # samples per calibrator invocation (mobilenet_v2: 78 ms/sample at 1, 59 at 32)
+CALIB_BATCH = 32  # most samples per calibrator invocation (mobilenet_v2: 78 ms/sample at 1, 59 at 32)
 MIN_SAMPLES_PER_WORKER = 256  # fewer per helper: its start-up (TensorFlow import) outweighs the gain
+#: Resident memory of the converting process before calibration: TensorFlow, Keras and the
+#: converter (measured: 1.2-1.3 GB converting mobilenet_v2 or ssd_mobilenet_v2_fpnlite to FP32).
+MAIN_PROCESS_BYTES = 1.4e9
+#: Resident memory of a calibrating helper: TensorFlow imported, no Keras (measured ~0.6 GB).
+HELPER_PROCESS_BYTES = 0.7e9
+#: Copies of the float model a process holds while calibrating (the flatbuffer, the
+#: calibrator's copy with logging tensors, the merged result).
+MODEL_COPIES = 3
+#: Arena bytes per frame relative to the peak live activation bytes (fragmentation margin).
+ARENA_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """Batch and processes for calibrating one model within a memory budget."""
+
+    batch: int
+    workers: int
+    frame_bytes: int  # per frame of a batch: input bytes + ARENA_MARGIN x peak live activations
+    process_bytes: int  # per helper process before its batch: runtime + model copies
+    main_bytes: int  # the converting process before its batch
+    budget_bytes: int
+
+    def estimate(self, workers: int | None = None, batch: int | None = None) -> int:
+        """Estimated peak resident bytes of all processes together with ``workers`` processes
+        calibrating batches of ``batch`` (default: the plan's)."""
+        w = self.workers if workers is None else workers
+        b = self.batch if batch is None else batch
+        return int(self.main_bytes + (w - 1) * self.process_bytes + w * b * self.frame_bytes)
+
+
+def plan_calibration(samples: int, budget_bytes: float, frame_bytes: int, model_bytes: int,
+                     workers: int | None = None) -> CalibrationPlan:
+    """Batch and process count for ``samples`` calibration samples within ``budget_bytes``.
+
+    Processes: as many as :func:`default_workers` allows and the budget holds with batches of
+    one (``workers`` overrides). Batch: the most frames, at most :data:`CALIB_BATCH` and at
+    most one batch per process, that the budget holds with that automatic process count, so
+    the batch (and the model bytes) do not depend on ``workers``.
+    """
+    main = int(MAIN_PROCESS_BYTES + MODEL_COPIES * model_bytes)
+    helper = int(HELPER_PROCESS_BYTES + MODEL_COPIES * model_bytes)
+    frame = max(int(frame_bytes), 1)
+    auto = 1
+    for w in range(default_workers(samples), 0, -1):
+        if main + (w - 1) * helper + w * frame <= budget_bytes:
+            auto = w
+            break
+    free = budget_bytes - main - (auto - 1) * helper
+    batch = int(max(1, min(CALIB_BATCH, samples, free // (auto * frame))))
+    return CalibrationPlan(batch, workers or auto, frame, helper, main, int(budget_bytes))
+
+
+def frame_bytes_of(fp32: bytes, input_bytes: int) -> int:
+    """Calibration bytes per frame of a batch: ``input_bytes`` plus :data:`ARENA_MARGIN` times the
+    peak live activation bytes of the float model's :class:`~optimizer.graph.layergraph.LayerGraph`."""
+    import tempfile
+
+    from ..graph.tflite_import import graph_from_tflite_file
+
+    with tempfile.TemporaryDirectory(prefix="dnnplan-graph-") as tmp:
+        path = Path(tmp) / "model.tflite"
+        path.write_bytes(fp32)
+        graph = graph_from_tflite_file(path)
+    live = float(graph.live_bytes_array("fp32").max()) if len(graph) else 0.0
+    return int(input_bytes + ARENA_MARGIN * live)
 
 
 def default_workers(samples: int) -> int:
@@ -50,20 +123,18 @@ def default_workers(samples: int) -> int:
     return max(1, min(cpus, samples // MIN_SAMPLES_PER_WORKER))
 
 
-def stack_samples(samples: list[dict[str, np.ndarray]], batch: int) -> dict[str, np.ndarray]:
-    """Per-sample dicts (batch axis 1) → one array per input, padded to a multiple of ``batch``.
-
-    Padding repeats the first sample of the last batch, which leaves every min/max unchanged.
-    """
-    short = len(samples) % batch
-    padded = samples + [samples[len(samples) - short]] * (batch - short) if short else samples
-    return {k: np.concatenate([s[k] for s in padded]) for k in samples[0]}
+def padded(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """``batch`` filled up to ``size`` samples with copies of its first sample (min/max unchanged)."""
+    n = len(next(iter(batch.values())))
+    if n >= size:
+        return batch
+    return {k: np.concatenate([v, np.repeat(v[:1], size - n, axis=0)]) for k, v in batch.items()}
 
 
-def batches(arrays: dict[str, Any], size: int, first: int, last: int) -> list[dict[str, np.ndarray]]:
-    """Batches ``first``..``last`` (``size`` samples each) of stacked per-input ``arrays``, contiguous."""
-    return [{n: np.ascontiguousarray(a[i * size:(i + 1) * size]) for n, a in arrays.items()}
-            for i in range(first, last)]
+def stream_batches(cal: CalibrationSet, size: int, first: int, last: int) -> Iterator[dict[str, np.ndarray]]:
+    """Calibration batches ``first``..``last`` of ``size`` samples each, produced one at a time."""
+    for i in range(first, last):
+        yield padded(cal.batch("calib", i * size, (i + 1) * size), size)
 
 
 def _tf_calibrator_class() -> Any:
@@ -79,24 +150,39 @@ def _tf_calibrator_class() -> Any:
     return getattr(calibrator.Calibrator, "tflite_calibrator", calibrator.Calibrator)
 
 
-def calibrate_from_files(model_content: bytes, files: list[str], names: list[str], batch: int,
-                         first: int, last: int) -> bytes:
-    """Calibrate on batches ``first``..``last`` of the stacked samples (helper-process entry).
+def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int,
+                      last: int) -> tuple[bytes, int]:
+    """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry); returns the
+    calibrated model and this process's peak resident bytes (:func:`peak_rss_bytes`)."""
+    out = bytes(_tf_calibrator_class()(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
+    return out, peak_rss_bytes()
 
-    ``files`` are ``.npy`` arrays holding the inputs ``names``, memory-mapped.
-    """
-    arrays = {n: np.load(f, mmap_mode="r") for n, f in zip(names, files, strict=True)}
-    mine = batches(arrays, batch, first, last)
-    return bytes(_tf_calibrator_class()(model_content).calibrate(lambda: iter(mine)))
+
+def peak_rss_bytes() -> int:
+    """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
+    mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
+    counts its parent's resident memory at the fork, and ``RUSAGE_CHILDREN`` inherits that.)"""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 @contextlib.contextmanager
 def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dict[str, Any]]:
     """Make TFLite conversions inside the block calibrate on ``workers`` helper processes.
 
-    The helpers start on entry, so that their start-up overlaps the converter's graph
-    conversion. Yields a dict that records, once calibration ran, ``samples``, ``batch``
-    (1 if batching failed) and ``workers`` used.
+    The converter's representative dataset must be a :class:`RepresentativeData` (other
+    datasets are calibrated by TensorFlow's own calibrator). The helpers start on entry, so
+    that their start-up overlaps the converter's graph conversion. Yields a dict that records,
+    once calibration ran, ``samples``, ``batch`` (1 if batching failed), ``workers`` used and
+    ``helper_peak_rss`` (the largest helper's peak resident bytes; ``None`` without helpers).
     """
     from .. import lazy
 
@@ -112,40 +198,32 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
         for _ in range(workers - 1):  # start the helpers now
             pool.submit(_noop)
 
-    def run(model: bytes, samples: list[dict[str, np.ndarray]], size: int) -> bytes:
-        stacked = stack_samples(samples, size)
-        names = list(stacked)
-        n_batches = len(stacked[names[0]]) // size
+    def run(model: bytes, cal: CalibrationSet, size: int) -> bytes:
+        n_batches = -(-cal.size("calib") // size)
         parts = min(workers, n_batches)
         bounds = np.linspace(0, n_batches, parts + 1).round().astype(int).tolist()
-        with tempfile.TemporaryDirectory(prefix="dnnplan-calib-") as tmp:
-            helpers = []
-            if parts > 1:
-                files = [str(Path(tmp) / f"input{i}.npy") for i in range(len(names))]
-                for f, n in zip(files, names, strict=True):
-                    np.save(f, stacked[n][bounds[1] * size:])
-                helpers = [pool.submit(calibrate_from_files, model, files, names, size,  # type: ignore[union-attr]
-                                       a - bounds[1], b - bounds[1])
-                           for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
-            own = batches(stacked, size, 0, bounds[1])
-            results = [bytes(original(model).calibrate(lambda: iter(own)))]
-            results += [job.result() for job in helpers]
-        info.update(samples=len(samples), batch=size, workers=parts)
+        helpers = [pool.submit(calibrate_batches, model, cal, size, a, b)  # type: ignore[union-attr]
+                   for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
+        results = [bytes(original(model).calibrate(lambda: stream_batches(cal, size, 0, bounds[1])))]
+        done = [job.result() for job in helpers]
+        results += [r for r, _ in done]
+        info.update(samples=cal.size("calib"), batch=size, workers=parts,
+                    helper_peak_rss=max((rss for _, rss in done), default=None))
         return merge_calibration(results)
 
     class ParallelCalibrator(original):  # type: ignore[misc, valid-type]
         tflite_calibrator = original
 
         def calibrate(self, dataset_gen: Any) -> bytes:
-            samples = list(dataset_gen())
-            if not samples or not all(isinstance(s, dict) for s in samples):  # not our representative data
-                return original.calibrate(self, lambda: iter(samples))
+            cal = getattr(dataset_gen, "calibration_set", None)
+            if cal is None or not cal.size("calib"):  # not our representative data
+                return original.calibrate(self, dataset_gen)
             try:
-                return run(self._model_content, samples, batch)
+                return run(self._model_content, cal, batch)
             except Exception:  # noqa: BLE001 — e.g. a batch-1 graph: calibrate sample by sample
                 if batch == 1:
                     raise
-                return run(self._model_content, samples, 1)
+                return run(self._model_content, cal, 1)
 
     module.Calibrator = ParallelCalibrator
     try:
@@ -157,6 +235,17 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
         module.Calibrator = original
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RepresentativeData:
+    """A converter's ``representative_dataset``: per-sample dicts of a :class:`.calibration.CalibrationSet`,
+    produced one at a time; :func:`parallel_calibration` reads the set itself in batches."""
+
+    def __init__(self, cal: CalibrationSet) -> None:
+        self.calibration_set = cal
+
+    def __call__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self.calibration_set.samples("calib")
 
 
 def _noop() -> None:

@@ -23,6 +23,11 @@ class CalibrationInfo(_Strict):
     #: samples per calibrator invocation and processes that calibrated (integer schemes)
     batch: int | None = None
     workers: int | None = None
+    #: the --memory-budget the batch and processes were planned for, the planned bytes per frame
+    #: of a batch (input + activation arena) and the planned peak of all processes
+    memory_budget_bytes: int | None = None
+    frame_bytes: int | None = None
+    estimated_peak_bytes: int | None = None
 
 
 class SizeInfo(_Strict):
@@ -51,6 +56,14 @@ class OpsInfo(_Strict):
     io_conversion_ops: list[OpEntry]
     cpu_fallback_counts: dict[str, int]
     cpu_segments: int
+
+
+class TransposeInfo(_Strict):
+    """TRANSPOSE operators of the FP32 reference and the quantized model (layout changes that a
+    clean NHWC conversion does not need)."""
+
+    fp32: int
+    quantized: int
 
 
 class OutputFidelity(_Strict):
@@ -95,6 +108,11 @@ class QuantizeReport(_Strict):
     fidelity: FidelityInfo | None
     latency: LatencyReport | None
     warnings: list[str]
+    #: peak resident memory of the quantizing process (VmHWM; in a long-lived process, the peak
+    #: since it started) and of its largest calibrating helper process (None without helpers)
+    peak_rss_bytes: int | None = None
+    helper_peak_rss_bytes: int | None = None
+    transposes: TransposeInfo | None = None
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the report atomically as indented JSON."""

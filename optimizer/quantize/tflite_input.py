@@ -22,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError, ModelFormatError, UnsupportedOperatorError
-from .calibration import InputSpec
+from .calibration import CalibrationSet, InputSpec
 from ..graph.tflite_flatbuffer import drop_unused_tensors, read_model, tflite_schema, with_signature, write_model
 
 #: schemes a float ``.tflite`` can be quantized with, and the quantizer recipe of each
@@ -110,8 +111,13 @@ def _signature_key(interp: Any) -> str:
     return SIGNATURE if SIGNATURE in keys else keys[0]
 
 
-def quantize_float_tflite(data: bytes, scheme: str, calib: list[dict[str, np.ndarray]], what: str) -> bytes:
-    """Quantize a float ``.tflite`` (bytes with a signature) with ``scheme``; see the module doc."""
+def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list[dict[str, np.ndarray]],
+                          what: str) -> bytes:
+    """Quantize a float ``.tflite`` (bytes with a signature) with ``scheme``; see the module doc.
+
+    ``calib``: a calibration set (streamed, but ai-edge-quantizer counts it with
+    ``len(list(dataset))`` first, so its samples are all held once while it does) or per-sample dicts.
+    """
     if scheme not in TFLITE_SCHEMES:
         raise ConfigError(f"--scheme {scheme} is not available for a .tflite input ({what}); expected one of "
                           f"{', '.join(TFLITE_SCHEMES)} (a .tflite is quantized by ai-edge-quantizer, "
@@ -127,7 +133,8 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: list[dict[str, np.nda
 
         key = _signature_key(lazy.litert_interpreter()(model_content=data))
         try:
-            stats = qt.calibrate({key: calib}, num_threads=1) if qt.need_calibration else None
+            dataset = _Samples(calib) if isinstance(calib, CalibrationSet) else calib
+            stats = qt.calibrate({key: dataset}, num_threads=1) if qt.need_calibration else None
             result = qt.quantize(stats, enable_progress_bar=False, enable_progress_report=False)
         except Exception as exc:  # the quantizer raises ValueError/RuntimeError on ops it cannot handle
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -153,3 +160,13 @@ def _recipe(recipe: Any, scheme: str) -> list[dict[str, Any]]:
         dense["op_config"]["weight_tensor_config"]["granularity"] = recipe.QuantGranularity.TENSORWISE
         rows.append(dense)
     return rows
+
+
+class _Samples:
+    """The calibration samples of a set, re-iterable (the quantizer walks them twice)."""
+
+    def __init__(self, cal: CalibrationSet) -> None:
+        self.cal = cal
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self.cal.samples("calib")
