@@ -88,6 +88,8 @@ def check_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = Non
     """
     import onnx
 
+    from ..graph.input_shapes import resolve_input_shapes
+
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, OSError
@@ -103,41 +105,14 @@ def check_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = Non
             f"{first.name or first.output[0]!r}); replace it before quantizing, or use the float model")
     initializers = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in initializers]
-    given = dict(input_shapes or {})
-    unknown = sorted(set(given) - {i.name for i in inputs})
-    if unknown:
-        raise ConfigError(f"{path}: input shape for {unknown[0]!r}, which is not an input of the model; "
-                          f"its inputs are {', '.join(repr(i.name) for i in inputs)}")
-    shapes: dict[str, tuple[int, ...]] = {}
-    nhwc = []
-    for inp in inputs:
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-                for d in inp.type.tensor_type.shape.dim]
-        shown = f"{inp.name}[{','.join(map(str, dims))}]"
-        if inp.name in given:
-            shape = tuple(int(v) for v in given[inp.name])
-            if len(shape) != len(dims):
-                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has rank "
-                                  f"{len(shape)}; the input is {shown} (rank {len(dims)})")
-            if min(shape, default=1) < 1:
-                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} has a "
-                                  "dimension below 1; give positive dimensions")
-            clash = [k for k, d in enumerate(dims) if isinstance(d, int) and d > 0 and d != shape[k]]
-            if clash:
-                raise ConfigError(f"{path}: input shape {inp.name}:{','.join(map(str, shape))} contradicts "
-                                  f"the fixed dimension {clash[0]} of {shown}")
-        else:
-            dynamic = [k for k, d in enumerate(dims) if not (isinstance(d, int) and d > 0)]
-            if any(k > 0 for k in dynamic):
-                example = ",".join(str(d) if isinstance(d, int) and d > 0 else ("1" if k == 0 else "640")
-                                   for k, d in enumerate(dims))
-                raise ModelFormatError(f"{path}: input {inp.name!r} has dynamic dimensions {dynamic} ({shown}); "
-                                       f"quantization needs a fixed shape: give one, e.g. --input-shape "
-                                       f"{inp.name}:{example}")
-            shape = tuple(1 if k == 0 and k in dynamic else int(d) for k, d in enumerate(dims))  # type: ignore[arg-type]
-        shapes[inp.name] = shape
-        if len(shape) == 4 and shape[3] in IMAGE_CHANNELS and shape[1] not in IMAGE_CHANNELS:
-            nhwc.append(inp.name)
+    declared = {i.name: [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                         for d in i.type.tensor_type.shape.dim] for i in inputs}
+    for name, shape in (input_shapes or {}).items():
+        if min(shape, default=1) < 1:
+            raise ConfigError(f"{path}: input shape {name}:{','.join(map(str, shape))} has a dimension below 1; "
+                              "give positive dimensions")
+    shapes = resolve_input_shapes(input_shapes, declared, str(path))
+    nhwc = [n for n, s in shapes.items() if len(s) == 4 and s[3] in IMAGE_CHANNELS and s[1] not in IMAGE_CHANNELS]
     return shapes, nhwc
 
 
