@@ -9,6 +9,8 @@ import os
 import jsonschema
 import pytest
 
+from optimizer.errors import InputFileError
+
 from optimizer.errors import SchemaError
 from optimizer.plan import (
     ModelRef, Plan, Predicted, SearchInfo, Split, Stage, new_provenance, plan_json_schema,
@@ -101,6 +103,6 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputFileError, match="plan.json: cannot write"):  # the one-line write error
         write_plan(_pipeline(), target)
     assert list(tmp_path.iterdir()) == []

@@ -145,13 +145,13 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
             mod = builder(name)
             keras.utils.set_random_seed(seed)
             km = build_keras(name, **ref.variant)
-            reestimate_batchnorm(km, seed)
             with open(mod.__file__, "rb") as fh:
                 import json
 
                 ident = sha256_bytes(fh.read() + json.dumps(ref.variant, sort_keys=True).encode())
             graph = graph_from_keras(km, name, block_of=mod.block_of, source=f"zoo:{name}",
                                      source_sha256=ident, fmt="zoo")
+            reestimate_batchnorm(km, seed, frames_per_pass=frames_per_call(graph))
             return km, graph, seed
         if src.endswith(".keras"):
             model = src
@@ -169,17 +169,34 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
     return model, graph_from_keras(model, getattr(model, "name", "model")), None
 
 
-def reestimate_batchnorm(model: Any, seed: int, samples: int | None = None) -> None:
+def reestimate_batchnorm(model: Any, seed: int, samples: int | None = None,
+                         frames_per_pass: int | None = None) -> None:
     """Re-estimate BN statistics of a random-weight zoo model on seeded uniform [-1, 1] inputs
     (``samples`` default :data:`optimizer.graph.zoo.BN_FRAMES`; see
-    :func:`optimizer.graph.zoo.reestimate_batchnorm`, which may use fewer of them)."""
+    :func:`optimizer.graph.zoo.reestimate_batchnorm`, which may use fewer of them, in passes of
+    ``frames_per_pass`` frames)."""
     from ..graph.zoo import BN_FRAMES
     from ..graph.zoo import reestimate_batchnorm as _reestimate
 
     samples = BN_FRAMES if samples is None else samples
     rng = np.random.default_rng(seed)
     _reestimate(model, [rng.uniform(-1, 1, (samples, *tuple(t.shape[1:]))).astype(np.float32)
-                        for t in model.inputs])
+                        for t in model.inputs], frames_per_pass)
+
+
+#: of quantize's default 4 GB budget, what export's Keras calls may hold: the rest is for the
+#: calibration inputs and cut activations it keeps and for the converter (measured: with the whole
+#: 4 GB for calls, exporting ssd_mobilenet_v2_fpnlite at 640x640 peaked at 4.44 GB)
+EXPORT_CALL_BUDGET = 3e9
+
+
+def frames_per_call(graph: LayerGraph, first: int = 0, end: int | None = None) -> int:
+    """Frames one Keras call over op layers ``first..end-1`` of ``graph`` may take within
+    :data:`EXPORT_CALL_BUDGET`, since a call holds every layer output of its frames
+    (:func:`optimizer.quantize.api.frames_within`)."""
+    from ..quantize.api import frames_within
+
+    return frames_within(sum(la.output_bytes("fp32") for la in graph.layers[first:end]), EXPORT_CALL_BUDGET)
 
 
 # ---------------------------------------------------------------- Keras sub-models
@@ -583,7 +600,9 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             if reference is not None and pr.dtype == "int8":
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
-                float_env.update(zip(outs, predict_float(sub, [float_env[t] for t in ins]), strict=True))
+                float_env.update(zip(outs, predict_float(sub, [float_env[t] for t in ins],
+                                                         frames_per_call(op_graph, pr.first_op, pr.end_op)),
+                                     strict=True))
             manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
                                                 part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})

@@ -208,7 +208,14 @@ def _bn_frames_per_pass(src: ModelSource, budget: int) -> int:
     from ..graph.keras_import import graph_from_keras
 
     graph = graph_from_keras(src.keras_model, src.name)
-    per_frame = BN_PASS_MARGIN * sum(layer.output_bytes("fp32") for layer in graph.layers)
+    return frames_within(sum(layer.output_bytes("fp32") for layer in graph.layers), budget)
+
+
+def frames_within(layer_output_bytes: float, budget: float) -> int:
+    """Frames one Keras call may take within ``budget`` bytes when it holds ``layer_output_bytes``
+    per frame (every layer output of the call: a training-mode batch-norm pass, or an eager call of
+    a functional model, keeps them until it returns), on top of the TensorFlow runtime; at least 1."""
+    per_frame = BN_PASS_MARGIN * layer_output_bytes
     return max(1, int((budget - MAIN_PROCESS_BYTES) // max(per_frame, 1)))
 
 
