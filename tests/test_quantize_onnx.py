@@ -172,7 +172,9 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     assert rep.transposes is not None and rep.transposes.fp32 <= 5 and rep.transposes.quantized <= 5
     assert rep.ops.float_ops == [] and rep.ops.counts["CONV_2D"] + rep.ops.counts["DEPTHWISE_CONV_2D"] == 62  # ONNX Conv nodes
     assert _conversion_gap(rep.model_dump()) < 1e-3
-    assert rep.calibration.batch is not None and rep.peak_rss_bytes < 4e9
+    # the peak is this process's high-water mark, the test session's included: only its presence is checked
+    # here (tests/test_quantize_memory.py measures a child process)
+    assert rep.calibration.batch is not None and rep.peak_rss_bytes is not None and rep.peak_rss_bytes > 0
     # not asserted: INT8 is still slower than FP32 here (x0.55 on the shared 2-core host): the
     # XNNPACK delegate splits the INT8 graph into 36 partitions, about one per HARD_SWISH (24)
     # and RELU_0_TO_1 (10) op, apparently left to TFLite's own kernels
