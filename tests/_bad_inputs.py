@@ -162,7 +162,7 @@ def make_fixtures(root: Path, heavy: bool = False, tf: bool = False) -> dict[str
                    "  map: {solvers: [exact]}\n")
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for argv in (["map", tiny, "--device", "pixel6", "--solver", "exact", "--out", plan],
-                     ["split", tiny, "--device", "galaxy_j6", "--network", "wifi_10", "--out", split],
+                     ["split", tiny, "--device", "galaxy_j6", "--network", "wifi_10", "--interior-only", "--out", split],
                      ["thermal", "fit", trace, "--time", "time_s", "--temps", "t_die_c", "--inputs", "p_w",
                       "--out", model_json],
                      ["export", plan, "--out", art],
@@ -523,7 +523,7 @@ def cases() -> list[Case]:
            _c("term-serve", "serve", "--artifacts", "{split_art}", "--port", "0", how="signal",
               sig=signal.SIGTERM, expect=130, preamble=1),
            _c("int-quantize", "quantize", "mobilenet_v2", "--out", "{out}/q.tflite", how="signal", tf=True,
-              delay=25.0, expect=130),
+              delay=12.0, expect=130),
            _c("int-export", "export", "{zoo_split}", "--out", "{out}/art", how="signal", tf=True,
               signal_after=".art.tmp-*", expect=130)]
     return cs

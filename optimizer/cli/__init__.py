@@ -13,6 +13,7 @@ one ``interrupted`` line and exit code 130.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import signal
@@ -116,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as exc:
         return exc.exit_code
+    except OSError as exc:  # a working file (temporary model, calibration batch) the disk refused
+        if STATE.debug or exc.errno not in _DISK_ERRNOS:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        console_err.print(f"[bold red]error:[/] cannot write a working file{where}: {exc.strerror}; free disk "
+                          "space or raise the file-size limit, then re-run", highlight=False, soft_wrap=True)
+        return 2
     except typer.Abort:
         console_err.print("aborted")
         return 1
@@ -132,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         raise
     return rc if isinstance(rc, int) else 0
+
+
+#: the OSErrors of a full, read-only or size-limited disk: the machine's state, not a bug
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
 
 
 def _command_of(ctx: typer.Context) -> str:

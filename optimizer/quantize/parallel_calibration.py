@@ -137,11 +137,16 @@ def stream_batches(cal: CalibrationSet, size: int, first: int, last: int) -> Ite
         yield padded(cal.batch("calib", i * size, (i + 1) * size), size)
 
 
-def _tf_calibrator_class() -> Any:
-    from .. import lazy
+def _helper_init() -> None:
+    """A helper process's initializer: Ctrl-C is the parent's to handle; TensorFlow loaded once."""
     from ..workers import ignore_sigint
 
-    ignore_sigint()  # also the helper processes' initializer: Ctrl-C is the parent's to handle
+    ignore_sigint()
+    _tf_calibrator_class()
+
+
+def _tf_calibrator_class() -> Any:
+    from .. import lazy
 
     lazy.tensorflow()
     from tensorflow.lite.python.optimize import calibrator
@@ -194,7 +199,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
     pool = None
     if workers > 1:
         pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_tf_calibrator_class)
+                                   initializer=_helper_init)
         for _ in range(workers - 1):  # start the helpers now
             pool.submit(_noop)
 
