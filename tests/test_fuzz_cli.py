@@ -72,8 +72,11 @@ def test_a_write_failing_after_the_check_removes_every_output(case_id, fixtures)
 
 def _start(argv: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # SIGINT back to its default in the child: a test session started as a background job inherits
+    # it ignored, and Python then never raises KeyboardInterrupt (the command would not be interrupted)
     return subprocess.Popen([sys.executable, "-m", "optimizer.cli", *argv], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(proc: subprocess.Popen, ready, timeout: float = 240.0) -> None:
