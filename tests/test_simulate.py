@@ -140,7 +140,8 @@ def test_board_radio_heats_the_board_and_a_spec_without_modem_keeps_the_plan(gra
     spec = load_thermal_spec("raspberry_pi4")
     assert spec.processors["modem"].heats == {"board": 1.0}
     plan = make_split_plan(graph, build_split_costs(graph, "raspberry_pi4", "wifi_10"), solver="exact").plan
-    assert plan.split.layer < plan.model.layers and plan.predicted.peak_temp_c is not None
+    assert plan.split.layer < plan.model.layers
+    assert spec.ambient_c < plan.predicted.peak_temp_c < 150.0  # the board heats, within physical range
     doc = spec.model_dump(by_alias=True, mode="json")
     del doc["processors"]["modem"]
     (tmp_path / "bare.yaml").write_text(yaml.safe_dump(doc))
