@@ -375,3 +375,34 @@ def test_split_charges_the_phone_its_detector_host_work(zoo_graph):
                               host["share"])({})
     assert 1 / with_host.fps == pytest.approx(1 / without.fps + host["pre_s"] + host["post_s"])
     assert with_host.power_w["cpu"] > without.power_w["cpu"] + 0.05  # the host threads heat the CPU
+
+
+def test_parameter_cache_streams_only_the_excess(zoo_graph, tmp_path):
+    """A processor with an on-chip parameter cache (Edge TPU, 8 MB) pays, per call, the weight bytes
+    of a stage beyond the cache at its memory bandwidth; stages that fit pay nothing extra."""
+    g = zoo_graph("vgg16")  # 138 M parameters: far beyond any cache
+    base = yaml.safe_load(open(_device_file("pixel6")))
+    tpu = next(p for p in base["processors"] if p["name"] == "tpu")
+    tpu.pop("parameter_cache", None)
+    (tmp_path / "pixel6_plain.yaml").write_text(yaml.safe_dump(base))
+    tpu["parameter_cache"] = "8 MB"
+    path = tmp_path / "pixel6_cache.yaml"
+    path.write_text(yaml.safe_dump(base))
+    plain = build_cost_table(g, load_device(str(tmp_path / "pixel6_plain.yaml")), "int8")
+    cached = build_cost_table(g, load_device(str(path)), "int8")
+    j = cached.processor_index("tpu")
+    weights = float(cached.weight_bytes.sum())
+    bandwidth = load_device(str(path)).processor("tpu").memory_bandwidth_bytes_per_s
+    extra = cached.whole_network_latency()[j] - plain.whole_network_latency()[j]
+    assert extra == pytest.approx((weights - 8e6) / bandwidth, rel=1e-9)
+    # a stage of the first two convolutions (a few kB of weights) fits: no extra time
+    assert cached.stage_seconds(0, 2, j) == pytest.approx(plain.stage_seconds(0, 2, j))
+    # other processors are untouched
+    cpu = cached.processor_index("cpu")
+    assert cached.whole_network_latency()[cpu] == pytest.approx(plain.whole_network_latency()[cpu])
+
+
+def _device_file(name: str) -> str:
+    from optimizer.shipped import shipped_root
+
+    return str(shipped_root() / "devices" / f"{name}.yaml")

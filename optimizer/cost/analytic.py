@@ -52,8 +52,10 @@ def executed_dtype(kind: str, dtype: str) -> str:
     """The dtype a processor really computes ``dtype`` in: the TFLite GPU delegate runs INT8
     models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8); NNAPI accelerators
     (tpu, npu) run FP32 models with relaxed FP16 precision (Android NNAPI
-    ``setRelaxComputationFloat32toFloat16``)."""
-    if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu") and dtype == "fp32"):
+    ``setRelaxComputationFloat32toFloat16``); a DSP's delegate (Hexagon/QNN HTP) runs an FP32 graph
+    in FP16 (owner decision, METHODS.md section 8b). A processor without an FP16 peak computes
+    ``dtype`` itself (see :func:`native_latency`)."""
+    if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu", "dsp") and dtype == "fp32"):
         return "fp16"
     return dtype
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..graph.layergraph import DTYPE_BYTES, LayerGraph
 from ..hardware.schema import Device
-from .analytic import processor_power, resolve_clocks
+from .analytic import executed_dtype, processor_power, resolve_clocks
 from .backends import BUILTIN_BACKENDS, BackendInputs, get_backend, run_backend
 from .features import layer_arrays
 from .measured import MeasuredTable
@@ -101,4 +101,17 @@ def build_cost_table(
         meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", runtime)
                                                 for p in device.processors]),
         max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
+        **_parameter_cache(device, dtype, runtime),
     )
+
+
+def _parameter_cache(device: Device, dtype: str, runtime: str | None) -> dict[str, np.ndarray]:
+    """Each processor's parameter cache and streaming cost in the table's weight bytes: a processor
+    that computes ``dtype`` in a wider type (``executed_dtype``) holds ``widen`` times the bytes."""
+    cache, per_byte = [], []
+    for p in device.processors:
+        run = executed_dtype(p.kind, dtype)
+        widen = DTYPE_BYTES[run] / DTYPE_BYTES[dtype] if run in p.peak_macs_per_s else 1.0
+        cache.append(np.inf if p.parameter_cache_bytes is None else float(p.parameter_cache_bytes) / widen)
+        per_byte.append(widen / p.runtime_value("memory_bandwidth_bytes_per_s", runtime))
+    return {"parameter_cache_bytes": np.array(cache), "parameter_stream_s_per_byte": np.array(per_byte)}

@@ -58,6 +58,9 @@ class CostTable:
     meta: dict[str, object] = field(default_factory=dict)
     invoke_overhead_s: np.ndarray | None = None  # [P] per call into a processor (once per delegate partition); None = 0
     max_delegated_partitions: np.ndarray | None = None  # [P] delegated partitions per stage (0 = no limit); None = 0
+    #: [P] on-chip parameter cache bytes (inf = none) and seconds per streamed weight byte beyond it
+    parameter_cache_bytes: np.ndarray | None = None
+    parameter_stream_s_per_byte: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n_layers, n_procs = len(self.layer_names), len(self.processors)
@@ -77,6 +80,13 @@ class CostTable:
         elif np.shape(self.max_delegated_partitions) != (n_procs,):
             raise ValueError(f"CostTable.max_delegated_partitions has shape {np.shape(self.max_delegated_partitions)}, "
                              f"expected {(n_procs,)}")
+        if self.parameter_cache_bytes is None:
+            object.__setattr__(self, "parameter_cache_bytes", np.full(n_procs, np.inf))
+        if self.parameter_stream_s_per_byte is None:
+            object.__setattr__(self, "parameter_stream_s_per_byte", np.zeros(n_procs))
+        for name in ("parameter_cache_bytes", "parameter_stream_s_per_byte"):
+            if np.shape(getattr(self, name)) != (n_procs,):
+                raise ValueError(f"CostTable.{name} has shape {np.shape(getattr(self, name))}, expected {(n_procs,)}")
         for arr in (self.latency_s, self.energy_j, self.cut_bytes):
             arr.setflags(write=False)
 
@@ -143,8 +153,16 @@ class CostTable:
         part = self.partitions
         if part is None:
             assert self.invoke_overhead_s is not None  # __post_init__ fills it
-            return self.stage_latency(a, b, p) + self.invoke_overhead_s[p]
-        return stage_seconds(part, a, b, p)
+            return self.stage_latency(a, b, p) + self.invoke_overhead_s[p] + self.parameter_stream_s(a, b, p)
+        return stage_seconds(part, a, b, p) + self.parameter_stream_s(a, b, p)
+
+    def parameter_stream_s(self, a: np.ndarray | int, b: np.ndarray | int, p: np.ndarray | int) -> np.ndarray:
+        """Seconds per call to stream the weights of layers a..b-1 that do not fit ``p``'s parameter
+        cache (0 without one; Coral "Edge TPU parameter data caching"). Broadcasts."""
+        assert self.parameter_cache_bytes is not None and self.parameter_stream_s_per_byte is not None
+        weights = self.cum_weight_bytes[b] - self.cum_weight_bytes[a]
+        excess = np.maximum(0.0, weights - self.parameter_cache_bytes[p])
+        return np.asarray(np.where(excess > 0, excess * self.parameter_stream_s_per_byte[p], 0.0))
 
     def stage_parts(self, a: np.ndarray | int, b: np.ndarray | int,
                     p: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +170,8 @@ class CostTable:
         part = self.partitions
         if part is None:
             return self.stage_seconds(a, b, p), np.zeros(np.broadcast(a, b, p).shape)
-        return stage_parts(part, a, b, p)
+        total, cpu_s = stage_parts(part, a, b, p)
+        return total + self.parameter_stream_s(a, b, p), cpu_s
 
     def whole_network_latency(self) -> np.ndarray:
         """Latency of the whole network on each single processor (one stage), shape [P]."""

@@ -126,6 +126,9 @@ class Processor(_Model):
     #: most delegate partitions a stage hands to this processor (0 = no limit); later runs of
     #: supported ops stay on the CPU (TFLite GPU delegate default 1, NNAPI 3)
     max_delegated_partitions: Annotated[int, Field(ge=0)] = 0
+    #: on-chip parameter cache: a stage whose weights exceed it streams the excess from DRAM at
+    #: ``memory_bandwidth`` on every call (Coral, "Edge TPU parameter data caching"; METHODS.md 8b)
+    parameter_cache_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="parameter_cache")
     #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
     runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")
     supported_ops: dict[str, OpList]

@@ -146,8 +146,11 @@ def point_rows(data: dict[str, Any]) -> list[PointRow]:
         key = (pt["model"], pt["device"], pt["dtype"], pt["processor"], clocks, pt.get("runtime"))
         op_ms = _whole_ms(key[0], "op", *key[1:])
         block_ms = _whole_ms(key[0], "block", *key[1:])
+        # a point may carry its own band (an owner decision, e.g. a newer chip's figure as a
+        # one-sided bound: the modeled device no faster and within x3, METHODS.md section 8b)
+        own = tuple(float(b) for b in pt["band"]) if "band" in pt else band
         rows.append(PointRow(pt["device"], pt["processor"], pt["model"], pt["dtype"], float(pt["ms"]),
-                             op_ms, block_ms, band, pt["source"], pt.get("stand_in", "")))
+                             op_ms, block_ms, own, pt["source"], pt.get("stand_in", "")))
     return rows
 
 
@@ -224,6 +227,32 @@ def pipeline_facts(data: dict[str, Any]) -> list[FactRow]:
     return rows
 
 
+def spread_facts(data: dict[str, Any]) -> list[FactRow]:
+    """Whole-network CPU / accelerator ratio spread across the zoo (METHODS.md section 8b).
+
+    A device model with one rate per processor gives every network about the same ratio; the
+    published ratios of one device pair spread widely (nn-Meter's Pixel 4 CPU / Adreno 640 from
+    x2.8 to x7.5). The row passes when the modeled spread (largest ratio / smallest) over the listed
+    networks is at least the published one.
+    """
+    rows = []
+    for sp in data.get("spreads") or []:
+        num, den = sp["ratio"]
+        ratios = []
+        for m in sp["models"]:
+            ct = _table(m, "op", sp["device"], sp["dtype"])
+            whole = ct.whole_network_latency()
+            ratios.append(float(whole[ct.processor_index(num)] / whole[ct.processor_index(den)]))
+        lo, hi = (float(x) for x in sp["published"])
+        spread = max(ratios) / min(ratios)
+        rows.append(FactRow(
+            f"{sp['device']}: {num} / {den} {sp['dtype'].upper()} spread across the zoo >= published x{hi / lo:.2f}",
+            f"x{min(ratios):.2f} ({sp['models'][int(np.argmin(ratios))]}) to x{max(ratios):.2f} "
+            f"({sp['models'][int(np.argmax(ratios))]}): spread x{spread:.2f}",
+            spread >= hi / lo, sp["source"]))
+    return rows
+
+
 def fidelity_report(path: str | os.PathLike[str] | None = None, *, pipeline: bool = True) -> FidelityReport:
     """Build the full report from the published data at ``path`` (default: the shipped file)."""
     data = read_published(path)
@@ -231,18 +260,18 @@ def fidelity_report(path: str | os.PathLike[str] | None = None, *, pipeline: boo
     if not isinstance(known, list) or not all(isinstance(k, dict) and {"row", "note"} <= set(k) for k in known):
         raise SchemaError(f"{path or 'published calibration points'}: known_failures must be a list of "
                           "{row: <label prefix>, note: <why>} entries")
-    facts = processor_facts(data) + (pipeline_facts(data) if pipeline else [])
+    facts = processor_facts(data) + spread_facts(data) + (pipeline_facts(data) if pipeline else [])
     return FidelityReport(points=point_rows(data), facts=facts, known=known)
 
 
 def format_report(report: FidelityReport) -> list[str]:
     """Plain-text lines of ``report`` (points table, then fact rows, then the verdict)."""
     lines = [f"{'device':13s} {'proc':4s} {'model':22s} {'dtype':5s} {'pub ms':>8s} {'op ms':>8s} "
-             f"{'block ms':>8s} {'op/pub':>6s} {'blk/pub':>7s} {'op/blk':>6s}  ok"]
+             f"{'block ms':>8s} {'op/pub':>6s} {'blk/pub':>7s} {'op/blk':>6s} {'band':>9s}  ok"]
     for p in report.points:
         lines.append(f"{p.device:13s} {p.processor:4s} {p.model:22s} {p.dtype:5s} {p.published_ms:8.2f} "
                      f"{p.op_ms:8.2f} {p.block_ms:8.2f} {p.op_ratio:6.2f} {p.block_ratio:7.2f} "
-                     f"{p.op_ms / p.block_ms:6.2f}  {_verdict(report, p)}")
+                     f"{p.op_ms / p.block_ms:6.2f} {p.band[0]:4.2f}-{p.band[1]:<4.2f}  {_verdict(report, p)}")
     lines.append("")
     for f in report.facts:
         lines.append(f"{_verdict(report, f)}  {f.fact}: {f.detail}")
