@@ -23,11 +23,12 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.schema import Device
-from .profile_import import ProfileMatch, layer_family
+from .profile_import import ProfileMatch, layer_family, modeled_layers
 
 EFF_BOUNDS = (1e-3, 4.0)  # Processor.efficiency: gt 0, le 4
 OVERHEAD_BOUNDS = (1e-8, 1e-2)  # seconds per dispatched layer
 BANDWIDTH_BOUNDS = (1e8, 1e13)  # bytes/s
+LAYER_WEIGHT = 0.3  # weight of the per-layer residuals against the per-family ones
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,6 @@ def with_processor(device: Device, processor: str, efficiency: dict[str, float] 
     return device.model_copy(update={"processors": procs})
 
 
-def modeled_layers(device: Device, processor: str, match: ProfileMatch, dtype: str) -> np.ndarray:
-    """Native analytic latency [L] of ``match.graph``'s layers on ``processor``."""
-    from ..cost.analytic import analytic_costs
-
-    j = device.processor_index(processor)
-    return np.asarray(analytic_costs(match.graph, device, dtype)["native_s"][:, j], dtype=np.float64)
-
-
 def kernel_families(match: ProfileMatch, dtype: str = "fp32") -> list[str]:
     """Family of the kernel each layer runs in: its own, or for a layer fused into the kernel
     before it (batch-norm, activation, padding: not dispatched, modeled at no cost of its own)
@@ -130,8 +123,8 @@ def family_sums(match: ProfileMatch, values: np.ndarray, fams: list[str] | None 
 def family_rows(before: Device, after: Device, processor: str, match: ProfileMatch, dtype: str) -> list[FamilyRow]:
     """Per op family of one profile: profiled, modeled before and after seconds."""
     prof = family_sums(match, np.nan_to_num(match.latency_s))
-    b = family_sums(match, modeled_layers(before, processor, match, dtype))
-    a = family_sums(match, modeled_layers(after, processor, match, dtype))
+    b = family_sums(match, modeled_layers(before, processor, match.graph, dtype))
+    a = family_sums(match, modeled_layers(after, processor, match.graph, dtype))
     return [FamilyRow(match.profile.path, match.graph.name, f, prof[f], b[f], a[f]) for f in sorted(prof, key=lambda k: -prof[k])]
 
 
@@ -162,9 +155,19 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
                 families.append(fams[i])
     if not families:
         raise ConfigError("the profiles time no layer with multiply-accumulates: no efficiency to fit")
-    x0 = np.log([float(np.clip(proc.op_efficiency(f), *EFF_BOUNDS)) for f in families]
-                + [float(np.clip(proc.layer_overhead_s, *OVERHEAD_BOUNDS)),
-                   float(np.clip(proc.memory_bandwidth_bytes_per_s, *BANDWIDTH_BOUNDS))])
+    # start compute-bound: each family's efficiency explains its profiled time by MACs alone (a
+    # memory-bound start has no gradient in the efficiency); bandwidth from the device and x4
+    ideal = with_processor(device, processor, {**proc.efficiency, **{f: 1.0 for f in families}},
+                           OVERHEAD_BOUNDS[0], bandwidth=BANDWIDTH_BOUNDS[1])
+    at_one: dict[str, float] = {}
+    for m, fams, _, _ in data:
+        for f, v in family_sums(m, modeled_layers(ideal, processor, m.graph, dtype), fams).items():
+            at_one[f] = at_one.get(f, 0.0) + v
+    measured = {f: sum(prof.get(f, 0.0) for _, _, prof, _ in data) for f in families}
+    eff0 = [float(np.clip(at_one[f] / measured[f], *EFF_BOUNDS)) for f in families]
+    overhead0 = float(np.clip(proc.layer_overhead_s, *OVERHEAD_BOUNDS))
+    starts = [np.log(eff0 + [overhead0, float(np.clip(b, *BANDWIDTH_BOUNDS))])
+              for b in (proc.memory_bandwidth_bytes_per_s, 4 * proc.memory_bandwidth_bytes_per_s)]
     lo = np.log([EFF_BOUNDS[0]] * len(families) + [OVERHEAD_BOUNDS[0], BANDWIDTH_BOUNDS[0]])
     hi = np.log([EFF_BOUNDS[1]] * len(families) + [OVERHEAD_BOUNDS[1], BANDWIDTH_BOUNDS[1]])
 
@@ -177,15 +180,16 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
         dev = candidate(x)
         res: list[float] = []
         for m, fams, prof, single in data:
-            pred = modeled_layers(dev, processor, m, dtype)
+            pred = modeled_layers(dev, processor, m.graph, dtype)
             mod = family_sums(m, pred, fams)
             res += [math.log(max(mod[f], 1e-12) / prof[f]) for f in prof]
             if single.any():
                 meas = m.latency_s[single]
-                res += list(0.3 * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
+                res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
         return np.asarray(res)
 
-    fit = least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf")
+    fit = min((least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf") for x0 in starts),
+              key=lambda r: float(r.cost))
     invoke = _invoke_overhead(matches)
     fitted = candidate(fit.x)
     if invoke is not None:
@@ -225,3 +229,27 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
     entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
     head = f"# {note}\n"
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=None)
+
+
+def write_device_yaml(out: str, text: str) -> None:
+    """Write ``text`` to ``out`` atomically after the device loader accepted it: inside a command's
+    output transaction the staged file is validated before the command commits; otherwise a
+    sibling check file is."""
+    from pathlib import Path
+
+    from ..fileio import active_transaction, atomic_write_text
+    from ..hardware.schema import Device
+    from ..yamlio import load_model_yaml
+
+    tx = active_transaction()
+    if tx is not None and tx.owns(out):
+        atomic_write_text(out, text)
+        load_model_yaml(tx.staged(out), Device)  # an invalid file is discarded with the transaction
+        return
+    check = Path(out).with_suffix(".check.yaml")
+    atomic_write_text(check, text)
+    try:
+        load_model_yaml(check, Device)
+    finally:
+        check.unlink(missing_ok=True)
+    atomic_write_text(out, text)

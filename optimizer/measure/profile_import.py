@@ -358,16 +358,20 @@ class ProfileMatch:
     single: np.ndarray | None = None  # [L] bool: the layer's time is one row's own (not a split)
     notes: list[str] = field(default_factory=list)
 
+    owner: np.ndarray | None = None  # [L] index of the row covering each layer, -1 for none
+
     @property
     def covered(self) -> np.ndarray:
-        return ~np.isnan(self.latency_s)
+        """[L] bool: a profile row covers the layer."""
+        return self.owner >= 0 if self.owner is not None else self.latency_s > 0
 
     def warnings(self) -> list[str]:
         """One line per unmatched row and per unmatched layer, then the notes."""
         where = self.profile.path
         out = [f"{where}: row {r.op_type} {r.name[:80]!r} ({r.time_s * 1e3:.3f} ms) matches no layer of "
                f"{self.graph.name!r}; its time is left out" for r in self.unmatched_rows]
-        out += [f"{where}: layer {i} {self.graph.layers[i].name!r} ({self.graph.layers[i].op}) has no profile row"
+        out += [f"{where}: layer {i} {self.graph.layers[i].name!r} ({self.graph.layers[i].op}) has no profile row "
+                "(fused by the runtime into a neighbour, or not profiled); counted as 0 ms"
                 for i in self.unmatched_layers]
         return out + [f"{where}: {n}" for n in self.notes]
 
@@ -400,9 +404,11 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
     if arrays.identity is not None:
         dispatched &= ~np.asarray(arrays.identity, dtype=bool)
     w = np.asarray(weights, dtype=np.float64) if weights is not None else None
-    owner = np.full(n, -1)  # row index covering each layer
-    unmatched: list[int] = []
+    owner = np.full(n, -1)  # first row covering each layer
     records = list(profile.records)
+    spans: list[list[int]] = [[] for _ in records]  # layers each row covers
+    unmatched: list[int] = []
+    notes: list[str] = []
     if records and all(r.summary for r in records):
         mode = "summary"
         for k, r in enumerate(records):
@@ -413,14 +419,19 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
             if not hits:
                 unmatched.append(k)
                 continue
+            if r.count != len(hits):
+                notes.append(f"{r.op_type}: the profile ran {r.count} such nodes, {graph.name!r} has {len(hits)} "
+                             f"{fam} layers (a converter's rewrite, or another model?)")
+            spans[k] = hits
             owner[hits] = k
     else:
         by_name = {la.name: la.index for la in graph.layers}
         anchors = [_name_anchor(r, graph, by_name) for r in records]
         plain = [k for k, r in enumerate(records) if not r.delegate]
         named = sum(1 for k in plain if anchors[k] is not None)
-        if profile.format == "ort_json" or (plain and named * 2 >= len(plain)) or (not plain and any(
-                a is not None for a in anchors)):
+        if not plain and not any(a is not None for a in anchors):
+            mode = "delegate"
+        elif profile.format == "ort_json" or (plain and named * 2 >= len(plain)) or not plain:
             mode = "name"
         else:
             mode = "order"
@@ -430,29 +441,29 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
                 if not records[k].delegate:
                     unmatched.append(k)
                 continue
-            for i in _reach_back(a, owner, dispatched):
-                owner[i] = k
-    _fill_gaps(records, owner, unmatched, dispatched)
+            spans[k] = _reach_back(a, owner, dispatched)  # several rows may share a layer: times add
+            owner[[i for i in spans[k] if owner[i] < 0]] = k
+    _fill_gaps(records, owner, spans, unmatched, dispatched)
     # fused layers (not kernels of their own) join the kernel before them
-    for i in range(1, n):
-        if owner[i] < 0 and not dispatched[i] and owner[i - 1] >= 0:
-            owner[i] = owner[i - 1]
-    for i in range(n - 2, -1, -1):  # leading fused layers (before the first kernel)
-        if owner[i] < 0 and not dispatched[i] and owner[i + 1] >= 0:
-            owner[i] = owner[i + 1]
-    latency = np.full(n, np.nan)
-    single = np.zeros(n, dtype=bool)
+    for i in list(range(1, n)) + list(range(n - 2, -1, -1)):  # then leading ones, the kernel after
+        j = i - 1 if i >= 1 and owner[i - 1] >= 0 else i + 1
+        if owner[i] < 0 and not dispatched[i] and 0 <= j < n and owner[j] >= 0:
+            owner[i] = owner[j]
+            spans[int(owner[j])].append(i)
+    latency = np.zeros(n)
+    rows_on = np.zeros(n, dtype=int)
     for k, r in enumerate(records):
-        members = np.flatnonzero(owner == k)
+        members = np.array(sorted(set(spans[k])), dtype=int)
         if members.size == 0:
             continue
-        share = _share(members, w, arrays)
-        latency[members] = r.time_s * share
-        kernels = members[dispatched[members]]
-        if kernels.size == 1 and not r.summary and not r.delegate:
+        latency[members] += r.time_s * _share(members, w, arrays)
+        rows_on[members] += 1
+    single = np.zeros(n, dtype=bool)
+    for k, r in enumerate(records):
+        kernels = [i for i in set(spans[k]) if dispatched[i]]
+        if len(kernels) == 1 and not r.summary and not r.delegate and rows_on[kernels[0]] == 1:
             single[kernels[0]] = True
-    # rows anchored but left with no layer after ties count as unmatched
-    matched_rows = len({int(k) for k in owner if k >= 0})
+    matched_rows = sum(1 for sp in spans if sp)
     bad_rows = [records[k] for k in sorted(set(unmatched))]
     if not matched_rows or len(bad_rows) > matched_rows:
         raise ConfigError(
@@ -460,12 +471,10 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
             f"({n} layers; matched {matched_rows}); is this a profile of {graph.name!r}? Give the model it "
             "profiled (--model)")
     uncovered = [i for i in range(n) if owner[i] < 0 and dispatched[i]]
-    for i in range(n):
-        if owner[i] < 0:
-            latency[i] = np.nan if dispatched[i] else 0.0
-    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single)
-    spans = [(records[k], int((owner == k).sum())) for k in range(len(records))]
-    for r, cnt in spans:
+    latency[owner < 0] = 0.0
+    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single, notes, owner)
+    for r, sp in zip(records, spans, strict=True):
+        cnt = len(set(sp))
         if cnt > 1 and (r.delegate or r.summary):
             m.notes.append(f"{r.op_type} row {r.name[:60]!r} covers {cnt} layers: its {r.time_s * 1e3:.3f} ms "
                            "are split by the modeled share")
@@ -519,31 +528,30 @@ def _reach_back(anchor: int, owner: np.ndarray, dispatched: np.ndarray) -> list[
     return span if dispatched[span[-1]] else [anchor]
 
 
-def _fill_gaps(records: list[ProfileRecord], owner: np.ndarray, unmatched: list[int], dispatched: np.ndarray) -> None:
+def _fill_gaps(records: list[ProfileRecord], owner: np.ndarray, spans: list[list[int]], unmatched: list[int],
+               dispatched: np.ndarray) -> None:
     """Give each unplaced delegate row the unowned layers between its placed neighbours in row
     order (all layers when no row is placed and it is the only delegate row)."""
-    placed = {int(k) for k in owner if k >= 0}
-    gaps = [k for k, r in enumerate(records) if r.delegate and k not in placed]
+    gaps = [k for k, r in enumerate(records) if r.delegate and not spans[k]]
     if not gaps:
         return
-    if not placed:
+    n = len(owner)
+    if not any(spans):
         if len(gaps) == 1:
-            owner[owner < 0] = gaps[0]
+            spans[gaps[0]] = list(range(n))
+            owner[:] = gaps[0]
         else:
             unmatched.extend(gaps)
         return
-    n = len(owner)
     for k in gaps:
-        before = [j for j in range(k) if j in placed]
-        after = [j for j in range(k + 1, len(records)) if j in placed]
-        lo = max((int(np.flatnonzero(owner == j).max()) for j in before), default=-1) + 1
-        hi = min((int(np.flatnonzero(owner == j).min()) for j in after), default=n)
+        lo = max((max(spans[j]) for j in range(k) if spans[j]), default=-1) + 1
+        hi = min((min(spans[j]) for j in range(k + 1, len(records)) if spans[j]), default=n)
         free = [i for i in range(lo, hi) if owner[i] < 0]
         if not any(dispatched[i] for i in free):
             unmatched.append(k)
             continue
+        spans[k] = free
         owner[free] = k
-        placed.add(k)
 
 
 def _share(members: np.ndarray, weights: np.ndarray | None, arrays: Any) -> np.ndarray:
@@ -563,3 +571,70 @@ def family_totals(match: ProfileMatch) -> dict[str, float]:
         fam = layer_family(match.graph, int(i))
         out[fam] = out.get(fam, 0.0) + float(match.latency_s[i])
     return {k: v for k, v in out.items() if v > 0}
+
+
+class ProfileMatchWarning(UserWarning):
+    """A profile row that matches no layer, or a layer no row covers."""
+
+
+def modeled_layers(device: Any, processor: str, graph: LayerGraph, dtype: str) -> np.ndarray:
+    """Native analytic latency [L] of ``graph``'s layers on ``device``'s ``processor``."""
+    from ..cost.analytic import analytic_costs
+
+    j = device.processor_index(processor)
+    return np.asarray(analytic_costs(graph, device, dtype)["native_s"][:, j], dtype=np.float64)
+
+
+def pick_processor(device: Any, profile: Profile, processor: str | None) -> str:
+    """``processor`` (checked), else the device's first processor of the profile's kind, else its CPU."""
+    if processor is not None:
+        return str(device.processor(processor).name)
+    for p in device.processors:
+        if p.kind == profile.processor:
+            return str(p.name)
+    return str(device.processors[device.fallback_index].name)
+
+
+def import_profile(path: str | os.PathLike[str], graph: LayerGraph, device: Any = None,
+                   processor: str | None = None, dtype: str = "fp32") -> tuple[Any, ProfileMatch]:
+    """Read ``path``, match it to ``graph`` and build the measured table of one processor.
+
+    With ``device``, times covering several layers are split by the analytic latency on
+    ``processor`` (default: the device's processor of the profile's kind) and the table is
+    named after that processor; without, by MACs (then bytes), named after the profile's
+    processor kind. Unmatched rows and layers are reported as :class:`ProfileMatchWarning`.
+
+    Returns
+    -------
+    (MeasuredTable, ProfileMatch)
+        The table (one row per layer, readable by the ``measured`` cost backend; metadata
+        with the profile, the matching and per-op-family totals) and the match.
+    """
+    import warnings
+
+    import pandas as pd
+
+    from ..cost.measured import MeasuredTable, _frame
+
+    profile = read_profile(path)
+    name = pick_processor(device, profile, processor) if device is not None else (processor or profile.processor)
+    weights = modeled_layers(device, name, graph, dtype) if device is not None else None
+    match = match_profile(profile, graph, weights, dtype)
+    for line in match.warnings():
+        warnings.warn(line, ProfileMatchWarning, stacklevel=2)
+    rows = pd.DataFrame({
+        "processor": name, "index": np.arange(len(graph.layers)), "layer": [la.name for la in graph.layers],
+        "op": [la.op for la in graph.layers], "latency_s": match.latency_s, "latency_std_s": np.nan,
+        "energy_j": np.nan,
+    })
+    meta = {
+        "model": graph.name, "granularity": graph.granularity, "source_sha256": graph.source_sha256,
+        "device": getattr(device, "name", None), "processor": name, "backend": "profile",
+        "profile": str(path), "profile_format": profile.format, "profile_processor": profile.processor,
+        "match_mode": match.mode, "rows": len(profile.records), "rows_matched": match.rows_matched,
+        "unmatched_rows": len(match.unmatched_rows), "unmatched_layers": match.unmatched_layers,
+        "profile_total_s": profile.total_s, "layer_sum_s": float(match.latency_s.sum()),
+        "whole_median_s": profile.whole_s, "invoke_overhead_s": profile.invoke_overhead_s,
+        "family_totals_s": family_totals(match),
+    }
+    return MeasuredTable(_frame(rows, f"{graph.name} profile"), meta, ""), match
