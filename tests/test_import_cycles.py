@@ -80,7 +80,9 @@ def test_the_checks_see_a_lazy_cycle_and_a_lazy_quantize_import(tmp_path):
     (root / "graph" / "g.py").write_text("def f():\n    from ..quantize import q\n")
     (root / "quantize" / "q.py").write_text("")
     graph = import_graph(root)
-    assert sorted(cycle_in("optimizer.hardware", graph) or []) == sorted(
-        ["optimizer.hardware.a", "optimizer.hardware.b", "optimizer.hardware.a"])
+    cycle = cycle_in("optimizer.hardware", graph) or []
+    # the walk may enter the cycle at either module (set order): a -> b -> a or b -> a -> b
+    assert len(cycle) == 3 and cycle[0] == cycle[-1]
+    assert set(cycle) == {"optimizer.hardware.a", "optimizer.hardware.b"}
     assert cycle_in("optimizer.quantize", graph) is None
     assert graph["optimizer.graph.g"] == {"optimizer.quantize", "optimizer.quantize.q"}

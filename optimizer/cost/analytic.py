@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, UnknownNameError
+from ..graph.kernel_families import KERNEL_FAMILIES
 from ..graph.layergraph import DTYPE_BYTES, OP_FAMILIES, LayerGraph
-from ..hardware.schema import Device
+from ..hardware.schema import Device, Processor
 from .backends import BackendCosts, BackendInputs
 from .features import LayerArrays, layer_arrays
 
@@ -57,6 +58,18 @@ def executed_dtype(kind: str, dtype: str) -> str:
     return dtype
 
 
+def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None = None) -> np.ndarray:
+    """[L] fraction of peak ``proc`` reaches on every layer: its efficiency for the layer's kernel
+    family (conv1x1, dwconv_s2, ...; METHODS.md section 8b), else for its coarse op family, else
+    its default."""
+    kernels = arrays.kernel_index if arrays.kernel_index is not None else np.full(len(arrays.macs), -1)
+    pairs = np.stack([arrays.op_index, kernels], axis=1)
+    unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    table = np.array([proc.op_efficiency(OP_FAMILIES[op], runtime, KERNEL_FAMILIES[k] if k >= 0 else None)
+                      for op, k in unique])
+    return np.asarray(table[inverse.reshape(-1)], dtype=float)
+
+
 def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray,
                    runtime: str | None = None) -> np.ndarray:
     """[L, P] roofline latency of every layer on every processor, ignoring support.
@@ -76,7 +89,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
         if peak <= 0:
             out[:, j] = np.inf
             continue
-        eff = np.array([p.op_efficiency(f, runtime) for f in OP_FAMILIES])[arrays.op_index]
+        eff = layer_efficiency(p, arrays, runtime)
         compute = arrays.macs / (peak * eff)
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
         moved = arrays.moved_bytes * widen

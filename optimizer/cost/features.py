@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..graph.kernel_families import kernel_family_index
 from ..graph.layergraph import OP_FAMILIES, LayerGraph, dtype_bytes
 
 #: op families that runtimes fuse into the preceding kernel (no dispatch overhead of their own)
@@ -27,6 +28,7 @@ class LayerArrays:
     weight_bytes: np.ndarray
     dispatched: np.ndarray  # bool: the layer is a kernel of its own (not fused)
     identity: np.ndarray | None = None  # bool: dropped at inference (runs everywhere, costs nothing)
+    kernel_index: np.ndarray | None = None  # int index into KERNEL_FAMILIES (graph/kernel_families.py)
 
     @property
     def moved_bytes(self) -> np.ndarray:
@@ -51,4 +53,5 @@ def layer_arrays(graph: LayerGraph, dtype: str) -> LayerArrays:
         op_index=op_index, macs=graph.macs_array, in_bytes=in_el * nb, out_bytes=out_el * nb,
         weight_bytes=graph.params_array * nb, dispatched=~np.isin(op_index, fused),
         identity=np.array([layer.op_type in IDENTITY_OP_TYPES for layer in graph.layers], dtype=bool),
+        kernel_index=kernel_family_index(graph),
     )

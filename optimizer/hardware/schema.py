@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import UnknownNameError
+from ..graph.kernel_families import KERNEL_FAMILIES
 from ..graph.layergraph import OP_FAMILIES
 from .units import (
     Bitrate,
@@ -150,9 +151,10 @@ class Processor(_Model):
     @field_validator("efficiency")
     @classmethod
     def _families(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = [k for k in v if k not in OP_FAMILIES and k != "default"]
+        bad = [k for k in v if k not in OP_FAMILIES and k not in KERNEL_FAMILIES and k != "default"]
         if bad:
-            raise ValueError(f"unknown op family {bad[0]!r}; expected default or one of {', '.join(OP_FAMILIES)}")
+            raise ValueError(f"unknown op family {bad[0]!r}; expected default, an op family "
+                             f"({', '.join(OP_FAMILIES)}) or a kernel family ({', '.join(KERNEL_FAMILIES)})")
         if "default" not in v:
             raise ValueError("efficiency needs a 'default' entry (used for op families not listed)")
         return v
@@ -175,10 +177,14 @@ class Processor(_Model):
     def max_clock_hz(self) -> float:
         return self.clock_levels_hz[-1]
 
-    def op_efficiency(self, op: str, runtime: str | None = None) -> float:
-        """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default)."""
+    def op_efficiency(self, op: str, runtime: str | None = None, kernel: str | None = None) -> float:
+        """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default):
+        the entry of its kernel family ``kernel`` (graph/kernel_families.py) when the table has
+        one, else of ``op``, else ``default``."""
         prof = self.runtime_profiles.get(runtime) if runtime is not None else None
         eff = (prof.efficiency if prof is not None and prof.efficiency else self.efficiency)
+        if kernel is not None and kernel in eff:
+            return eff[kernel]
         return eff.get(op, eff.get("default", self.efficiency["default"]))
 
     def runtime_value(self, field_name: str, runtime: str | None) -> float:
