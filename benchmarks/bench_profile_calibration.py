@@ -2,7 +2,7 @@
 
 1. Exports the zoo networks through the project's ONNX path and profiles each with onnxruntime
    (``SessionOptions.enable_profiling``, one intra-op thread; ``results/profiles/<model>_ort.json``).
-2. Fits device ``host``'s ``cpu`` to the profile of ``--fit`` (default mobilenet_v2), exactly as
+2. Fits device ``host``'s ``cpu`` to the profile(s) of ``--fit`` (default mobilenet_v2), exactly as
    ``dnnplan calibrate --device host --from-profile results/profiles/mobilenet_v2_ort.json
    --model mobilenet_v2 --out results/profiles/host_fit.yaml`` does, and prints per op family the
    profiled, modeled-before and modeled-after ms (acceptance: every family within x1.25).
@@ -11,7 +11,7 @@
 4. ``measure --import`` of each real public benchmark_model log in ``tests/data/profiles``
    against the zoo model it profiled or a stand-in: what matched.
 
-Run: ``.venv/bin/python benchmarks/bench_profile_calibration.py [--runs 12] [--fit mobilenet_v2]
+Run: ``.venv/bin/python benchmarks/bench_profile_calibration.py [--runs 12] [--fit mobilenet_v2 ...]
 [--holdout resnet50 mobilenet_v1]``. Times are of a shared 2-core machine (other processes
 inflate them; the per-node medians over the runs damp that).
 """
@@ -37,7 +37,7 @@ LOGS = {  # public log -> the zoo model it profiled, or the stand-in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=12)
-    ap.add_argument("--fit", default="mobilenet_v2")
+    ap.add_argument("--fit", nargs="+", default=["mobilenet_v2"])
     ap.add_argument("--holdout", nargs="*", default=["resnet50", "mobilenet_v1"])
     args = ap.parse_args()
 
@@ -55,7 +55,7 @@ def main() -> None:
     host = load_device("host")
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     matches = {}
-    for name in [args.fit, *args.holdout]:
+    for name in [*args.fit, *args.holdout]:
         g = load_graph(name)
         t0 = time.perf_counter()
         prof = write_profile(export_artifact(name, g, "onnx"), out / f"{name}_ort.json", runs=args.runs)
@@ -65,8 +65,8 @@ def main() -> None:
               f"{len(m.profile.records)} nodes matched by {m.mode}, {len(m.unmatched_layers)} layers without a node "
               f"(fused away), operator sum {m.profile.total_s * 1e3:.2f} ms, whole run {m.profile.whole_s * 1e3:.2f} ms")
     t0 = time.perf_counter()
-    fit = fit_processor_to_profiles(host, "cpu", [matches[args.fit]])
-    print(f"\nfit to {args.fit} in {time.perf_counter() - t0:.1f} s: efficiency "
+    fit = fit_processor_to_profiles(host, "cpu", [matches[n] for n in args.fit])
+    print(f"\nfit to {' + '.join(args.fit)} in {time.perf_counter() - t0:.1f} s: efficiency "
           + ", ".join(f"{k} {v:.4g}" for k, v in fit.efficiency.items())
           + f"; layer_overhead {fit.layer_overhead_s * 1e6:.3g} us; memory_bandwidth "
           f"{fit.memory_bandwidth_bytes_per_s / 1e9:.3g} GB/s; invoke_overhead {(fit.invoke_overhead_s or 0) * 1e6:.3g} us")

@@ -377,8 +377,11 @@ class ProfileMatch:
 
 
 def layer_family(graph: LayerGraph, index: int) -> str:
-    """The op family a layer's efficiency is keyed by (the coarse LayerGraph family)."""
-    return graph.layers[index].op
+    """The kernel family (conv1x1, convkxk, dwconv_s1, ...: :mod:`optimizer.graph.kernel_families`)
+    a layer's efficiency is keyed by."""
+    from ..graph.kernel_families import kernel_family
+
+    return kernel_family(graph.layers[index], graph.fmt)
 
 
 def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | None = None,
@@ -565,7 +568,7 @@ def _share(members: np.ndarray, weights: np.ndarray | None, arrays: Any) -> np.n
 
 
 def family_totals(match: ProfileMatch) -> dict[str, float]:
-    """Profiled seconds per op family of the covered layers."""
+    """Profiled seconds per kernel family of the covered layers."""
     out: dict[str, float] = {}
     for i in np.flatnonzero(match.covered):
         fam = layer_family(match.graph, int(i))
