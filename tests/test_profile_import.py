@@ -219,3 +219,18 @@ def test_cli_calibrate_from_profile_writes_a_loadable_device(run_cli, tmp_path):
     assert {"conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense"} <= set(cpu.efficiency)
     assert cpu.efficiency["conv"] == load_device("host").processor("cpu").efficiency["conv"]  # kept
     assert cpu.invoke_overhead_s > 0
+
+
+def test_onnxruntime_nodes_of_another_provider_are_partitions(tmp_path):
+    """A node an execution provider took (NNAPI here) is a fused partition, like a TFLite delegate
+    row: its processor kind comes from the provider."""
+    events = json.loads(ORT_V2.read_text())
+    for e in events:
+        if e.get("cat") == "Node" and "block_16_project" in e["name"]:
+            e["args"]["provider"] = "NnapiExecutionProvider"
+    f = tmp_path / "nnapi.json"
+    f.write_text(json.dumps(events))
+    recs = {r.name: r for r in read_profile(f).records}
+    hit = [r for n, r in recs.items() if "block_16_project" in n]
+    assert hit and all(r.processor == "npu" and r.delegate for r in hit)
+    assert sum(r.processor == "cpu" and not r.delegate for r in recs.values()) == len(recs) - len(hit)

@@ -127,9 +127,9 @@ def model_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def kernel_events(events: list[dict[str, Any]],
-                  runs: list[dict[str, Any]]) -> Iterator[tuple[int, str, str, float, int | None]]:
-    """``(run, node name, op type, seconds, node index)`` of every ``Node`` kernel event inside a
-    run (all in run 0 when the profile has no ``model_run`` events)."""
+                  runs: list[dict[str, Any]]) -> Iterator[tuple[int, str, str, float, int | None, str]]:
+    """``(run, node name, op type, seconds, node index, execution provider)`` of every ``Node``
+    kernel event inside a run (all in run 0 when the profile has no ``model_run`` events)."""
     starts = np.array([r["ts"] for r in runs], dtype=np.float64)
     for e in events:
         if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
@@ -140,7 +140,8 @@ def kernel_events(events: list[dict[str, Any]],
         args = e.get("args") or {}
         idx = args.get("node_index")
         yield (run, e["name"].removesuffix("_kernel_time"), str(args.get("op_name", "")),
-               float(e.get("dur", 0)) * 1e-6, int(idx) if str(idx).isdigit() else None)
+               float(e.get("dur", 0)) * 1e-6, int(idx) if str(idx).isdigit() else None,
+               str(args.get("provider", "CPUExecutionProvider")))
 
 
 def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
@@ -151,7 +152,7 @@ def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
     unattributed = np.zeros(len(runs))
     total = np.zeros(len(runs))
     cache: dict[tuple[str, str], int | None] = {}
-    for run, name, op, dur, _ in kernel_events(events, runs):
+    for run, name, op, dur, _, _ in kernel_events(events, runs):
         key = (name, op)
         if key not in cache:
             cache[key] = attribute_node(key[0], key[1], graph, by_name)

@@ -56,6 +56,15 @@ DELEGATES: dict[str, str] = {
     "DELEGATE": "npu",
 }
 
+#: onnxruntime execution providers -> processor kind (a node of a non-CPU provider is a fused
+#: partition, like a TFLite delegate row)
+ORT_PROVIDERS: dict[str, str] = {
+    "CPUExecutionProvider": "cpu", "XnnpackExecutionProvider": "cpu", "NnapiExecutionProvider": "npu",
+    "CoreMLExecutionProvider": "npu", "QNNExecutionProvider": "dsp", "CUDAExecutionProvider": "gpu",
+    "TensorrtExecutionProvider": "gpu", "ROCMExecutionProvider": "gpu", "DmlExecutionProvider": "gpu",
+    "OpenVINOExecutionProvider": "cpu", "WebGpuExecutionProvider": "gpu",
+}
+
 #: TFLite builtin operator -> LayerGraph op family (``optimizer.graph.layergraph.OP_FAMILIES``)
 TFLITE_FAMILIES: dict[str, str] = {
     "CONV_2D": "conv", "TRANSPOSE_CONV": "conv", "CONV_3D": "conv", "DEPTHWISE_CONV_2D": "dwconv",
@@ -92,7 +101,8 @@ class ProfileRecord:
 
     @property
     def delegate(self) -> bool:
-        return self.op_type in DELEGATES
+        """A delegate partition (TFLite delegate node, or a node of a non-CPU onnxruntime provider)."""
+        return self.op_type in DELEGATES or (not self.summary and self.processor not in (None, "cpu"))
 
     @property
     def tensor_names(self) -> list[str]:
@@ -178,13 +188,15 @@ def _ort_json(text: str, where: str) -> Profile:
     per_node: dict[tuple[str, str], dict[int, float]] = {}
     order: dict[tuple[str, str], int] = {}
     index: dict[tuple[str, str], int | None] = {}
-    for run, name, op, dur, node_index in kernel_events(events, runs):
+    kind: dict[tuple[str, str], str] = {}
+    for run, name, op, dur, node_index, provider in kernel_events(events, runs):
         key = (name, op)
         per_node.setdefault(key, {})
         per_node[key][run] = per_node[key].get(run, 0.0) + dur
         if key not in order:
             order[key] = len(order)  # first appearance: execution order
             index[key] = node_index
+            kind[key] = ORT_PROVIDERS.get(provider, "cpu")
     if not per_node:
         raise SchemaError(f"{where}: an onnxruntime profile without node kernel events (was it taken "
                           "with SessionOptions.enable_profiling while running the model?)")
@@ -198,7 +210,7 @@ def _ort_json(text: str, where: str) -> Profile:
         times = np.zeros(n_runs)
         for run, dur in per_node[key].items():
             times[run] = dur
-        records.append(ProfileRecord(key[0], key[1], float(np.median(times)), 1, "cpu", index[key]))
+        records.append(ProfileRecord(key[0], key[1], float(np.median(times)), 1, kind[key], index[key]))
     dur = np.array([r["dur"] for r in runs], dtype=np.float64) * 1e-6
     whole = float(np.median(dur)) if runs else None
     gap = float(max(0.0, np.median(dur - node_sum))) if runs else None  # per run: robust to a slow run
