@@ -234,3 +234,21 @@ def test_onnxruntime_nodes_of_another_provider_are_partitions(tmp_path):
     hit = [r for n, r in recs.items() if "block_16_project" in n]
     assert hit and all(r.processor == "npu" and r.delegate for r in hit)
     assert sum(r.processor == "cpu" and not r.delegate for r in recs.values()) == len(recs) - len(hit)
+
+
+def test_logcat_prefixes_are_dropped(tmp_path):
+    """benchmark_model run as an Android app logs through logcat (tensorflow#56301 shows the
+    prefix): the same tables behind ``MM-DD hh:mm:ss.mmm pid tid I tflite  :``."""
+    prefix = "05-31 10:38:42.569 22206 22206 I tflite  : "
+    f = tmp_path / "logcat.txt"
+    f.write_text("".join(prefix + line + "\n" for line in GPU.read_text().splitlines()))
+    assert read_profile(f).records == read_profile(GPU).records
+
+
+def test_an_invalid_fitted_device_is_not_written(tmp_path):
+    from optimizer.measure.profile_fit import write_device_yaml
+
+    out = tmp_path / "dev.yaml"
+    with pytest.raises(SchemaError):
+        write_device_yaml(str(out), "name: broken\nprocessors: 3\n")
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -163,6 +163,7 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     head = text.lstrip()[:1]
     if head in ("[", "{"):
         return _ort_json(text, str(p))
+    text = "\n".join(_strip_logcat(line) for line in text.splitlines())
     if re.search(r"^\s*node type\s*,", text, flags=re.M):
         return _tflite_tables(text, str(p), csv_format=True)
     if re.search(r"^\s*\[node type\]", text, flags=re.M | re.I) or re.search(
@@ -222,7 +223,7 @@ _TABLE = re.compile(r"^=+\s*(.+?)\s*=+\s*$")
 
 def _tflite_tables(text: str, where: str, *, csv_format: bool) -> Profile:
     """Rows of the per-node "Run Order" table of the regular runs, else of "Summary by node type"."""
-    lines = [_strip_logcat(line) for line in text.splitlines()]
+    lines = text.splitlines()
     marker = next((i for i, line in enumerate(lines)
                    if "Operator-wise Profiling Info for Regular Benchmark Runs" in line), None)
     if marker is not None:
