@@ -252,3 +252,10 @@ def test_an_invalid_fitted_device_is_not_written(tmp_path):
     with pytest.raises(SchemaError):
         write_device_yaml(str(out), "name: broken\nprocessors: 3\n")
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_space_padded_tables_as_pasted(tmp_path):
+    """Logs pasted into issues often lose their tabs (tensorflow#25021 shows space-padded rows)."""
+    f = tmp_path / "spaces.txt"
+    f.write_text(FRAGMENT.read_text().replace("\t", "    "))
+    assert read_profile(f).records == read_profile(FRAGMENT).records

@@ -166,8 +166,8 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     text = "\n".join(_strip_logcat(line) for line in text.splitlines())
     if re.search(r"^\s*node type\s*,", text, flags=re.M):
         return _tflite_tables(text, str(p), csv_format=True)
-    if re.search(r"^\s*\[node type\]", text, flags=re.M | re.I) or re.search(
-            r"^\t\s*[A-Za-z_0-9]+\t\s*[\d.]+\t", text, flags=re.M):
+    if (re.search(r"^\s*\[node type\]", text, flags=re.M | re.I) or _TEXT_ROW.search(text)
+            or re.search(r"Operator-wise Profiling Info|=+ (Run Order|Summary by node type) =+", text)):
         return _tflite_tables(text, str(p), csv_format=False)
     what = "empty" if not text.strip() else "not a profile"
     raise SchemaError(f"{p}: {what}; expected {ACCEPTED}")
@@ -219,6 +219,8 @@ def _ort_json(text: str, where: str) -> Profile:
 
 
 _TABLE = re.compile(r"^=+\s*(.+?)\s*=+\s*$")
+_TEXT_SEP = re.compile(r"\t|\s{2,}")  # benchmark_model pads with tabs; pasted logs often with spaces
+_TEXT_ROW = re.compile(r"^\s*[A-Za-z_][\w]*(?:\t\s*|\s{2,})[\d.]+%?(?:(?:\t\s*|\s{2,})[\d.]+%?){3,}", re.M)
 
 
 def _tflite_tables(text: str, where: str, *, csv_format: bool) -> Profile:
@@ -284,9 +286,8 @@ def _cells(line: str, csv_format: bool) -> list[str]:
         if "," not in line:
             return []
         return [p.strip() for p in line.split(",")]
-    if "\t" not in line:
-        return []
-    return [c.strip() for c in line.split("\t") if c.strip()]
+    cells = [c.strip() for c in _TEXT_SEP.split(line.strip()) if c.strip()]
+    return cells if len(cells) > 1 else []
 
 
 def _implied_header(cells: list[str]) -> list[str] | None:
