@@ -16,6 +16,7 @@ one model.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +143,11 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
 
     if not matches:
         raise ConfigError("calibrate --from-profile needs at least one profile")
+    for m in matches:
+        if m.mode == "delegate":
+            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
+                          "times are the model's own split, so the fit only scales them (profile with the "
+                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=2)
     proc = device.processor(processor)
     data = []
     families: list[str] = []
