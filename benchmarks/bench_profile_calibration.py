@@ -63,7 +63,8 @@ def main() -> None:
         m = matches[name]
         print(f"{name}: profiled {args.runs} runs in {time.perf_counter() - t0:.1f} s; {m.rows_matched} of "
               f"{len(m.profile.records)} nodes matched by {m.mode}, {len(m.unmatched_layers)} layers without a node "
-              f"(fused away), operator sum {m.profile.total_s * 1e3:.2f} ms, whole run {m.profile.whole_s * 1e3:.2f} ms")
+              f"(fused away), operator sum {m.profile.total_s * 1e3:.2f} ms, whole run {m.profile.whole_s * 1e3:.2f} ms, "
+              f"layout ops the model does not cost {m.unmodeled_s.sum() * 1e3:.3f} ms (left out of the fit)")
     t0 = time.perf_counter()
     fit = fit_processor_to_profiles(host, "cpu", [matches[n] for n in args.fit])
     print(f"\nfit to {' + '.join(args.fit)} in {time.perf_counter() - t0:.1f} s: efficiency "

@@ -259,3 +259,20 @@ def test_space_padded_tables_as_pasted(tmp_path):
     f = tmp_path / "spaces.txt"
     f.write_text(FRAGMENT.read_text().replace("\t", "    "))
     assert read_profile(f).records == read_profile(FRAGMENT).records
+
+
+def test_converter_layout_transposes_stay_out_of_the_kernels(graphs):
+    """tf2onnx's NHWC->NCHW input Transpose is named after the first batch-norm: its time is kept
+    on that layer (the measured table has it) but not put on the stem conv, and the fit leaves it
+    out (the model costs no layout op)."""
+    from optimizer.measure.profile_fit import fit_times
+
+    g = graphs["mobilenet_v2"]
+    p = read_profile(ORT_V2)
+    m = match_profile(p, g)
+    tr = next(r for r in p.records if r.op_type == "Transpose")
+    by = {la.name: i for i, la in enumerate(g.layers)}
+    assert m.unmodeled_s[by["bn_Conv1"]] == pytest.approx(tr.time_s) and m.unmodeled_s.sum() == pytest.approx(tr.time_s)
+    conv = next(r for r in p.records if r.op_type == "Conv" and "Conv1_relu" in r.name)
+    assert m.latency_s[by["Conv1"]] == pytest.approx(conv.time_s) and m.single[by["Conv1"]]
+    assert fit_times(m).sum() == pytest.approx(m.latency_s.sum() - tr.time_s)

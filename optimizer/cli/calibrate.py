@@ -97,3 +97,8 @@ def _from_profile(device, files, models, processor, dtype, out, as_json) -> None
     for r in fit.rows:
         console.print(f"  {r.model[:30]:30s} {r.family:8s} {r.profile_s * 1e3:11.3f} {r.before_s * 1e3:10.3f} "
                       f"{r.after_s * 1e3:10.3f} {r.ratio_before:11.3f} {r.ratio_after:10.3f}", highlight=False, markup=False)
+    for m in matches:
+        apart = float(m.unmodeled_s.sum()) if m.unmodeled_s is not None else 0.0
+        if apart > 0:
+            console.print(f"  {m.graph.name}: {apart * 1e3:.3f} ms of layout operators the model does not cost "
+                          "(a converter's transposes) left out of the fit", highlight=False)

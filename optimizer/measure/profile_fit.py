@@ -116,14 +116,21 @@ def family_sums(match: ProfileMatch, values: np.ndarray, fams: list[str] | None 
     the profile timed."""
     fams = fams if fams is not None else kernel_families(match)
     out: dict[str, float] = {}
-    for i in np.flatnonzero(match.covered & (np.nan_to_num(match.latency_s) > 0)):
+    for i in np.flatnonzero(match.covered & (fit_times(match) > 0)):
         out[fams[i]] = out.get(fams[i], 0.0) + float(values[i])
     return out
 
 
+def fit_times(match: ProfileMatch) -> np.ndarray:
+    """[L] profiled seconds the model is fitted to: the layer times less the data-movement ops
+    the model does not cost (a converter's layout transposes; reported apart)."""
+    unmodeled = match.unmodeled_s if match.unmodeled_s is not None else 0.0
+    return np.maximum(np.nan_to_num(match.latency_s) - unmodeled, 0.0)
+
+
 def family_rows(before: Device, after: Device, processor: str, match: ProfileMatch, dtype: str) -> list[FamilyRow]:
     """Per op family of one profile: profiled, modeled before and after seconds."""
-    prof = family_sums(match, np.nan_to_num(match.latency_s))
+    prof = family_sums(match, fit_times(match))
     b = family_sums(match, modeled_layers(before, processor, match.graph, dtype))
     a = family_sums(match, modeled_layers(after, processor, match.graph, dtype))
     return [FamilyRow(match.profile.path, match.graph.name, f, prof[f], b[f], a[f]) for f in sorted(prof, key=lambda k: -prof[k])]
@@ -153,7 +160,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
     families: list[str] = []
     for m in matches:
         fams = kernel_families(m, dtype)
-        meas = np.nan_to_num(m.latency_s)
+        meas = fit_times(m)
         single = (m.single if m.single is not None else np.zeros(len(meas), dtype=bool)) & (meas > 1e-6)
         data.append((m, fams, family_sums(m, meas, fams), single))
         for i in np.flatnonzero(m.covered & (meas > 0)):
@@ -190,7 +197,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
             mod = family_sums(m, pred, fams)
             res += [math.log(max(mod[f], 1e-12) / prof[f]) for f in prof]
             if single.any():
-                meas = m.latency_s[single]
+                meas = fit_times(m)[single]
                 res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
         return np.asarray(res)
 

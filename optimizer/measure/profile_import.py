@@ -56,6 +56,13 @@ DELEGATES: dict[str, str] = {
     "DELEGATE": "npu",
 }
 
+#: data-movement operators: on a layer the model costs at zero (a fused reshape, a batch-norm a
+#: converter's layout transpose is named after) their time is kept apart, not put on a kernel
+LAYOUT_OPS: frozenset[str] = frozenset({
+    "Transpose", "ReorderInput", "ReorderOutput", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Cast",
+    "Identity", "TRANSPOSE", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "CAST",
+})
+
 #: onnxruntime execution providers -> processor kind (a node of a non-CPU provider is a fused
 #: partition, like a TFLite delegate row)
 ORT_PROVIDERS: dict[str, str] = {
@@ -373,6 +380,8 @@ class ProfileMatch:
     notes: list[str] = field(default_factory=list)
 
     owner: np.ndarray | None = None  # [L] index of the row covering each layer, -1 for none
+    #: [L] seconds of data-movement rows on layers the model costs at zero (in ``latency_s`` too)
+    unmodeled_s: np.ndarray | None = None
 
     @property
     def covered(self) -> np.ndarray:
@@ -458,22 +467,37 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
                 if not records[k].delegate:
                     unmatched.append(k)
                 continue
-            spans[k] = _reach_back(a, owner, dispatched)  # several rows may share a layer: times add
+            if records[k].op_type in LAYOUT_OPS and not dispatched[a]:
+                spans[k] = [a]  # a layout op of its own, not part of the kernel before it
+            else:
+                spans[k] = _reach_back(a, owner, dispatched)  # several rows may share a layer: times add
             owner[[i for i in spans[k] if owner[i] < 0]] = k
     _fill_gaps(records, owner, spans, unmatched, dispatched)
-    # fused layers (not kernels of their own) join the kernel before them
-    for i in list(range(1, n)) + list(range(n - 2, -1, -1)):  # then leading ones, the kernel after
-        j = i - 1 if i >= 1 and owner[i - 1] >= 0 else i + 1
-        if owner[i] < 0 and not dispatched[i] and 0 <= j < n and owner[j] >= 0:
-            owner[i] = owner[j]
-            spans[int(owner[j])].append(i)
+    # fused layers (not kernels of their own) join the kernel before them (then leading ones the
+    # kernel after them); a layout row keeps to its own layer
+    layout = {k for k, r in enumerate(records) if r.op_type in LAYOUT_OPS and spans[k]
+              and not dispatched[spans[k]].any()}
+    for step, order in ((-1, range(1, n)), (1, range(n - 2, -1, -1))):
+        for i in order:
+            if owner[i] >= 0 or dispatched[i]:
+                continue
+            j = i + step
+            while 0 <= j < n and owner[j] in layout:
+                j += step
+            if 0 <= j < n and owner[j] >= 0:
+                owner[i] = owner[j]
+                spans[int(owner[j])].append(i)
     latency = np.zeros(n)
+    unmodeled = np.zeros(n)
     rows_on = np.zeros(n, dtype=int)
     for k, r in enumerate(records):
         members = np.array(sorted(set(spans[k])), dtype=int)
         if members.size == 0:
             continue
-        latency[members] += r.time_s * _share(members, w, arrays)
+        part = r.time_s * _share(members, w, arrays)
+        latency[members] += part
+        if k in layout:
+            unmodeled[members] += part
         rows_on[members] += 1
     single = np.zeros(n, dtype=bool)
     for k, r in enumerate(records):
@@ -489,7 +513,7 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
             "profiled (--model)")
     uncovered = [i for i in range(n) if owner[i] < 0 and dispatched[i]]
     latency[owner < 0] = 0.0
-    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single, notes, owner)
+    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single, notes, owner, unmodeled)
     for r, sp in zip(records, spans, strict=True):
         cnt = len(set(sp))
         if cnt > 1 and (r.delegate or r.summary):
