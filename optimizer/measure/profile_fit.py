@@ -6,9 +6,9 @@ profiles matched to layers (:mod:`optimizer.measure.profile_import`), the proces
 op-family efficiencies and per-layer overhead ``o`` are fitted by least squares on the log of
 modeled / profiled time of every (profile, op family), plus, weighted 0.3, of every layer that
 one profile row timed on its own (:func:`scipy.optimize.least_squares`, trust-region
-reflective, efficiencies bounded to the schema's (0, 4]). The per-invoke overhead is the
-median over the profiles of (measured whole run - sum of the operator times), where a profile
-gives the whole run. Modeled times come from :func:`optimizer.cost.analytic.analytic_costs`
+reflective, efficiencies bounded to the schema's (0, 4]). The per-invoke overhead is the least
+over the profiles (and, for onnxruntime, over the runs) of (measured whole run - sum of the
+operator times), where a profile gives the whole run: contention on a shared machine only adds to it. Modeled times come from :func:`optimizer.cost.analytic.analytic_costs`
 itself, on a copy of the device with the candidate values, so the fit and the planner use
 one model.
 """
@@ -215,7 +215,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
 
 def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:
     gaps = [m.profile.invoke_overhead_s for m in matches if m.profile.invoke_overhead_s is not None]
-    return float(max(0.0, float(np.median(gaps)))) if gaps else None
+    return float(max(0.0, min(gaps))) if gaps else None  # contention only adds: the least
 
 
 def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
