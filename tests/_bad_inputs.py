@@ -128,6 +128,9 @@ def make_fixtures(root: Path, heavy: bool = False, tf: bool = False) -> dict[str
     put("device_text.yaml", "just text\n")
     put("workload_bad.yaml", "name: w\ntasks: 5\n")
     put("frames.npy", b"\x93NUMPY garbage")
+    put("empty_profile.txt", "")
+    p["nnapi_log"] = REPO / "tests" / "data" / "profiles" / "tflite_nnapi_xnnpack_mixed_issue57758.txt"
+    p["ort_log"] = REPO / "tests" / "data" / "profiles" / "ort_cpu_mobilenet_v2_host.json"
     put("calib_bad.npz", b"PK\x03\x04garbage")
     put("trace_bad.csv", "t,a\n0,1\n1,\n2,x\n")
     put("trace_header.csv", "time_s,t_die_c,p_w\n")
@@ -280,7 +283,18 @@ def cases() -> list[Case]:
            _c("measure-two-models", "measure", "{tiny}", "{tiny}"),
            _c("measure-calibrate-no-out", "measure", "{tiny}", "--calibrate-host"),
            _c("measure-cmd-missing", "measure", "{tiny}", "--measure-cmd", "/nonexistent/runner --x"),
-           _c("measure-litert-csv", "measure", "{tiny}", "--backend", "litert", "--out", "{out}/t.csv")]
+           _c("measure-litert-csv", "measure", "{tiny}", "--backend", "litert", "--out", "{out}/t.csv"),
+           _c("measure-import-missing", "measure", "--import", "{in}/absent.txt", "--model", "{tiny}"),
+           _c("measure-import-empty", "measure", "--import", "{empty_profile_txt}", "--model", "{tiny}"),
+           _c("measure-import-corrupt", "measure", "--import", "{text_onnx}", "--model", "{tiny}"),
+           _c("measure-import-bad-json", "measure", "--import", "{bad_json}", "--model", "{tiny}"),
+           _c("measure-import-other-model", "measure", "--import", "{nnapi_log}", "--model", "{tiny}",
+              "--out", "{out}/t.json"),
+           _c("measure-import-no-model", "measure", "--import", "{ort_log}", "--out", "{out}/t.json"),
+           _c("measure-import-unknown-proc", "measure", "--import", "{ort_log}", "--model", "{tiny}",
+              "--device", "pixel6", "--processor", "quantum"),
+           _c("measure-import-out-ext", "measure", "--import", "{ort_log}", "--model", "{tiny}", "--out", "{out}/t.txt"),
+           _c("measure-model-without-import", "measure", "{tiny}", "--model", "{tiny}")]
     # --- map
     cs += [_c("map-unknown-device", "map", "{tiny}", "--device", "pixel99", "--out", "{out}/p.json"),
            _c("map-unknown-model", "map", "mobilenet_v9", "--device", "pixel6", "--out", "{out}/p.json"),
@@ -418,7 +432,25 @@ def cases() -> list[Case]:
            _c("simulate-out-proc", "simulate", "{plan}", "--out", "/proc/s.json"),
            _c("simulate-quantum", "simulate", "{plan_quantum_json}"),
            _c("calibrate-published-missing", "calibrate", "--published", "{in}/absent.yaml"),
-           _c("calibrate-published-bad", "calibrate", "--published", "{bad_yaml}")]
+           _c("calibrate-published-bad", "calibrate", "--published", "{bad_yaml}"),
+           _c("calibrate-profile-no-device", "calibrate", "--from-profile", "{ort_log}", "--model", "{tiny}",
+              "--out", "{out}/d.yaml"),
+           _c("calibrate-profile-no-model", "calibrate", "--device", "host", "--from-profile", "{ort_log}"),
+           _c("calibrate-profile-unknown-proc", "calibrate", "--device", "host", "--from-profile", "{ort_log}",
+              "--model", "{tiny}", "--processor", "gpu", "--out", "{out}/d.yaml"),
+           _c("calibrate-profile-other-model", "calibrate", "--device", "host", "--from-profile", "{nnapi_log}",
+              "--model", "{tiny}", "--out", "{out}/d.yaml"),
+           _c("calibrate-profile-missing", "calibrate", "--device", "host", "--from-profile", "{in}/absent.json",
+              "--model", "{tiny}", "--out", "{out}/d.yaml"),
+           _c("calibrate-profile-corrupt", "calibrate", "--device", "host", "--from-profile", "{bad_json}",
+              "--model", "{tiny}"),
+           _c("calibrate-profile-unknown-device", "calibrate", "--device", "pixel99", "--from-profile", "{ort_log}",
+              "--model", "{tiny}"),
+           _c("calibrate-profile-out-ext", "calibrate", "--device", "host", "--from-profile", "{ort_log}",
+              "--model", "{tiny}", "--out", "{out}/d.txt"),
+           _c("calibrate-profile-dtype", "calibrate", "--device", "host", "--from-profile", "{ort_log}",
+              "--model", "{tiny}", "--dtype", "int4"),
+           _c("calibrate-device-without-profile", "calibrate", "--device", "host")]
     # --- report
     cs += [_c("report-input-missing", "report", "{in}/absent.json", "--out", "{out}/rep"),
            _c("report-input-corrupt", "report", "{bad_json}", "--out", "{out}/rep"),

@@ -14,7 +14,7 @@ from .common import STATE, console, console_err, input_shape_option, output_file
 
 @app.command()
 def measure(
-    models: list[str] = typer.Argument(..., help="Zoo name(s) or .keras/.onnx/.tflite file(s); several only with --calibrate-host."),
+    models: Optional[list[str]] = typer.Argument(None, help="Zoo name(s) or .keras/.onnx/.tflite file(s); several only with --calibrate-host."),
     backend: str = typer.Option("ort", "--backend", "-b", help="ort (per-layer, onnxruntime profiler) or litert (whole model)."),
     threads: int = typer.Option(1, "--threads", help="Inference threads."),
     repeats: int = typer.Option(20, "--repeats", "-r", callback=bounded("measure", "--repeats"), help="Timed runs (median and spread over these)."),
@@ -27,10 +27,26 @@ def measure(
     measure_retries: int = typer.Option(1, "--measure-retries", help="Restarts of --measure-cmd after a hang, crash or garbage."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON to stdout."),
     input_shape: Optional[list[str]] = input_shape_option(),
+    import_file: Optional[str] = typer.Option(None, "--import", help="Read a per-operator profile instead of measuring: TFLite benchmark_model --enable_op_profiling output or its --profiling_output_csv_file CSV, or an onnxruntime profiling JSON; needs --model."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="With --import: the zoo name or model file the profile was taken of."),
+    device: Optional[str] = typer.Option(None, "--device", "-d", help="With --import: device whose processor model splits fused/delegate times and names the table's processor."),
+    processor: Optional[str] = typer.Option(None, "--processor", "-p", help="With --import: the processor of --device that ran the profile (default: the device's processor of the profile's kind)."),
 ) -> None:
-    """Measure MODEL on this host (or through --measure-cmd) and write its per-layer table."""
+    """Measure MODEL on this host (or through --measure-cmd) and write its per-layer table; or
+    with --import, turn a profile taken elsewhere (a phone) into that table."""
     from ..errors import ConfigError
 
+    if import_file is not None:
+        if models:
+            raise ConfigError(f"--import reads a profile: give the model it profiled as --model, not as MODEL "
+                              f"({models[0]!r})")
+        _import(import_file, model, input_shape, device, processor, out, as_json)
+        return
+    for flag, value in (("--model", model), ("--device", device), ("--processor", processor)):
+        if value is not None:
+            raise ConfigError(f"{flag} is only used with --import FILE (measuring on this host takes MODEL)")
+    if not models:
+        raise ConfigError("give MODEL (a zoo name or model file) or --import FILE --model M")
     if backend not in ("ort", "litert"):
         raise ConfigError(f"--backend {backend!r} is not valid; expected ort or litert")
     if calibrate_host:
@@ -115,6 +131,43 @@ def _external(model, cmd, timeout, retries, threads, repeats, warmup, as_json, s
         return
     console.print(f"[bold]{graph.name}[/] via {cmd!r}: " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
                                                               for k, v in metrics.items()))
+
+
+def _import(path, model, input_shape, device, processor, out, as_json) -> None:
+    from ..cost.measured import write_measured_table
+    from ..errors import ConfigError
+    from ..graph import load_graph
+    from ..measure.profile_import import import_profile
+
+    if model is None:
+        raise ConfigError(f"--import {path}: give --model M, the zoo name or model file the profile was taken of")
+    if processor is not None and device is None:
+        raise ConfigError(f"--processor {processor}: give --device D too (the device whose processor ran the profile)")
+    if out is not None and not out.endswith((".csv", ".json")):
+        raise ConfigError(f"--out {out!r}: measured tables are .csv or .json files")
+    dev = None
+    if device is not None:
+        from ..hardware.loader import load_device
+
+        dev = load_device(device)
+    graph = load_graph(model, input_shapes=parse_input_shape_option(input_shape))
+    table, match = import_profile(path, graph, dev, processor)
+    if out:
+        write_measured_table(table, out)
+    meta = table.meta
+    if as_json:
+        print_json({**{k: meta[k] for k in ("model", "profile", "profile_format", "processor", "match_mode", "rows",
+                                            "rows_matched", "unmatched_rows", "unmatched_layers", "profile_total_s",
+                                            "layer_sum_s", "family_totals_s")}, "out": out})
+        return
+    covered = int(match.covered.sum())
+    console.print(f"[bold]{graph.name}[/] ← {path} ({meta['profile_format']}, {meta['rows']} rows, "
+                  f"processor {meta['processor']}): {meta['rows_matched']} rows matched by {match.mode} to "
+                  f"{covered} of {len(graph)} layers; {meta['unmatched_rows']} rows and "
+                  f"{len(meta['unmatched_layers'])} layers unmatched" + (f" → {out}" if out else ""), highlight=False)
+    total = sum(meta["family_totals_s"].values()) or 1.0
+    for fam, sec in sorted(meta["family_totals_s"].items(), key=lambda kv: -kv[1]):
+        console.print(f"  {fam:8s} {sec * 1e3:9.3f} ms  {sec / total:6.1%}", highlight=False)
 
 
 def _calibrate(models, out, threads, repeats, warmup, refresh, as_json) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,25 +120,42 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
             return json.load(fh), cpu
 
 
+def model_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The profile's ``model_run`` events (one per ``session.run``) in time order."""
+    return sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e.get("ts", 0))
+
+
+def kernel_events(events: list[dict[str, Any]],
+                  runs: list[dict[str, Any]]) -> Iterator[tuple[int, str, str, float, int | None, str]]:
+    """``(run, node name, op type, seconds, node index, execution provider)`` of every ``Node``
+    kernel event inside a run (all in run 0 when the profile has no ``model_run`` events)."""
+    starts = np.array([r["ts"] for r in runs], dtype=np.float64)
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        run = int(np.searchsorted(starts, e.get("ts", 0), side="right")) - 1 if runs else 0
+        if run < 0:
+            continue
+        args = e.get("args") or {}
+        idx = args.get("node_index")
+        yield (run, e["name"].removesuffix("_kernel_time"), str(args.get("op_name", "")),
+               float(e.get("dur", 0)) * 1e-6, int(idx) if str(idx).isdigit() else None,
+               str(args.get("provider", "CPUExecutionProvider")))
+
+
 def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
                 graph: LayerGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel seconds per (run, layer), unattributed seconds per run and node seconds per run."""
-    starts = np.array([r["ts"] for r in runs], dtype=np.float64)
     by_name = _layer_matcher(graph)
     per_run = np.zeros((len(runs), len(graph.layers)))
     unattributed = np.zeros(len(runs))
     total = np.zeros(len(runs))
     cache: dict[tuple[str, str], int | None] = {}
-    for e in events:
-        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
-            continue
-        run = int(np.searchsorted(starts, e["ts"], side="right")) - 1
-        if run < 0:
-            continue
-        key = (e["name"].removesuffix("_kernel_time"), e.get("args", {}).get("op_name", ""))
+    for run, name, op, dur, _, _ in kernel_events(events, runs):
+        key = (name, op)
         if key not in cache:
             cache[key] = attribute_node(key[0], key[1], graph, by_name)
-        dur = float(e["dur"]) * 1e-6
         total[run] += dur
         if cache[key] is None:
             unattributed[run] += dur
@@ -171,8 +189,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
         raise ConfigError(f"repeats={repeats}, warmup={warmup}, threads={threads}: need repeats >= 1, "
                           "warmup >= 0, threads >= 1")
     events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed)
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                  key=lambda e: e["ts"])
+    runs = model_runs(events)
     if len(runs) != warmup + repeats:
         raise MeasurementError(f"{onnx_path}: the profile has {len(runs)} runs, expected {warmup + repeats}")
     per_run, unattributed, total = _node_times(events, runs, graph)
@@ -204,3 +221,16 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
     }
     table = MeasuredTable(_frame(rows, f"{graph.name} measurement"), meta, "")
     return OrtMeasurement(table, whole_med, float(np.std(whole)), share, float(layer_med.sum()), overhead)
+
+
+def write_profile(onnx_path: str | os.PathLike[str], out: str | os.PathLike[str], *, threads: int = 1,
+                  runs: int = 4, seed: int = 0) -> Path:
+    """Run ``onnx_path`` ``runs`` times under onnxruntime's profiler and write its JSON (the
+    trace events onnxruntime wrote, unchanged) to ``out`` atomically: a profile for
+    ``dnnplan measure --import`` / ``calibrate --from-profile``."""
+    from ..fileio import atomic_write_text
+
+    if runs < 1 or threads < 1:
+        raise ConfigError(f"runs={runs}, threads={threads}: both must be >= 1")
+    events, _ = profile_events(onnx_path, threads, runs, seed)
+    return atomic_write_text(out, json.dumps(events, separators=(",", ":")) + "\n")

@@ -1,0 +1,268 @@
+"""Fit one processor of a device to per-operator profiles (``dnnplan calibrate --from-profile``).
+
+The analytic roofline of :mod:`optimizer.cost.analytic` gives each layer
+``o * dispatched + max(MACs / (peak * eff[family] * f / f_max), bytes / bandwidth)``. Given
+profiles matched to layers (:mod:`optimizer.measure.profile_import`), the processor's
+op-family efficiencies and per-layer overhead ``o`` are fitted by least squares on the log of
+modeled / profiled time of every (profile, op family), plus, weighted 0.3, of every layer that
+one profile row timed on its own (:func:`scipy.optimize.least_squares`, trust-region
+reflective, efficiencies bounded to the schema's (0, 4]). The per-invoke overhead is the least
+over the profiles (and, for onnxruntime, over the runs) of (measured whole run - sum of the
+operator times), where a profile gives the whole run: contention on a shared machine only adds to it. Modeled times come from :func:`optimizer.cost.analytic.analytic_costs`
+itself, on a copy of the device with the candidate values, so the fit and the planner use
+one model.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..hardware.schema import Device
+from .profile_import import ProfileMatch, layer_family, modeled_layers
+
+EFF_BOUNDS = (1e-3, 4.0)  # Processor.efficiency: gt 0, le 4
+OVERHEAD_BOUNDS = (1e-8, 1e-2)  # seconds per dispatched layer
+BANDWIDTH_BOUNDS = (1e8, 1e13)  # bytes/s
+LAYER_WEIGHT = 0.3  # weight of the per-layer residuals against the per-family ones
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """Profiled and modeled seconds of one op family in one profile."""
+
+    profile: str
+    model: str
+    family: str
+    profile_s: float
+    before_s: float
+    after_s: float
+
+    @property
+    def ratio_before(self) -> float:
+        return self.before_s / self.profile_s
+
+    @property
+    def ratio_after(self) -> float:
+        return self.after_s / self.profile_s
+
+
+@dataclass
+class ProfileFit:
+    """Result of :func:`fit_processor_to_profiles`."""
+
+    device: Device  # the device with the fitted processor
+    processor: str
+    efficiency: dict[str, float]
+    layer_overhead_s: float
+    invoke_overhead_s: float | None
+    memory_bandwidth_bytes_per_s: float
+    rows: list[FamilyRow] = field(default_factory=list)
+    cost: float = math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"processor": self.processor, "efficiency": self.efficiency,
+                "layer_overhead_s": self.layer_overhead_s, "invoke_overhead_s": self.invoke_overhead_s,
+                "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+                "families": [{"profile": r.profile, "model": r.model, "family": r.family,
+                              "profile_ms": r.profile_s * 1e3, "before_ms": r.before_s * 1e3,
+                              "after_ms": r.after_s * 1e3, "after_over_profile": r.ratio_after}
+                             for r in self.rows]}
+
+
+def with_processor(device: Device, processor: str, efficiency: dict[str, float] | None = None,
+                   layer_overhead_s: float | None = None, invoke_overhead_s: float | None = None,
+                   bandwidth: float | None = None) -> Device:
+    """A copy of ``device`` whose ``processor`` has the given values (None keeps a value)."""
+    update: dict[str, Any] = {}
+    if bandwidth is not None:
+        update["memory_bandwidth_bytes_per_s"] = bandwidth
+    if efficiency is not None:
+        update["efficiency"] = efficiency
+    if layer_overhead_s is not None:
+        update["layer_overhead_s"] = layer_overhead_s
+    if invoke_overhead_s is not None:
+        update["invoke_overhead_s"] = invoke_overhead_s
+    procs = [p.model_copy(update=update) if p.name == processor else p for p in device.processors]
+    return device.model_copy(update={"processors": procs})
+
+
+def kernel_families(match: ProfileMatch, dtype: str = "fp32") -> list[str]:
+    """Family of the kernel each layer runs in: its own, or for a layer fused into the kernel
+    before it (batch-norm, activation, padding: not dispatched, modeled at no cost of its own)
+    that kernel's, so a runtime's time for a fused op is charged where the model puts it."""
+    from ..cost.features import layer_arrays
+
+    dispatched = np.asarray(layer_arrays(match.graph, dtype).dispatched, dtype=bool)
+    fams = [layer_family(match.graph, i) for i in range(len(match.graph.layers))]
+    kernels = np.flatnonzero(dispatched)
+    out = []
+    for i, fam in enumerate(fams):
+        if dispatched[i] or kernels.size == 0:
+            out.append(fam)
+            continue
+        before = kernels[kernels < i]
+        out.append(fams[int(before[-1] if before.size else kernels[0])])
+    return out
+
+
+def family_sums(match: ProfileMatch, values: np.ndarray, fams: list[str] | None = None) -> dict[str, float]:
+    """Sum of ``values`` over the covered layers of each kernel family (:func:`kernel_families`)
+    the profile timed."""
+    fams = fams if fams is not None else kernel_families(match)
+    out: dict[str, float] = {}
+    for i in np.flatnonzero(match.covered & (fit_times(match) > 0)):
+        out[fams[i]] = out.get(fams[i], 0.0) + float(values[i])
+    return out
+
+
+def fit_times(match: ProfileMatch) -> np.ndarray:
+    """[L] profiled seconds the model is fitted to: the layer times less the data-movement ops
+    the model does not cost (a converter's layout transposes; reported apart)."""
+    unmodeled = match.unmodeled_s if match.unmodeled_s is not None else 0.0
+    return np.maximum(np.nan_to_num(match.latency_s) - unmodeled, 0.0)
+
+
+def family_rows(before: Device, after: Device, processor: str, match: ProfileMatch, dtype: str) -> list[FamilyRow]:
+    """Per op family of one profile: profiled, modeled before and after seconds."""
+    prof = family_sums(match, fit_times(match))
+    b = family_sums(match, modeled_layers(before, processor, match.graph, dtype))
+    a = family_sums(match, modeled_layers(after, processor, match.graph, dtype))
+    return [FamilyRow(match.profile.path, match.graph.name, f, prof[f], b[f], a[f]) for f in sorted(prof, key=lambda k: -prof[k])]
+
+
+def fit_processor_to_profiles(device: Device, processor: str, matches: list[ProfileMatch],
+                              dtype: str = "fp32") -> ProfileFit:
+    """Fit ``processor``'s op-family efficiencies, overheads and memory bandwidth to ``matches``
+    (module doc).
+
+    Raises
+    ------
+    ConfigError
+        No profile times any layer with MACs (nothing to fit).
+    """
+    from scipy.optimize import least_squares
+
+    if not matches:
+        raise ConfigError("calibrate --from-profile needs at least one profile")
+    for m in matches:
+        if m.mode == "delegate":
+            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
+                          "times are the model's own split, so the fit only scales them (profile with the "
+                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=2)
+    proc = device.processor(processor)
+    data = []
+    families: list[str] = []
+    for m in matches:
+        fams = kernel_families(m, dtype)
+        meas = fit_times(m)
+        single = (m.single if m.single is not None else np.zeros(len(meas), dtype=bool)) & (meas > 1e-6)
+        data.append((m, fams, family_sums(m, meas, fams), single))
+        for i in np.flatnonzero(m.covered & (meas > 0)):
+            if m.graph.layers[i].macs > 0 and fams[i] not in families:
+                families.append(fams[i])
+    if not families:
+        raise ConfigError("the profiles time no layer with multiply-accumulates: no efficiency to fit")
+    # start compute-bound: each family's efficiency explains its profiled time by MACs alone (a
+    # memory-bound start has no gradient in the efficiency); bandwidth from the device and x4
+    ideal = with_processor(device, processor, {**proc.efficiency, **{f: 1.0 for f in families}},
+                           OVERHEAD_BOUNDS[0], bandwidth=BANDWIDTH_BOUNDS[1])
+    at_one: dict[str, float] = {}
+    for m, fams, _, _ in data:
+        for f, v in family_sums(m, modeled_layers(ideal, processor, m.graph, dtype), fams).items():
+            at_one[f] = at_one.get(f, 0.0) + v
+    measured = {f: sum(prof.get(f, 0.0) for _, _, prof, _ in data) for f in families}
+    eff0 = [float(np.clip(at_one[f] / measured[f], *EFF_BOUNDS)) for f in families]
+    overhead0 = float(np.clip(proc.layer_overhead_s, *OVERHEAD_BOUNDS))
+    starts = [np.log(eff0 + [overhead0, float(np.clip(b, *BANDWIDTH_BOUNDS))])
+              for b in (proc.memory_bandwidth_bytes_per_s, 4 * proc.memory_bandwidth_bytes_per_s)]
+    lo = np.log([EFF_BOUNDS[0]] * len(families) + [OVERHEAD_BOUNDS[0], BANDWIDTH_BOUNDS[0]])
+    hi = np.log([EFF_BOUNDS[1]] * len(families) + [OVERHEAD_BOUNDS[1], BANDWIDTH_BOUNDS[1]])
+
+    def candidate(x: np.ndarray) -> Device:
+        eff = dict(proc.efficiency)
+        eff.update({f: float(math.exp(v)) for f, v in zip(families, x[:-2], strict=True)})
+        return with_processor(device, processor, eff, float(math.exp(x[-2])), bandwidth=float(math.exp(x[-1])))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        dev = candidate(x)
+        res: list[float] = []
+        for m, fams, prof, single in data:
+            pred = modeled_layers(dev, processor, m.graph, dtype)
+            mod = family_sums(m, pred, fams)
+            res += [math.log(max(mod[f], 1e-12) / prof[f]) for f in prof]
+            if single.any():
+                meas = fit_times(m)[single]
+                res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
+        return np.asarray(res)
+
+    fit = min((least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf") for x0 in starts),
+              key=lambda r: float(r.cost))
+    invoke = _invoke_overhead(matches)
+    fitted = candidate(fit.x)
+    if invoke is not None:
+        fitted = with_processor(fitted, processor, invoke_overhead_s=invoke)
+    rows = [r for m in matches for r in family_rows(device, fitted, processor, m, dtype)]
+    eff = {f: float(math.exp(v)) for f, v in zip(families, fit.x[:-2], strict=True)}
+    return ProfileFit(fitted, processor, eff, float(math.exp(fit.x[-2])), invoke, float(math.exp(fit.x[-1])),
+                      rows, float(fit.cost))
+
+
+def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:
+    gaps = [m.profile.invoke_overhead_s for m in matches if m.profile.invoke_overhead_s is not None]
+    return float(max(0.0, min(gaps))) if gaps else None  # contention only adds: the least
+
+
+def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
+    """The device file at ``device_path`` with ``processor``'s efficiency, layer_overhead and
+    (when fitted) invoke_overhead replaced and a ``source`` naming the fit."""
+    import yaml
+
+    from ..yamlio import read_yaml
+
+    data, _ = read_yaml(device_path)
+    entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
+    if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
+        raise ConfigError(f"{device_path}: no processor {processor!r}")
+    eff = dict(entry.get("efficiency") or {})
+    eff.update({f: float(f"{v:.4g}") for f, v in fit.efficiency.items()})
+    entry["efficiency"] = eff
+    entry["layer_overhead"] = f"{fit.layer_overhead_s * 1e6:.4g} us"
+    entry["memory_bandwidth"] = f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s"
+    if fit.invoke_overhead_s is not None:
+        entry["invoke_overhead"] = f"{fit.invoke_overhead_s * 1e6:.4g} us"
+    note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
+            + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
+            + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
+    entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
+    head = f"# {note}\n"
+    return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=None)
+
+
+def write_device_yaml(out: str, text: str) -> None:
+    """Write ``text`` to ``out`` atomically after the device loader accepted it: inside a command's
+    output transaction the staged file is validated before the command commits; otherwise a
+    sibling check file is."""
+    from pathlib import Path
+
+    from ..fileio import active_transaction, atomic_write_text
+    from ..hardware.schema import Device
+    from ..yamlio import load_model_yaml
+
+    tx = active_transaction()
+    if tx is not None and tx.owns(out):
+        atomic_write_text(out, text)
+        load_model_yaml(tx.staged(out), Device)  # an invalid file is discarded with the transaction
+        return
+    check = Path(out).with_suffix(".check.yaml")
+    atomic_write_text(check, text)
+    try:
+        load_model_yaml(check, Device)
+    finally:
+        check.unlink(missing_ok=True)
+    atomic_write_text(out, text)
