@@ -19,16 +19,16 @@ def mobilenet_v2():
 
 
 def test_mobilenet_v2_kernels(mobilenet_v2):
-    """MobileNetV2: one 3x3 stem conv, 17 depthwise convs (4 of stride 2), 1x1 convs elsewhere."""
+    """MobileNetV2: one 3x3 stem conv on RGB, 17 depthwise convs (4 of stride 2), 1x1 convs elsewhere."""
     g = mobilenet_v2
     fams = Counter(kernel_family(la, g.fmt) for la in g.layers)
-    assert fams["convkxk"] == 1
+    assert fams["convstem"] == 1 and fams["convkxk"] == 0
     assert fams["dwconv_s1"] + fams["dwconv_s2"] == 17
     assert fams["dwconv_s2"] == 4
     assert fams["conv1x1"] == 34
     assert fams["dense"] == 1
     by_name = {la.name: kernel_family(la, g.fmt) for la in g.layers}
-    assert by_name["Conv1"] == "convkxk"
+    assert by_name["Conv1"] == "convstem"
     assert by_name["block_1_depthwise"] == "dwconv_s2"
     assert by_name["block_2_depthwise"] == "dwconv_s1"
     assert by_name["block_1_expand"] == "conv1x1"
@@ -46,7 +46,7 @@ def test_channels_first_onnx_agrees_with_keras(tmp_path, mobilenet_v2):
     assert onnx_graph.fmt == "onnx"
     keras_counts = Counter(kernel_family(la, mobilenet_v2.fmt) for la in mobilenet_v2.layers)
     onnx_counts = Counter(kernel_family(la, onnx_graph.fmt) for la in onnx_graph.layers)
-    for fam in ("conv1x1", "convkxk", "dwconv_s1", "dwconv_s2"):
+    for fam in ("convstem", "conv1x1", "convkxk", "dwconv_s1", "dwconv_s2"):
         assert onnx_counts[fam] == keras_counts[fam], fam
 
 

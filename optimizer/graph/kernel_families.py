@@ -10,6 +10,9 @@ GPU's 0.2; nn-Meter (Zhang et al., MobiSys'21) predicts per kernel type for the 
 :func:`kernel_family` derives the finer family from what every importer already records (op
 family, operator type, per-sample shapes, MACs), so Keras, ONNX and TFLite graphs agree:
 
+* ``convstem``: a convolution reading 4 channels or fewer (an image network's first layer), which
+  accelerators map poorly (Qualcomm's HTP guidance recommends space-to-depth for it; METHODS.md
+  section 8b) and which shares little with the wide 3x3 convolutions in speed;
 * ``conv1x1`` / ``convkxk``: kernel area ``MACs / (H_out * W_out * C_out * C_in)`` is 1 or more;
 * ``dwconv_s1`` / ``dwconv_s2``: depthwise by stride ``H_in / H_out`` (1, or 2 and more);
 * ``dense``, ``pool``, ``resize``;
@@ -31,12 +34,12 @@ import numpy as np
 from .layergraph import Layer, LayerGraph
 
 KERNEL_FAMILIES: tuple[str, ...] = (
-    "conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense", "pool", "eltwise", "resize", "layout",
+    "convstem", "conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense", "pool", "eltwise", "resize", "layout",
     "postprocess", "other",
 )
 #: the coarse op family each kernel family refines (an efficiency table may give either)
 COARSE_OF: dict[str, tuple[str, ...]] = {
-    "conv1x1": ("conv",), "convkxk": ("conv",), "dwconv_s1": ("dwconv",), "dwconv_s2": ("dwconv",),
+    "convstem": ("conv",), "conv1x1": ("conv",), "convkxk": ("conv",), "dwconv_s1": ("dwconv",), "dwconv_s2": ("dwconv",),
     "dense": ("dense",), "pool": ("pool",), "eltwise": ("add", "act", "norm"), "resize": ("resize",),
     "layout": ("concat", "reshape"), "postprocess": ("custom",), "other": ("other", "custom"),
 }
@@ -46,6 +49,8 @@ POSTPROCESS_OP_TYPES: frozenset[str] = frozenset({
     "NON_MAX_SUPPRESSION_V5", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
     "CombinedNonMaxSuppression", "DetectionPostProcess", "BoxDecode",
 })
+#: most input channels of a ``convstem`` convolution (RGB or RGBA input)
+STEM_MAX_CHANNELS = 4
 _DIRECT: dict[str, str] = {"dense": "dense", "pool": "pool", "resize": "resize", "add": "eltwise",
                            "act": "eltwise", "norm": "eltwise", "concat": "layout",
                            "reshape": "layout", "other": "other"}
@@ -85,6 +90,8 @@ def kernel_family(layer: Layer, fmt: str = "") -> str:
     if layer.op == "dwconv":
         h_in, h_out = _leading_spatial(in_shape, first), _leading_spatial(out_shape, first)
         return "dwconv_s1" if h_out >= h_in else "dwconv_s2"
+    if c_in <= STEM_MAX_CHANNELS:
+        return "convstem"
     kernel_area = layer.macs / max(s_out * c_out * c_in, 1)
     return "conv1x1" if kernel_area < 1.5 else "convkxk"
 
