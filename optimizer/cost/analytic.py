@@ -76,7 +76,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
         if peak <= 0:
             out[:, j] = np.inf
             continue
-        eff = np.array([p.op_efficiency(f, runtime) for f in OP_FAMILIES])[arrays.op_index]
+        eff = np.array([p.op_efficiency(f, runtime, run_dtype) for f in OP_FAMILIES])[arrays.op_index]
         compute = arrays.macs / (peak * eff)
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
         moved = arrays.moved_bytes * widen

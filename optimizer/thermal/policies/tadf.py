@@ -256,7 +256,7 @@ def hswd(graph, device: str, clock_hz: dict[str, float], dtype: str = "fp32",
         """Roofline time of ``share`` of each layer's output channels on processor ``proc_i``."""
         p = dev.processors[proc_i]
         f = ct.meta["clock_hz"][p.name]
-        eff = np.array([p.op_efficiency(o) for o in OP_FAMILIES])[arr.op_index]
+        eff = np.array([p.op_efficiency(o, None, dtype) for o in OP_FAMILIES])[arr.op_index]
         compute = share * arr.macs / (p.peak_at(dtype, f) * eff)
         memory = (arr.in_bytes + share * (arr.out_bytes + arr.weight_bytes)) / p.memory_bandwidth_bytes_per_s
         return p.layer_overhead_s * arr.dispatched + np.maximum(compute, memory)
