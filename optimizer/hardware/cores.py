@@ -126,21 +126,22 @@ def load_core_table() -> CoreTable:
 
 def core_rates(proc: Processor, runtime: str, dtype: str,
                shape: dict[str, float]) -> dict[str, float] | None:
-    """MAC/s per op family of ``proc`` at its highest clock under ``runtime`` and ``dtype`` from
-    its clusters and the shared table (module doc); None where it declares no clusters or the
-    table does not rate every cluster's class at ``dtype``. ``shape`` is the efficiency table
-    whose ratios to ``default`` give the families the table does not list."""
+    """MAC/s per op family (and ``default``, and every key of ``shape``) of ``proc`` at its highest
+    clock under ``runtime`` and ``dtype`` from its clusters and the shared table (module doc);
+    None where it declares no clusters or the table does not rate every cluster's class at
+    ``dtype``. ``shape`` is the efficiency table whose ratios to ``default`` give the families
+    the table does not list."""
     if not proc.clusters:
         return None
     table = load_core_table()
-    out = dict.fromkeys(OP_FAMILIES, 0.0)
+    out = dict.fromkeys((*OP_FAMILIES, *shape, "default"), 0.0)
     base = shape.get("default", proc.efficiency["default"])
     for cl in proc.clusters:
         rates = table.class_rates(runtime, cl.core)
         if rates is None or dtype not in rates:
             return None
         mpc = rates[dtype]
-        for f in OP_FAMILIES:
+        for f in out:
             per_cycle = mpc[f] if f in mpc else mpc["default"] * shape.get(f, base) / base
             out[f] += cl.count * cl.clock_hz * per_cycle
     return out

@@ -235,7 +235,7 @@ class Processor(_Model):
         table = None if prof is not None and prof.override else core_efficiency(
             self, runtime if runtime is not None else self._default_runtime, dtype, eff)
         if table is not None:
-            return table[op]
+            return table.get(op, table["default"])
         return eff.get(op, eff.get("default", self.efficiency["default"]))
 
     def runtime_value(self, field_name: str, runtime: str | None) -> float:
