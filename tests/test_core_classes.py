@@ -10,7 +10,8 @@ import yaml
 from optimizer.cost import build_cost_table
 from optimizer.errors import SchemaError, UnknownNameError
 from optimizer.hardware import device_names, load_device
-from optimizer.hardware.cores import CoreTable, core_rates, load_core_table
+from optimizer.hardware.cores import CoreTable, core_efficiency, core_rates, family_scales, load_core_table
+from optimizer.graph.layergraph import OP_FAMILIES
 from optimizer.hardware.schema import CORE_CLASSES
 from optimizer.report import fidelity
 from optimizer.shipped import shipped_root
@@ -88,14 +89,18 @@ def test_class_rates_compose_with_the_device_efficiency_shape():
     assert ratio is not None and 0.49 <= ratio <= 0.85
     assert a53["conv"] == pytest.approx(ratio * a57["conv"]) and a53["dense"] == pytest.approx(ratio * a57["dense"])
     cpu = load_device("galaxy_j6").processor("cpu")
-    eff = {f: cpu.op_efficiency(f, "pytorch_mobile_fp32", "fp32") for f in ("conv", "dense", "dwconv", "default")}
+    eff = core_efficiency(cpu, "pytorch_mobile_fp32", "fp32", cpu.efficiency)
     cycles = 8 * 1.586e9 / cpu.peak_macs_per_s["fp32"]  # core*cycles per second over peak MAC/s
     assert eff["conv"] == pytest.approx(a53["conv"] * cycles)
     assert eff["dense"] == pytest.approx(a53["dense"] * cycles)
     # dwconv is not in the table: the device table's dwconv/default ratio (0.12/0.2) is kept
     assert eff["dwconv"] / eff["default"] == pytest.approx(cpu.efficiency["dwconv"] / cpu.efficiency["default"])
+    # the cost backends apply it as a factor per op family on the device's efficiency
+    scale = family_scales(cpu, "pytorch_mobile_fp32", "fp32")
+    for i, f in enumerate(OP_FAMILIES):
+        assert cpu.op_efficiency(f, "pytorch_mobile_fp32") * scale[i] == pytest.approx(eff[f])
     # the default runtime (tflite) is not in the table: the device's own efficiencies
-    assert cpu.op_efficiency("conv") == cpu.efficiency["conv"]
+    assert (family_scales(cpu, None, "fp32") == 1).all()
 
 
 def test_override_keeps_a_devices_sourced_efficiency(tmp_path):
@@ -104,6 +109,7 @@ def test_override_keeps_a_devices_sourced_efficiency(tmp_path):
         "efficiency": {"default": 0.1, "conv": 0.5}, "override": "measured on this phone", "source": "test"}}
     cpu = load_device(_write(tmp_path, spec)).processor("cpu")
     assert cpu.op_efficiency("conv", "pytorch_mobile_fp32") == 0.5
+    assert (family_scales(cpu, "pytorch_mobile_fp32", "fp32") == 1).all()
 
 
 def test_core_table_rejects_unknown_classes_and_broken_chains():

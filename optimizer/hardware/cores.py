@@ -13,15 +13,18 @@ declares its ``clusters`` (:class:`~optimizer.hardware.schema.CoreCluster`) then
 
 where a family the table does not list keeps the device's efficiency table's shape,
 ``mpc[default] * eff[f] / eff[default]``. The rate replaces ``peak * efficiency`` in the
-roofline (:func:`core_efficiency` returns it as a fraction of the processor's peak); a lower
-clock scales every cluster by ``f / f_max``, as the peak does. Memory bandwidth and overheads
-stay the device's.
+roofline (:func:`core_efficiency` returns it as a fraction of the processor's peak); the cost
+backends apply it as a factor per op family on the device's efficiency
+(:func:`family_scales`), so finer entries of the efficiency table (kernel families) keep their
+ratio to their op family. A lower clock scales every cluster by ``f / f_max``, as the peak
+does. Memory bandwidth and overheads stay the device's.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..graph.layergraph import OP_FAMILIES
@@ -154,6 +157,23 @@ def core_efficiency(proc: Processor, runtime: str, dtype: str,
     peak = proc.peak_macs_per_s.get(dtype)
     rates = core_rates(proc, runtime, dtype, shape) if peak else None
     return None if rates is None or not peak else {f: r / peak for f, r in rates.items()}
+
+
+def family_scales(proc: Processor, runtime: str | None, dtype: str) -> np.ndarray:
+    """[len(OP_FAMILIES)] factor on ``proc.op_efficiency(f, runtime)`` that makes op family ``f``
+    run at the core table's rate (:func:`core_efficiency`) under ``runtime`` (None: the device's
+    default) at ``dtype``; ones where the table does not rate the processor's clusters or its
+    runtime profile keeps its own efficiency (``override``)."""
+    name = runtime if runtime is not None else proc._default_runtime
+    prof = proc.runtime_profiles.get(runtime) if runtime is not None else None
+    ones = np.ones(len(OP_FAMILIES))
+    if prof is not None and prof.override:
+        return ones
+    shape = prof.efficiency if prof is not None and prof.efficiency else proc.efficiency
+    table = core_efficiency(proc, name, dtype, shape)
+    if table is None:
+        return ones
+    return np.array([table[f] / proc.op_efficiency(f, runtime) for f in OP_FAMILIES])
 
 
 def core_runtimes(proc: Processor) -> tuple[str, ...]:

@@ -170,6 +170,7 @@ class Processor(_Model):
     source: str
 
     #: the device's default runtime (set by Device): the core-table runtime for ``runtime=None``
+    #: (:func:`optimizer.hardware.cores.family_scales`)
     _default_runtime: str = PrivateAttr("tflite")
 
     @field_validator("clock_levels_hz")
@@ -224,18 +225,10 @@ class Processor(_Model):
     def max_clock_hz(self) -> float:
         return self.clock_levels_hz[-1]
 
-    def op_efficiency(self, op: str, runtime: str | None = None, dtype: str = "fp32") -> float:
-        """Fraction of ``peak[dtype]`` reached by op family ``op`` under ``runtime`` (None = the
-        device's default): from the shared core table where it rates this processor's clusters
-        (:func:`optimizer.hardware.cores.core_efficiency`), else the efficiency table."""
-        from .cores import core_efficiency
-
+    def op_efficiency(self, op: str, runtime: str | None = None) -> float:
+        """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default)."""
         prof = self.runtime_profiles.get(runtime) if runtime is not None else None
         eff = (prof.efficiency if prof is not None and prof.efficiency else self.efficiency)
-        table = None if prof is not None and prof.override else core_efficiency(
-            self, runtime if runtime is not None else self._default_runtime, dtype, eff)
-        if table is not None:
-            return table.get(op, table["default"])
         return eff.get(op, eff.get("default", self.efficiency["default"]))
 
     def runtime_value(self, field_name: str, runtime: str | None) -> float:
