@@ -13,7 +13,9 @@ declares its ``clusters`` (:class:`~optimizer.hardware.schema.CoreCluster`) then
 
 where a family the table does not list keeps the device's efficiency table's shape,
 ``mpc[default] * eff[f] / eff[default]``. The rate replaces ``peak * efficiency`` in the
-roofline (:func:`core_efficiency` returns it as a fraction of the processor's peak); the cost
+roofline (:func:`core_efficiency` returns it as a fraction of the processor's peak) under the
+device's default runtime and every runtime a processor lists in ``runtimes`` (an entry may hold
+just its ``source``: the table gives the rates); the cost
 backends apply it as a factor per op family on the device's efficiency
 (:func:`family_scales`), so finer entries of the efficiency table (kernel families) keep their
 ratio to their op family. A lower clock scales every cluster by ``f / f_max``, as the peak
@@ -174,12 +176,3 @@ def family_scales(proc: Processor, runtime: str | None, dtype: str) -> np.ndarra
     if table is None:
         return ones
     return np.array([table[f] / proc.op_efficiency(f, runtime) for f in OP_FAMILIES])
-
-
-def core_runtimes(proc: Processor) -> tuple[str, ...]:
-    """The table's runtimes that rate every one of ``proc``'s clusters (at some dtype)."""
-    if not proc.clusters:
-        return ()
-    table = load_core_table()
-    return tuple(r for r in table.runtimes
-                 if all(table.class_rates(r, cl.core) for cl in proc.clusters))

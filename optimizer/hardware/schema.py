@@ -317,14 +317,11 @@ class Device(_Model):
 
     @property
     def runtimes(self) -> tuple[str, ...]:
-        """The default runtime, then every runtime a processor has an efficiency profile for or
-        the shared core table rates all of a processor's clusters under."""
-        from .cores import core_runtimes
-
+        """The default runtime, then every runtime a processor has an efficiency profile for."""
         names = [self.runtime]
         for p in self.processors:
-            names += [r for r in (*p.runtime_profiles, *core_runtimes(p)) if r not in names]
-        return tuple(dict.fromkeys(names))
+            names += [r for r in p.runtime_profiles if r not in names]
+        return tuple(names)
 
     def check_runtime(self, runtime: str | None) -> str | None:
         """``runtime`` if this device knows it, None for its default; raises UnknownNameError."""
