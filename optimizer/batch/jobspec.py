@@ -43,7 +43,7 @@ DEFAULT_SERVER = "smartsplit_i5"
 Dtype = Literal["int8", "fp16", "fp32"]
 # split-cost options; left out of a task's canonical form (and id) while at their defaults
 SPLIT_OPTION_DEFAULTS: dict[str, Any] = {"cost_model": "table", "wire_dtypes": None, "processors": None,
-                                         "include_extremes": False, "interior_only": False, **dict.fromkeys(
+                                         "runtime": None, "include_extremes": False, "interior_only": False, **dict.fromkeys(
                                              ("bandwidth_trace", "risk", "memory_budget", "accuracy_data",
                                               "min_accuracy", "max_mean_increase"))}
 # measured GA fitness of map tasks (as ``dnnplan map --measure host`` / ``--measure-cmd``); same rule
@@ -70,6 +70,7 @@ class TaskDefaults(_Strict):
     cost_model: Literal["table", "smartsplit"] = "table"
     wire_dtypes: list[Dtype] | None = Field(default=None, min_length=1)
     processors: list[str] | None = Field(default=None, min_length=1)
+    runtime: str | None = None  # the phone's inference runtime (split tasks; default: the device's)
     interior_only: bool = False  # split boundaries 1..L-1 only (SmartSplit's setting)
     include_extremes: bool = False  # accepted for compatibility: the extremes are searched by default
     measure: Literal["host"] | None = None
@@ -145,7 +146,7 @@ class TaskSpec(TaskDefaults):
     def split_key(self) -> tuple[Any, ...]:
         """Split tasks sharing this key (and :attr:`input_key`) share one SplitCosts."""
         return (self.network or "", self.server or DEFAULT_SERVER, self.cost_model,
-                tuple(self.wire_dtypes or ()), tuple(self.processors or ()))
+                tuple(self.wire_dtypes or ()), tuple(self.processors or ()), self.runtime)
 
     @property
     def task_id(self) -> str:
@@ -253,7 +254,7 @@ def job_from_split_job(split_job: Any) -> JobSpec:
         settings.update(population=sj.population, generations=sj.generations)
     defaults = TaskDefaults(dtype=sj.dtype, granularity=sj.granularity, server=sj.server,
                             cost_model=sj.cost_model, wire_dtypes=list(sj.wire_dtypes),
-                            processors=list(sj.processors) if sj.processors else None,
+                            processors=list(sj.processors) if sj.processors else None, runtime=sj.runtime,
                             interior_only=sj.interior_only, include_extremes=sj.include_extremes)
     grid = Grid(models=list(sj.models), devices=list(sj.devices), seeds=list(sj.seeds),
                 split=SearchGrid(networks=[sj.network], solvers=[sj.solver], settings=settings))

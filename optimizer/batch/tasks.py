@@ -74,7 +74,8 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
     fields: dict[str, Any] = {
         "model": task.model, "device": task.device, "network": task.network or "",
         "server": task.server or DEFAULT_SERVER, "granularity": task.granularity, "dtype": task.dtype,
-        "cost_model": task.cost_model, "processors": task.processors, "input_shape": task.input_shape}
+        "cost_model": task.cost_model, "processors": task.processors, "input_shape": task.input_shape,
+        "runtime": task.runtime}
     if task.wire_dtypes:
         fields["wire_dtypes"] = list(task.wire_dtypes)
     if not costs_only:

@@ -79,8 +79,12 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     A processor without a peak at ``dtype`` gets ``inf`` (it cannot run the layer natively).
     Fused layers (batch-norm, activation, padding, reshapes: ``arrays.dispatched`` False) cost
     no dispatch and no memory pass of their own: TFLite folds them into the preceding kernel
-    (METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile.
+    (METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile, and
+    a CPU that declares its core clusters runs at the shared core table's rate for them
+    (:func:`optimizer.hardware.cores.family_scales`).
     """
+    from ..hardware.cores import family_scales
+
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
     for j, p in enumerate(device.processors):
@@ -93,6 +97,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
             continue
         eff = layer_efficiency(p, arrays, runtime)
         compute = arrays.macs / (peak * eff)
+        compute = compute / family_scales(p, runtime, run_dtype)[arrays.op_index]  # shared core-class rates
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
         moved = arrays.moved_bytes * widen
         bandwidth = np.full(n_layers, p.runtime_value("memory_bandwidth_bytes_per_s", runtime))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, NamedTuple
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..errors import UnknownNameError
 from ..graph.kernel_families import KERNEL_FAMILIES
@@ -34,6 +34,18 @@ from .units import (
 ProcessorKind = Literal["cpu", "gpu", "npu", "dsp", "tpu", "cloud"]
 PROCESSOR_KINDS: tuple[str, ...] = ("cpu", "gpu", "npu", "dsp", "tpu", "cloud")
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "int8")
+
+#: core microarchitectures a CPU processor's clusters may declare (Arm Cortex names; ``x86`` for
+#: desktop/server cores); efficiency per (class, runtime) is shared across devices
+#: (``search_spaces/calibration/cores.yaml``, :mod:`optimizer.hardware.cores`; METHODS.md section 8b)
+CORE_CLASSES: tuple[str, ...] = ("A53", "A55", "A57", "A72", "A73", "A75", "A76", "A77", "A78", "X1", "X2",
+                                 "A510", "A710", "x86")
+#: vendor core names -> the Arm core they derive from (Qualcomm product briefs; AnandTech reviews)
+CORE_ALIASES: dict[str, str] = {
+    "Kryo 260 Gold": "A73", "Kryo 260 Silver": "A53", "Kryo 385 Gold": "A75", "Kryo 385 Silver": "A55",
+    "Kryo 485 Gold": "A76", "Kryo 485 Silver": "A55", "Kryo 585 Gold": "A77", "Kryo 585 Silver": "A55",
+    "Kryo 680 Prime": "X1", "Kryo 680 Gold": "A78", "Kryo 680 Silver": "A55",
+}
 
 Positive = Field(gt=0)
 NonNegative = Field(ge=0)
@@ -88,12 +100,34 @@ class PowerModel(_Model):
 OpList = Literal["all"] | list[str]
 
 
+class CoreCluster(_Model):
+    """Cores of one microarchitecture and clock that a CPU processor's threads run on (one
+    big.LITTLE cluster, or the part of it the runtime's threads use)."""
+
+    core: str
+    count: Annotated[int, Positive]
+    clock_hz: Annotated[Frequency, Positive] = Field(alias="clock")
+
+    @field_validator("core")
+    @classmethod
+    def _known_core(cls, v: str) -> str:
+        v = CORE_ALIASES.get(v, v)
+        if v not in CORE_CLASSES:
+            raise ValueError(f"unknown core class {v!r}; expected one of {', '.join(CORE_CLASSES)} "
+                             f"(or a Kryo name: {', '.join(CORE_ALIASES)})")
+        return v
+
+
 class RuntimeProfile(_Model):
     """How one processor performs under a runtime other than its device's default one (e.g.
     PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; METHODS.md section 8). Fields left
-    out keep the processor's own values; ``efficiency`` replaces the efficiency table."""
+    out keep the processor's own values; ``efficiency`` replaces the efficiency table's shape.
+    Where the shared core table (:mod:`optimizer.hardware.cores`) rates the processor's clusters
+    under this runtime, those rates set the overall level unless ``override`` gives the sourced
+    reason for this device's ``efficiency`` to stand instead."""
 
     efficiency: dict[str, Annotated[Fraction, Field(gt=0, le=4)]] | None = None
+    override: str | None = None
     memory_bandwidth_bytes_per_s: Annotated[ByteRate, Positive] | None = Field(None, alias="memory_bandwidth")
     layer_overhead_s: Annotated[Seconds, NonNegative] | None = Field(None, alias="layer_overhead")
     invoke_overhead_s: Annotated[Seconds, NonNegative] | None = Field(None, alias="invoke_overhead")
@@ -131,10 +165,17 @@ class Processor(_Model):
     parameter_cache_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="parameter_cache")
     #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
     runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")
+    #: the cores the processor's threads run on (a CPU's big.LITTLE clusters); with them the shared
+    #: core table sets the processor's rate per runtime (:mod:`optimizer.hardware.cores`)
+    clusters: list[CoreCluster] | None = None
     supported_ops: dict[str, OpList]
     power: PowerModel
     memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="memory")
     source: str
+
+    #: the device's default runtime (set by Device): the core-table runtime for ``runtime=None``
+    #: (:func:`optimizer.hardware.cores.family_scales`)
+    _default_runtime: str = PrivateAttr("tflite")
 
     @field_validator("clock_levels_hz")
     @classmethod
@@ -174,6 +215,15 @@ class Processor(_Model):
                 if bad:
                     raise ValueError(f"supported_ops.{dtype}: unknown op family {bad[0]!r}; expected "
                                      f"'all' or a list of {', '.join(OP_FAMILIES)}")
+        if self.clusters is not None:
+            n = sum(c.count for c in self.clusters)
+            if n != self.cores:
+                raise ValueError(f"clusters hold {n} cores but cores is {self.cores}; list exactly the cores the "
+                                 "processor's threads run on (counts summing to cores)")
+            fast = [c for c in self.clusters if c.clock_hz > self.max_clock_hz * (1 + 1e-9)]
+            if fast:
+                raise ValueError(f"cluster {fast[0].core} clock {fast[0].clock_hz / 1e9:.4g} GHz is above the "
+                                 f"processor's highest clock level {self.max_clock_hz / 1e9:.4g} GHz")
         return self
 
     @property
@@ -259,6 +309,8 @@ class Device(_Model):
 
     @model_validator(mode="after")
     def _names(self) -> Device:
+        for p in self.processors:
+            p._default_runtime = self.runtime
         names = [p.name for p in self.processors]
         reject_duplicates(names, "processor name")
         for i, pair in enumerate(self.handoff.pairs):

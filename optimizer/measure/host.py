@@ -184,6 +184,7 @@ processors:
     kind: cpu
     cores: {threads}
     clock_levels: [{clock / 1e9:.4g} GHz]
+    clusters: [{{core: x86, count: {threads}, clock: {clock / 1e9:.4g} GHz}}]
     peak_macs: {{fp32: {peak * threads / cores / 1e9:.4g} GMAC/s, fp16: {peak * threads / cores / 1e9:.4g} GMAC/s, int8: {2 * peak * threads / cores / 1e9:.4g} GMAC/s}}
     efficiency: {{{eff}}}
     memory_bandwidth: {fit['memory_bandwidth_bytes_per_s'] / 1e9:.4g} GB/s

@@ -253,6 +253,80 @@ def spread_facts(data: dict[str, Any]) -> list[FactRow]:
     return rows
 
 
+def _per_clock_weight(cfg: dict[str, Any], core: str) -> float:
+    """Published per-clock throughput of ``core`` relative to the reference class: the geometric
+    mean of its ``per_clock`` range (1 for the reference)."""
+    if core == cfg["reference"]:
+        return 1.0
+    if core not in cfg["per_clock"]:
+        raise SchemaError(f"published calibration points: core_classes.per_clock has no range for {core!r}; "
+                          f"add one with its source, or list only {cfg['reference']} and "
+                          f"{', '.join(cfg['per_clock'])} cores")
+    lo, hi = (float(x) for x in cfg["per_clock"][core]["range"])
+    return float(np.sqrt(lo * hi))
+
+
+def core_class_rates(data: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """Modeled MACs per cycle per core of every (device, core class) of ``core_classes``, per model:
+    ``{device: {core: {model: rate}}}``.
+
+    A device's modeled latency ``T`` of a network of ``M`` MACs under its runtime gives
+    ``M / (T * sum(count * clock * w))`` per reference-equivalent core and cycle, where ``w`` is
+    each cluster's published per-clock weight (:func:`_per_clock_weight`); a class's rate is that
+    times its own ``w``. The cores come from the published data (spec sheets), not the device file.
+    """
+    cfg = data["core_classes"]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for entry in cfg["devices"]:
+        dev, rt = entry["device"], entry.get("runtime")
+        clocks = tuple(sorted((k, parse_quantity(v, "frequency")) for k, v in (entry.get("clock") or {}).items()))
+        equiv = sum(int(c["count"]) * parse_quantity(c["clock"], "frequency") * _per_clock_weight(cfg, c["core"])
+                    for c in entry["cores"])
+        per_model = {}
+        for m in cfg["models"]:
+            macs = float(sum(la.macs for la in _graph(m, "op").layers))
+            per_model[m] = macs / (_whole_ms(m, "op", dev, "fp32", "cpu", clocks, rt) * 1e-3 * equiv)
+        out[dev] = {c["core"]: {m: r * _per_clock_weight(cfg, c["core"]) for m, r in per_model.items()}
+                    for c in entry["cores"]}
+    return out
+
+
+def core_class_facts(data: dict[str, Any]) -> list[FactRow]:
+    """Same core, same runtime, same efficiency (METHODS.md section 8b): for every core class that
+    two or more devices of ``core_classes`` run, the modeled per core*GHz rates agree within
+    ``tolerance`` on every model; every class with a published per-clock range lies in it
+    relative to the reference class (mean over the devices that run the reference)."""
+    cfg = data.get("core_classes")
+    if not cfg:
+        return []
+    rates = core_class_rates(data)
+    src, kernels, ref, tol = cfg["source"], cfg["kernels"], cfg["reference"], float(cfg["tolerance"])
+    classes = sorted({c for by_core in rates.values() for c in by_core})
+    rows: list[FactRow] = []
+    for core in classes:
+        devs = [d for d in rates if core in rates[d]]
+        if len(devs) < 2:
+            continue
+        spreads = {m: max(rates[d][core][m] for d in devs) / min(rates[d][core][m] for d in devs)
+                   for m in cfg["models"]}
+        detail = "; ".join(f"{m}: " + ", ".join(f"{d} {rates[d][core][m]:.3g}" for d in devs)
+                           + f" (x{spreads[m]:.2f})" for m in cfg["models"])
+        rows.append(FactRow(f"{core} under {kernels}: per core*GHz rate within x{tol} across {', '.join(devs)}",
+                            detail + " MAC/cycle/core", all(s <= tol for s in spreads.values()), src))
+    ref_devs = [d for d in rates if ref in rates[d]]
+    for core, spec in cfg["per_clock"].items():
+        devs = [d for d in rates if core in rates[d]]
+        if not devs or not ref_devs:
+            continue
+        lo, hi = (float(x) for x in spec["range"])
+        ratios = {(d, m): rates[d][core][m] / float(np.mean([rates[r][ref][m] for r in ref_devs]))
+                  for d in devs for m in cfg["models"]}
+        rows.append(FactRow(f"{core} / {ref} per clock under {kernels} within {lo}-{hi}",
+                            ", ".join(f"{d} {m} {v:.2f}" for (d, m), v in ratios.items()),
+                            all(lo <= v <= hi for v in ratios.values()), spec["source"]))
+    return rows
+
+
 def fidelity_report(path: str | os.PathLike[str] | None = None, *, pipeline: bool = True) -> FidelityReport:
     """Build the full report from the published data at ``path`` (default: the shipped file)."""
     data = read_published(path)
@@ -260,7 +334,8 @@ def fidelity_report(path: str | os.PathLike[str] | None = None, *, pipeline: boo
     if not isinstance(known, list) or not all(isinstance(k, dict) and {"row", "note"} <= set(k) for k in known):
         raise SchemaError(f"{path or 'published calibration points'}: known_failures must be a list of "
                           "{row: <label prefix>, note: <why>} entries")
-    facts = processor_facts(data) + spread_facts(data) + (pipeline_facts(data) if pipeline else [])
+    facts = (processor_facts(data) + spread_facts(data) + core_class_facts(data)
+             + (pipeline_facts(data) if pipeline else []))
     return FidelityReport(points=point_rows(data), facts=facts, known=known)
 
 

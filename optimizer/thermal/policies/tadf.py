@@ -243,6 +243,7 @@ def hswd(graph, device: str, clock_hz: dict[str, float], dtype: str = "fp32",
     from ...cost.features import layer_arrays
     from ...graph.layergraph import OP_FAMILIES
     from ...hardware import load_device
+    from ...hardware.cores import family_scales
 
     dev = load_device(device)
     ct = build_cost_table(graph, dev, dtype, clock_hz=clock_hz)
@@ -257,6 +258,7 @@ def hswd(graph, device: str, clock_hz: dict[str, float], dtype: str = "fp32",
         p = dev.processors[proc_i]
         f = ct.meta["clock_hz"][p.name]
         eff = np.array([p.op_efficiency(o) for o in OP_FAMILIES])[arr.op_index]
+        eff = eff * family_scales(p, None, dtype)[arr.op_index]  # shared core-class rates
         compute = share * arr.macs / (p.peak_at(dtype, f) * eff)
         memory = (arr.in_bytes + share * (arr.out_bytes + arr.weight_bytes)) / p.memory_bandwidth_bytes_per_s
         return p.layer_overhead_s * arr.dispatched + np.maximum(compute, memory)
