@@ -146,10 +146,10 @@ def test_delegate_row_is_split_by_modeled_share(graphs):
 def test_summary_rows_cover_their_op_family(graphs):
     g = graphs["mobilenet_v1"]
     m = match_profile(read_profile(CPU_SUMMARY), g)
-    fam = family_totals(m)  # kernel families: the CONV_2D time is split over conv1x1 and convkxk
-    assert fam["conv1x1"] + fam["convkxk"] == pytest.approx(38.265e-3)
+    fam = family_totals(m)  # kernel families: the CONV_2D time is split over conv1x1 and convstem
+    assert fam["conv1x1"] + fam["convstem"] == pytest.approx(38.265e-3)
     assert fam["dwconv_s1"] + fam["dwconv_s2"] == pytest.approx(27.23e-3)
-    assert fam["conv1x1"] > 20 * fam["convkxk"]  # one 3x3 conv on 3 channels, 14 pointwise ones
+    assert fam["conv1x1"] > 20 * fam["convstem"]  # one 3x3 conv on 3 channels, 14 pointwise ones
     convs = [i for i, la in enumerate(g.layers) if la.op == "conv"]
     assert (m.latency_s[convs] > 0).all()
     # the quantized model's classifier is a 1x1 CONV_2D, the zoo's a Dense layer: both said
@@ -176,7 +176,7 @@ def test_fit_brings_each_family_within_1_25_and_improves_an_unseen_network(graph
         _, seen = import_profile(ORT_V2, graphs["mobilenet_v2"], host, "cpu")
         _, unseen = import_profile(ORT_V1, graphs["mobilenet_v1"], host, "cpu")
     fit = fit_processor_to_profiles(host, "cpu", [seen])
-    assert {r.family for r in fit.rows} >= {"conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense"}
+    assert {r.family for r in fit.rows} >= {"conv1x1", "convstem", "dwconv_s1", "dwconv_s2", "dense"}
     for r in fit.rows:
         assert 1 / 1.25 <= r.ratio_after <= 1.25, (r.family, r.ratio_after)
     rows = family_rows(host, fit.device, "cpu", unseen, "fp32")
@@ -211,12 +211,12 @@ def test_cli_calibrate_from_profile_writes_a_loadable_device(run_cli, tmp_path):
     r = run_cli("calibrate", "--device", "host", "--from-profile", str(ORT_V2), "--model", "mobilenet_v2",
                 "--out", str(out))
     assert r.exit_code == 0, (r.stdout + r.stderr)
-    for fam in ("conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense"):
+    for fam in ("conv1x1", "convstem", "dwconv_s1", "dwconv_s2", "dense"):
         assert f"mobilenet_v2                   {fam} " in r.stdout
     dev = load_device(out)
     cpu = dev.processor("cpu")
     assert "fitted to profile" in cpu.source and str(ORT_V2) in cpu.source
-    assert {"conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense"} <= set(cpu.efficiency)
+    assert {"conv1x1", "convstem", "dwconv_s1", "dwconv_s2", "dense"} <= set(cpu.efficiency)
     assert cpu.efficiency["conv"] == load_device("host").processor("cpu").efficiency["conv"]  # kept
     assert cpu.invoke_overhead_s > 0
 

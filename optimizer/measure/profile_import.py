@@ -437,47 +437,84 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
     unmatched: list[int] = []
     notes: list[str] = []
     if records and all(r.summary for r in records):
-        mode = "summary"
-        for k, r in enumerate(records):
-            fam = TFLITE_FAMILIES.get(r.op_type)
-            hits = [i for i in range(n) if graph.layers[i].op == fam and dispatched[i]] if fam else []
-            if r.delegate:
-                continue  # placed in the gaps below
-            if not hits:
-                unmatched.append(k)
-                continue
-            if r.count != len(hits):
-                notes.append(f"{r.op_type}: the profile ran {r.count} such nodes, {graph.name!r} has {len(hits)} "
-                             f"{fam} layers (a converter's rewrite, or another model?)")
-            spans[k] = hits
-            owner[hits] = k
+        mode = _summary_spans(records, graph, dispatched, owner, spans, unmatched, notes)
     else:
-        by_name = {la.name: la.index for la in graph.layers}
-        anchors = [_name_anchor(r, graph, by_name) for r in records]
-        plain = [k for k, r in enumerate(records) if not r.delegate]
-        named = sum(1 for k in plain if anchors[k] is not None)
-        if not plain and not any(a is not None for a in anchors):
-            mode = "delegate"
-        elif profile.format == "ort_json" or (plain and named * 2 >= len(plain)) or not plain:
-            mode = "name"
-        else:
-            mode = "order"
-            anchors = _order_anchors(records, graph, dispatched)
-        for k, a in enumerate(anchors):
-            if a is None:
-                if not records[k].delegate:
-                    unmatched.append(k)
-                continue
-            if records[k].op_type in LAYOUT_OPS and not dispatched[a]:
-                spans[k] = [a]  # a layout op of its own, not part of the kernel before it
-            else:
-                spans[k] = _reach_back(a, owner, dispatched)  # several rows may share a layer: times add
-            owner[[i for i in spans[k] if owner[i] < 0]] = k
+        mode = _anchored_spans(profile, records, graph, dispatched, owner, spans, unmatched)
     _fill_gaps(records, owner, spans, unmatched, dispatched)
-    # fused layers (not kernels of their own) join the kernel before them (then leading ones the
-    # kernel after them); a layout row keeps to its own layer
     layout = {k for k, r in enumerate(records) if r.op_type in LAYOUT_OPS and spans[k]
               and not dispatched[spans[k]].any()}
+    _attach_fused(owner, spans, layout, dispatched)
+    latency, unmodeled, single = _distribute(records, spans, layout, dispatched, w, arrays)
+    matched_rows = sum(1 for sp in spans if sp)
+    bad_rows = [records[k] for k in sorted(set(unmatched))]
+    if not matched_rows or len(bad_rows) > matched_rows:
+        raise ConfigError(
+            f"{profile.path}: {len(bad_rows)} of {len(records)} profile rows match no layer of {graph.name!r} "
+            f"({n} layers; matched {matched_rows}); is this a profile of {graph.name!r}? Give the model it "
+            "profiled (--model)")
+    uncovered = [i for i in range(n) if owner[i] < 0 and dispatched[i]]
+    latency[owner < 0] = 0.0
+    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single, notes, owner, unmodeled)
+    for r, sp in zip(records, spans, strict=True):
+        cnt = len(set(sp))
+        if cnt > 1 and (r.delegate or r.summary):
+            m.notes.append(f"{r.op_type} row {r.name[:60]!r} covers {cnt} layers: its {r.time_s * 1e3:.3f} ms "
+                           "are split by the modeled share")
+    return m
+
+
+def _summary_spans(records: list[ProfileRecord], graph: LayerGraph, dispatched: np.ndarray, owner: np.ndarray,
+                   spans: list[list[int]], unmatched: list[int], notes: list[str]) -> str:
+    """"Summary by node type" rows: each covers every kernel layer of its op family."""
+    n = len(graph.layers)
+    for k, r in enumerate(records):
+        fam = TFLITE_FAMILIES.get(r.op_type)
+        hits = [i for i in range(n) if graph.layers[i].op == fam and dispatched[i]] if fam else []
+        if r.delegate:
+            continue  # placed in the gaps later
+        if not hits:
+            unmatched.append(k)
+            continue
+        if r.count != len(hits):
+            notes.append(f"{r.op_type}: the profile ran {r.count} such nodes, {graph.name!r} has {len(hits)} "
+                         f"{fam} layers (a converter's rewrite, or another model?)")
+        spans[k] = hits
+        owner[hits] = k
+    return "summary"
+
+
+def _anchored_spans(profile: Profile, records: list[ProfileRecord], graph: LayerGraph, dispatched: np.ndarray,
+                    owner: np.ndarray, spans: list[list[int]], unmatched: list[int]) -> str:
+    """Per-node rows: anchored by name when most names match, else by op type in execution order;
+    returns the mode used (name, order or delegate)."""
+    by_name = {la.name: la.index for la in graph.layers}
+    anchors = [_name_anchor(r, graph, by_name) for r in records]
+    plain = [k for k, r in enumerate(records) if not r.delegate]
+    named = sum(1 for k in plain if anchors[k] is not None)
+    if not plain and not any(a is not None for a in anchors):
+        mode = "delegate"
+    elif profile.format == "ort_json" or (plain and named * 2 >= len(plain)) or not plain:
+        mode = "name"
+    else:
+        mode = "order"
+        anchors = _order_anchors(records, graph, dispatched)
+    for k, a in enumerate(anchors):
+        if a is None:
+            if not records[k].delegate:
+                unmatched.append(k)
+            continue
+        if records[k].op_type in LAYOUT_OPS and not dispatched[a]:
+            spans[k] = [a]  # a layout op of its own, not part of the kernel before it
+        else:
+            spans[k] = _reach_back(a, owner, dispatched)  # several rows may share a layer: times add
+        owner[[i for i in spans[k] if owner[i] < 0]] = k
+    return mode
+
+
+def _attach_fused(owner: np.ndarray, spans: list[list[int]], layout: set[int], dispatched: np.ndarray) -> None:
+    """Fused layers (not kernels of their own) join the kernel before them (then leading ones the
+    kernel after them); a layout row keeps to its own layer."""
+    n = len(owner)
     for step, order in ((-1, range(1, n)), (1, range(n - 2, -1, -1))):
         for i in order:
             if owner[i] >= 0 or dispatched[i]:
@@ -488,6 +525,13 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
             if 0 <= j < n and owner[j] >= 0:
                 owner[i] = owner[j]
                 spans[int(owner[j])].append(i)
+
+
+def _distribute(records: list[ProfileRecord], spans: list[list[int]], layout: set[int], dispatched: np.ndarray,
+                w: np.ndarray | None, arrays: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency, unmodeled layout time, single-row kernel) per layer: each row's time split over
+    the layers it covers by the modeled share."""
+    n = len(dispatched)
     latency = np.zeros(n)
     unmodeled = np.zeros(n)
     rows_on = np.zeros(n, dtype=int)
@@ -505,22 +549,7 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
         kernels = [i for i in set(spans[k]) if dispatched[i]]
         if len(kernels) == 1 and not r.summary and not r.delegate and rows_on[kernels[0]] == 1:
             single[kernels[0]] = True
-    matched_rows = sum(1 for sp in spans if sp)
-    bad_rows = [records[k] for k in sorted(set(unmatched))]
-    if not matched_rows or len(bad_rows) > matched_rows:
-        raise ConfigError(
-            f"{profile.path}: {len(bad_rows)} of {len(records)} profile rows match no layer of {graph.name!r} "
-            f"({n} layers; matched {matched_rows}); is this a profile of {graph.name!r}? Give the model it "
-            "profiled (--model)")
-    uncovered = [i for i in range(n) if owner[i] < 0 and dispatched[i]]
-    latency[owner < 0] = 0.0
-    m = ProfileMatch(profile, graph, latency, mode, matched_rows, bad_rows, uncovered, single, notes, owner, unmodeled)
-    for r, sp in zip(records, spans, strict=True):
-        cnt = len(set(sp))
-        if cnt > 1 and (r.delegate or r.summary):
-            m.notes.append(f"{r.op_type} row {r.name[:60]!r} covers {cnt} layers: its {r.time_s * 1e3:.3f} ms "
-                           "are split by the modeled share")
-    return m
+    return latency, unmodeled, single
 
 
 def _name_anchor(r: ProfileRecord, graph: LayerGraph, by_name: dict[str, int]) -> int | None:
