@@ -48,11 +48,12 @@ class SplitJob(BaseModel):
 def comparison_row(result: Any, layers: int) -> dict[str, Any]:
     """The chosen split of a split search ``result`` next to every baseline's (JSON-ready).
 
-    Keys: ``layers`` (the network's L), ``chosen`` (decision dict), ``objectives``,
-    ``evaluations``, ``front_size``, and for every name in :data:`BASELINES` its ``decision``
+    Keys: ``layers`` (the network's L), ``chosen`` (decision dict), ``objectives``, ``breakdown``
+    (the choice's latency and energy terms: client, upload, server, ...), ``evaluations``, ``front_size``, and for every name in :data:`BASELINES` its ``decision``
     and ``objectives``. ``dnnplan split --job`` and batch split tasks both record this.
     """
     row: dict[str, Any] = {"layers": layers, "chosen": result.best.decision, "objectives": result.best.objectives,
+                           "breakdown": dict(result.best.metrics),
                            "evaluations": result.evaluations, "front_size": len(result.front)}
     for b in BASELINES:
         row[b] = {"decision": result.baselines[b].decision, "objectives": result.baselines[b].objectives}
