@@ -167,3 +167,24 @@ def test_detector_speedups_and_s22_pipeline_gain_hold():
         assert rows[fact].passed, (fact, rows[fact].detail)
     s22 = next(r for r in pipeline_facts({**data, "pipeline": {**data["pipeline"], "devices": ["galaxy_s22"]}}))
     assert s22.passed, s22.detail
+
+
+def test_owner_decision_band_and_spread_row():
+    """The S22 Hexagon points carry the owner's one-sided band [1, 3] (no faster than the S23's
+    8 Gen 2, within x3); the spread row compares the zoo's CPU/GPU ratio spread with nn-Meter's and
+    fails when the published spread is made wider than the modeled one."""
+    from optimizer.report import fidelity
+
+    data = read_published()
+    rows = {(r.device, r.processor, r.model): r for r in fidelity.point_rows(data)}
+    for model in ("mobilenet_v2", "resnet50"):
+        r = rows[("galaxy_s22", "dsp", model)]
+        assert r.band == (1.0, 3.0) and r.passed
+        assert not PointRow(r.device, r.processor, r.model, r.dtype, r.published_ms, r.published_ms * 0.9,
+                            r.published_ms * 0.9, r.band, r.source).passed  # faster than the S23: refused
+    (spread,) = fidelity.spread_facts(data)
+    assert spread.passed and "pixel4" in spread.fact
+    wide = copy.deepcopy(data)
+    wide["spreads"][0]["published"] = [1.0, 10.0]
+    (too_wide,) = fidelity.spread_facts(wide)
+    assert not too_wide.passed
