@@ -163,6 +163,35 @@ def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, fir
     return out, peak_rss_bytes()
 
 
+def rss_bytes() -> int:
+    """Resident bytes of this process now (``VmRSS`` of ``/proc/self/status``; 0 where unreadable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def release_free_memory() -> None:
+    """Hand memory this process has freed back to the system (glibc's ``malloc_trim(0)``):
+    TensorFlow's CPU tensors come from ``malloc``, and after a large Keras call the freed
+    blocks otherwise stay resident in the allocator's arenas, so :func:`rss_bytes` would
+    count them as held. No-op where glibc is not the C library."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass
+
+
 def peak_rss_bytes() -> int:
     """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
     mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
