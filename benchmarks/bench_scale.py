@@ -7,7 +7,8 @@ ultralytics' torch.onnx, magika from tf2onnx; imported with ``--input-shape``), 
 
 * ``quantize MODEL --samples N`` (default 1000 samples, Park & Ha),
 * ``map MODEL --device D`` (pipeline plan), ``split MODEL --device D --network L`` (split plan),
-* ``export`` of the pipeline plan and ``run --check`` of its artifacts (single-file reference).
+* ``export`` of the pipeline plan and ``run --check`` of its artifacts (single-file reference);
+  quantize and export plan their memory for ``--memory-budget`` (default 4GB, the acceptance bound).
 
 Wall time and peak RSS (``Maximum resident set size``) are printed per step as a Markdown table;
 a failed step prints its exit status and last error line, and the steps needing its output are
@@ -94,12 +95,14 @@ def run(args: argparse.Namespace) -> list[Step]:
         d.mkdir(parents=True, exist_ok=True)
         commands = {
             "quantize": [*cli, "quantize", ref, "--out", str(d / "model.int8.tflite"), "--samples", str(args.samples),
-                         "--report", str(d / "quantize.json"), *([] if args.latency else ["--no-latency"]), *shape],
+                         "--report", str(d / "quantize.json"), "--memory-budget", args.memory_budget,
+                         *([] if args.latency else ["--no-latency"]), *shape],
             "map": [*cli, "map", ref, "--device", args.device, "--out", str(d / "map.json"),
                     "--generations", str(args.generations), *shape],
             "split": [*cli, "split", ref, "--device", args.device, "--network", args.network,
                       "--out", str(d / "split.json"), *shape],
-            "export": [*cli, "export", str(d / "map.json"), "--out", str(d / "artifacts"), "--keep-reference"],
+            "export": [*cli, "export", str(d / "map.json"), "--out", str(d / "artifacts"), "--keep-reference",
+                       "--memory-budget", args.memory_budget],
             "run": [*cli, "run", str(d / "map.json"), "--artifacts", str(d / "artifacts"), "--check",
                     "--frames", str(args.frames)],
         }
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="pixel6")
     ap.add_argument("--network", default="wifi_10")
     ap.add_argument("--latency", action="store_true", help="quantize also measures host latency")
+    ap.add_argument("--memory-budget", default="4GB", help="quantize's and export's --memory-budget")
     ap.add_argument("--quick", action="store_true", help="100 samples, 20 generations, 5 frames")
     ap.add_argument("--work-dir", default=None, help="keep outputs and logs here (default: a temp dir)")
     args = ap.parse_args(argv)
