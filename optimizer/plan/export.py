@@ -421,9 +421,14 @@ def predict_float(submodel: Any, arrays: list[np.ndarray], batch: int = 16) -> l
 def float_batches(submodel: Any, rows: Callable[[int, int], list[np.ndarray]], n: int,
                   batch: int) -> Iterator[list[np.ndarray]]:
     """Float outputs of a Keras sub-model on samples ``0..n-1``, ``batch`` at a time
-    (``rows(start, stop)``: its inputs for those samples)."""
+    (``rows(start, stop)``: its inputs for those samples). The calls run as one ``tf.function``:
+    an eager functional call holds every layer output of its frames until it returns (1 GB per
+    640x640 frame of ssd_resnet50_fpn's backbone), the graph executor frees each once consumed."""
+    from ..lazy import tensorflow
+
+    call = tensorflow().function(lambda xs: submodel(xs, training=False))
     for i in range(0, n, batch):
-        res = submodel(rows(i, min(i + batch, n)), training=False)
+        res = call(rows(i, min(i + batch, n)))
         res = res if isinstance(res, (list, tuple)) else [res]
         yield [np.asarray(r) for r in res]
 
