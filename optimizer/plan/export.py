@@ -371,13 +371,11 @@ def manifest_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: 
 def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -> tuple[dict[str, np.ndarray], Calibration]:
     """Calibration batches for the graph inputs: ``synthetic`` (uniform in [-1, 1], i.e. the
     normalised range of the zoo preprocessing), an ``.npz`` file, or a dict of arrays."""
-    if samples < 1:
-        raise ConfigError(f"--samples {samples}: expected at least 1 calibration sample")
     if calib is None or calib == "synthetic":
-        rng = np.random.default_rng(seed)
-        data = {t: rng.uniform(-1.0, 1.0, (samples, *graph.tensors[t].shape)).astype(np.float32)
-                for t in graph.inputs}
+        chunks = list(synthetic_chunks(graph, samples, seed))
+        data = {t: np.concatenate([c for name, c in chunks if name == t]) for t in graph.inputs}
         return data, Calibration(source="synthetic", samples=samples, seed=seed)
+    _check_samples(samples)
     if isinstance(calib, dict):
         arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
     else:
@@ -401,6 +399,27 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
         data[t] = a[:samples]
     info.samples = min(len(v) for v in data.values())
     return data, info
+
+
+#: synthetic calibration samples drawn at a time (float64 draws: 8 bytes per element)
+SYNTHETIC_CHUNK = 16
+
+
+def _check_samples(samples: int) -> None:
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected at least 1 calibration sample")
+
+
+def synthetic_chunks(graph: LayerGraph, samples: int, seed: int) -> Iterator[tuple[str, np.ndarray]]:
+    """Seeded synthetic calibration inputs (uniform in [-1, 1], the normalised range of the zoo
+    preprocessing) as ``(input, float32 rows)`` chunks of :data:`SYNTHETIC_CHUNK` samples, input
+    after input: the same values as one draw of all samples, without its float64 copy."""
+    _check_samples(samples)
+    rng = np.random.default_rng(seed)
+    for t in graph.inputs:
+        for start in range(0, samples, SYNTHETIC_CHUNK):
+            n = min(SYNTHETIC_CHUNK, samples - start)
+            yield t, rng.uniform(-1.0, 1.0, (n, *graph.tensors[t].shape)).astype(np.float32)
 
 
 def representative_dataset(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
@@ -676,7 +695,11 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
         calib_info = None
-        if needs_int8:
+        if needs_int8 and (calib is None or calib == "synthetic"):  # drawn chunk by chunk into the store
+            calib_info = Calibration(source="synthetic", samples=samples, seed=seed)
+            for t, rows in synthetic_chunks(op_graph, samples, seed):
+                store.put(t, rows)
+        elif needs_int8:
             calib_data, calib_info = calibration_inputs(op_graph, calib, samples, seed)
             for t in op_graph.inputs:
                 store.put(t, calib_data[t])
