@@ -163,16 +163,21 @@ def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, fir
     return out, peak_rss_bytes()
 
 
-def rss_bytes() -> int:
-    """Resident bytes of this process now (``VmRSS`` of ``/proc/self/status``; 0 where unreadable)."""
+def _status_bytes(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` in bytes (None where unreadable)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 0
+    return None
+
+
+def rss_bytes() -> int:
+    """Resident bytes of this process now (``VmRSS`` of ``/proc/self/status``; 0 where unreadable)."""
+    return _status_bytes("VmRSS") or 0
 
 
 def release_free_memory() -> None:
@@ -196,13 +201,9 @@ def peak_rss_bytes() -> int:
     """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
     mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
     counts its parent's resident memory at the fork, and ``RUSAGE_CHILDREN`` inherits that.)"""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    peak = _status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
