@@ -86,6 +86,20 @@ def _timed(argv: list[str], log: Path) -> tuple[int, float | None, float | None,
     return res.returncode, seconds, int(rss.group(1)) / 1024 if rss else None, (errors or [""])[-1][:160]
 
 
+def _calibration_note(report: Path) -> str:
+    """``(batch B, W processes, largest helper X GB)`` from a quantize report, if readable."""
+    import json
+
+    try:
+        rep = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return ""
+    cal = rep.get("calibration") or {}
+    helper = rep.get("helper_peak_rss_bytes")
+    return (f" (batch {cal.get('batch')}, {cal.get('workers')} process(es)"
+            + (f", largest helper {helper / 1e9:.2f} GB" if helper else "") + ")")
+
+
 def run(args: argparse.Namespace) -> list[Step]:
     cli = [sys.executable, "-m", "optimizer.cli", "-q"]
     rows: list[Step] = []
@@ -120,6 +134,8 @@ def run(args: argparse.Namespace) -> list[Step]:
             rc, row.wall_s, row.peak_rss_mb, err = _timed(commands[step], d / f"{step}.log")
             done[step] = rc == 0
             row.status = "ok" if rc == 0 else f"exit {rc}: {err}"
+            if step == "quantize" and rc == 0:
+                row.status += _calibration_note(d / "quantize.json")
     print(f"(logs and outputs in {work})", file=sys.stderr)
     return rows
 
