@@ -76,3 +76,28 @@ def test_exchanged_tensors_keep_their_onnx_shapes(tmp_path, fold, monkeypatch):
     assert [s.dtype for s in ins] == ["int32"] and ins[0].shape == [1, 16]
     assert [s.shape for s in outs] == ([[1, 16]] if fold else [[1, 16], [3]])
     assert [s.dtype for s in outs] == (["float32"] if fold else ["float32", "int64"])
+
+
+def test_magika_cut_through_its_reshape_targets_checks_exactly(tmp_path, run_cli):
+    """The public tf2onnx file itself, cut where ``LayerNorm_1/Reshape__131:0`` (shape [2]) and
+    ``LayerNorm_0/BroadcastTo__109:0`` cross: before, ``run --check`` failed in onnxruntime."""
+    from third_party.fetch_models import FetchError, fetch_onnx
+
+    from optimizer.plan import write_plan
+    from optimizer.plan.export import plan_for_cuts
+
+    try:
+        path = fetch_onnx()["magika_standard_v3_3"]
+    except FetchError as exc:
+        pytest.fail(str(exc))
+    plan = write_plan(plan_for_cuts(str(path), [30, 60], input_shapes={"bytes": (1, 2048)}), tmp_path / "plan.json")
+    art = tmp_path / "art"
+    res = run_cli("export", str(plan), "--out", str(art))
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert manifest["inputs"][0]["dtype"] == "int32"
+    exchanged = {t["name"] for p in manifest["parts"] for t in p["inputs"]}
+    assert not any("Reshape__131" in n or "BroadcastTo__109" in n for n in exchanged)
+    res = run_cli("run", str(plan), "--artifacts", str(art), "--check", "--frames", "10")
+    assert res.exit_code == 0, res.stderr + res.stdout
+    assert "top-1 agreement 100.0%" in res.stdout
