@@ -81,7 +81,8 @@ def _timed(argv: list[str], log: Path) -> tuple[int, float | None, float | None,
     if wall:
         parts = [float(p) for p in wall.group(1).split(":")]
         seconds = sum(p * 60 ** k for k, p in enumerate(reversed(parts)))
-    errors = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("error:", "Traceback", "Killed"))
+    errors = [ln.strip() for ln in text.splitlines()
+              if ln.strip().startswith(("error:", "Traceback", "Killed", "check FAILED"))
               or "Error" in ln.split(":")[0]]
     return res.returncode, seconds, int(rss.group(1)) / 1024 if rss else None, (errors or [""])[-1][:160]
 
