@@ -53,6 +53,7 @@ def _run(data: bytes, x: np.ndarray) -> np.ndarray:
     return (it.get_tensor(o["index"]).astype(np.float32) - z) * s
 
 
+@pytest.mark.slow
 def test_reciprocal_sqrt_becomes_rsqrt_and_takes_a_zero(int8_reciprocal_sqrt):
     from optimizer.quantize.flatbuffer import reciprocal_sqrt_as_rsqrt
 
