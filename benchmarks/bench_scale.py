@@ -7,7 +7,8 @@ ultralytics' torch.onnx, magika from tf2onnx; imported with ``--input-shape``), 
 
 * ``quantize MODEL --samples N`` (default 1000 samples, Park & Ha),
 * ``map MODEL --device D`` (pipeline plan), ``split MODEL --device D --network L`` (split plan),
-* ``export`` of the pipeline plan and ``run --check`` of its artifacts (single-file reference).
+* ``export`` of the pipeline plan and ``run --check`` of its artifacts (single-file reference);
+  quantize and export plan their memory for ``--memory-budget`` (default 4GB, the acceptance bound).
 
 Wall time and peak RSS (``Maximum resident set size``) are printed per step as a Markdown table;
 a failed step prints its exit status and last error line, and the steps needing its output are
@@ -80,9 +81,24 @@ def _timed(argv: list[str], log: Path) -> tuple[int, float | None, float | None,
     if wall:
         parts = [float(p) for p in wall.group(1).split(":")]
         seconds = sum(p * 60 ** k for k, p in enumerate(reversed(parts)))
-    errors = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("error:", "Traceback", "Killed"))
+    errors = [ln.strip() for ln in text.splitlines()
+              if ln.strip().startswith(("error:", "Traceback", "Killed", "check FAILED"))
               or "Error" in ln.split(":")[0]]
     return res.returncode, seconds, int(rss.group(1)) / 1024 if rss else None, (errors or [""])[-1][:160]
+
+
+def _calibration_note(report: Path) -> str:
+    """``(batch B, W processes, largest helper X GB)`` from a quantize report, if readable."""
+    import json
+
+    try:
+        rep = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return ""
+    cal = rep.get("calibration") or {}
+    helper = rep.get("helper_peak_rss_bytes")
+    return (f" (batch {cal.get('batch')}, {cal.get('workers')} process(es)"
+            + (f", largest helper {helper / 1e9:.2f} GB" if helper else "") + ")")
 
 
 def run(args: argparse.Namespace) -> list[Step]:
@@ -94,12 +110,14 @@ def run(args: argparse.Namespace) -> list[Step]:
         d.mkdir(parents=True, exist_ok=True)
         commands = {
             "quantize": [*cli, "quantize", ref, "--out", str(d / "model.int8.tflite"), "--samples", str(args.samples),
-                         "--report", str(d / "quantize.json"), *([] if args.latency else ["--no-latency"]), *shape],
+                         "--report", str(d / "quantize.json"), "--memory-budget", args.memory_budget,
+                         *([] if args.latency else ["--no-latency"]), *shape],
             "map": [*cli, "map", ref, "--device", args.device, "--out", str(d / "map.json"),
                     "--generations", str(args.generations), *shape],
             "split": [*cli, "split", ref, "--device", args.device, "--network", args.network,
                       "--out", str(d / "split.json"), *shape],
-            "export": [*cli, "export", str(d / "map.json"), "--out", str(d / "artifacts"), "--keep-reference"],
+            "export": [*cli, "export", str(d / "map.json"), "--out", str(d / "artifacts"), "--keep-reference",
+                       "--memory-budget", args.memory_budget],
             "run": [*cli, "run", str(d / "map.json"), "--artifacts", str(d / "artifacts"), "--check",
                     "--frames", str(args.frames)],
         }
@@ -117,6 +135,8 @@ def run(args: argparse.Namespace) -> list[Step]:
             rc, row.wall_s, row.peak_rss_mb, err = _timed(commands[step], d / f"{step}.log")
             done[step] = rc == 0
             row.status = "ok" if rc == 0 else f"exit {rc}: {err}"
+            if step == "quantize" and rc == 0:
+                row.status += _calibration_note(d / "quantize.json")
     print(f"(logs and outputs in {work})", file=sys.stderr)
     return rows
 
@@ -131,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="pixel6")
     ap.add_argument("--network", default="wifi_10")
     ap.add_argument("--latency", action="store_true", help="quantize also measures host latency")
+    ap.add_argument("--memory-budget", default="4GB", help="quantize's and export's --memory-budget")
     ap.add_argument("--quick", action="store_true", help="100 samples, 20 generations, 5 frames")
     ap.add_argument("--work-dir", default=None, help="keep outputs and logs here (default: a temp dir)")
     args = ap.parse_args(argv)

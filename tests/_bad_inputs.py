@@ -376,6 +376,7 @@ def cases() -> list[Case]:
            _c("export-out-file", "export", "{plan}", "--out", "{tiny}"),
            _c("export-out-other-folder", "export", "{plan}", "--out", "{export_other}"),
            _c("export-calib-missing", "export", "{plan}", "--out", "{out}/art", "--calib", "{in}/absent.npz"),
+           _c("export-memory-budget", "export", "{plan}", "--out", "{out}/art", "--memory-budget", "4 GHz"),
            _c("export-model-missing", "export", "{plan}", "--out", "{out}/art", "--model", "{in}/absent.onnx"),
            _c("export-model-trunc", "export", "{plan}", "--out", "{out}/art", "--model", "{trunc_onnx}"),
            _c("export-quantum", "export", "{plan_quantum_json}", "--out", "{out}/art"),

@@ -32,12 +32,17 @@ def export(
                                         "--no-reference skips it."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
     input_shape: Optional[list[str]] = input_shape_option(),
+    memory_budget: str = typer.Option("4GB", "--memory-budget", help="Peak memory to plan the Keras calls for "
+                                      "(batch-norm passes, calibration activations), e.g. 4GB, 512MB; "
+                                      "calibration tensors are kept on disk."),
 ) -> None:
     """Cut the network at the plan's boundaries and write one .tflite per part plus manifest.json."""
     from ..plan import read_plan
     from ..plan.device_check import check_plan_device
     from ..plan.export import export_plan
+    from ..quantize.api import parse_memory_budget
 
+    budget = parse_memory_budget(memory_budget)  # a bad size: one line before the plan is read
     if calib != "synthetic" and not Path(calib).is_file():  # named inputs exist, also where unused
         raise InputFileError(f"--calib {calib}: no such file; give an .npz of calibration inputs or 'synthetic'")
     plan = read_plan(plan_file)
@@ -48,7 +53,7 @@ def export(
             update={"input_shapes": {k: list(v) for k, v in shapes.items()}})})
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
-                           keep_reference=keep_reference, progress=progress)
+                           keep_reference=keep_reference, memory_budget=budget, progress=progress)
     if as_json:
         print_json(manifest.model_dump(mode="json"))
         return

@@ -317,10 +317,12 @@ def _symbolic_dims(model: Any) -> dict[str, list[int | None] | None]:
     return _value_dims(out)
 
 
-def _folded_dims(model: Any) -> dict[str, list[int | None] | None]:
-    """Dims after onnx-simplifier's constant folding (no graph rewrites): folded tensors become
-    initializers under their own names; the rest from onnxruntime's symbolic inference of the
-    folded model, else from onnxsim's own inference ({} when onnxsim cannot run)."""
+def constant_folded(model: Any) -> Any | None:
+    """``model`` after onnx-simplifier's constant folding without graph rewrites (Zhang et al.,
+    https://github.com/daquexian/onnx-simplifier): every tensor computable from constants and the
+    (static) input shapes, such as ``Shape``/``Gather``/``Concat`` chains, becomes an initializer
+    under its own name; other nodes and names are kept. None when onnxsim cannot run the model
+    (custom operators onnxruntime does not know)."""
     import contextlib
     import io
 
@@ -333,6 +335,16 @@ def _folded_dims(model: Any) -> dict[str, list[int | None] | None]:
             warnings.simplefilter("ignore")
             folded, _ = onnxsim.simplify(model, perform_optimization=False, check_n=0)
     except Exception:  # noqa: BLE001 - onnxsim fails on custom operators onnxruntime cannot run
+        return None
+    return folded
+
+
+def _folded_dims(model: Any) -> dict[str, list[int | None] | None]:
+    """Dims after onnx-simplifier's constant folding (:func:`constant_folded`): folded tensors
+    become initializers under their own names; the rest from onnxruntime's symbolic inference of
+    the folded model, else from onnxsim's own inference ({} when onnxsim cannot run)."""
+    folded = constant_folded(model)
+    if folded is None:
         return {}
     dims = _value_dims(folded)
     dims.update({k: v for k, v in _symbolic_dims(folded).items() if _static(v)})

@@ -131,8 +131,9 @@ def drop_unused_tensors(model: Any, sg: Any) -> None:
                    for t in (getattr(op, f) if getattr(op, f) is not None else []) if t >= 0}
                   | {int(t) for t in sg.inputs} | {int(t) for t in sg.outputs})
     remap = {old: new for new, old in enumerate(used)}
+    kept = {sg.tensors[k].buffer for k in used}  # the converter lets equal constants share a buffer
     for k, t in enumerate(sg.tensors):
-        if k not in remap and t.buffer:
+        if k not in remap and t.buffer and t.buffer not in kept:
             model.buffers[t.buffer].data = None
     sg.tensors = [sg.tensors[k] for k in used]
     for op in sg.operators:

@@ -124,12 +124,14 @@ def plan_parts(plan: Plan, plan_graph: LayerGraph) -> list[PartRange]:
     return parts
 
 
-def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[Any, LayerGraph, int | None]:
+def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
+                    memory_budget: float | None = None) -> tuple[Any, LayerGraph, int | None]:
     """The Keras model of ``plan``, its op-view LayerGraph, and the weight seed used.
 
     ``model`` may be a ``keras.Model``, a ``.keras`` path, or None: the zoo builder named by
     the plan with ``keras.utils.set_random_seed(seed)`` first and batch-norm statistics
-    re-estimated (:func:`reestimate_batchnorm`), so the same seed gives the same weights; or
+    re-estimated (:func:`reestimate_batchnorm`, in passes sized by :func:`frames_per_call`
+    within ``memory_budget`` bytes, default 4 GB), so the same seed gives the same weights; or
     the plan's ``.keras`` source file.
     """
     from ..graph.keras_import import graph_from_keras, load_keras_model
@@ -151,7 +153,7 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0) -> tuple[An
                 ident = sha256_bytes(fh.read() + json.dumps(ref.variant, sort_keys=True).encode())
             graph = graph_from_keras(km, name, block_of=mod.block_of, source=f"zoo:{name}",
                                      source_sha256=ident, fmt="zoo")
-            reestimate_batchnorm(km, seed, frames_per_pass=frames_per_call(graph))
+            reestimate_batchnorm(km, seed, frames_per_pass=frames_per_call(graph, budget=memory_budget))
             return km, graph, seed
         if src.endswith(".keras"):
             model = src
@@ -184,19 +186,30 @@ def reestimate_batchnorm(model: Any, seed: int, samples: int | None = None,
                         for t in model.inputs], frames_per_pass)
 
 
-#: of quantize's default 4 GB budget, what export's Keras calls may hold: the rest is for the
-#: calibration inputs and cut activations it keeps and for the converter (measured: with the whole
-#: 4 GB for calls, exporting ssd_mobilenet_v2_fpnlite at 640x640 peaked at 4.44 GB)
-EXPORT_CALL_BUDGET = 3e9
+#: share of the memory budget (``--memory-budget``, default 4 GB as in quantize) export's Keras
+#: calls may fill: the rest is headroom for the converter and the allocator (measured: with the
+#: whole 4 GB for calls, exporting ssd_mobilenet_v2_fpnlite at 640x640 peaked at 4.44 GB)
+EXPORT_CALL_SHARE = 0.75
 
 
-def frames_per_call(graph: LayerGraph, first: int = 0, end: int | None = None) -> int:
-    """Frames one Keras call over op layers ``first..end-1`` of ``graph`` may take within
-    :data:`EXPORT_CALL_BUDGET`, since a call holds every layer output of its frames
-    (:func:`optimizer.quantize.api.frames_within`)."""
-    from ..quantize.api import frames_within
+def frames_per_call(graph: LayerGraph, first: int = 0, end: int | None = None,
+                    budget: float | None = None) -> int:
+    """Frames one Keras call over op layers ``first..end-1`` of ``graph`` may take, since a call
+    holds every layer output of its frames (:func:`optimizer.quantize.api.frames_within`).
 
-    return frames_within(sum(la.output_bytes("fp32") for la in graph.layers[first:end]), EXPORT_CALL_BUDGET)
+    The call gets :data:`EXPORT_CALL_SHARE` of ``budget`` bytes (default: quantize's 4 GB) less
+    what this process already holds beyond the TensorFlow runtime (its resident bytes after
+    freed memory is handed back, :func:`~optimizer.quantize.parallel_calibration.release_free_memory`):
+    the Keras model, the converter's state and the blocks earlier calls left, which at 640x640
+    reach 1-1.5 GB."""
+    from ..quantize.api import DEFAULT_MEMORY_BUDGET, frames_within, parse_memory_budget
+    from ..quantize.parallel_calibration import MAIN_PROCESS_BYTES, release_free_memory, rss_bytes
+
+    total = parse_memory_budget(DEFAULT_MEMORY_BUDGET) if budget is None else budget
+    release_free_memory()
+    held = max(0.0, rss_bytes() - MAIN_PROCESS_BYTES)
+    return frames_within(sum(la.output_bytes("fp32") for la in graph.layers[first:end]),
+                         EXPORT_CALL_SHARE * total - held)
 
 
 # ---------------------------------------------------------------- Keras sub-models
@@ -358,13 +371,11 @@ def manifest_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: 
 def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -> tuple[dict[str, np.ndarray], Calibration]:
     """Calibration batches for the graph inputs: ``synthetic`` (uniform in [-1, 1], i.e. the
     normalised range of the zoo preprocessing), an ``.npz`` file, or a dict of arrays."""
-    if samples < 1:
-        raise ConfigError(f"--samples {samples}: expected at least 1 calibration sample")
     if calib is None or calib == "synthetic":
-        rng = np.random.default_rng(seed)
-        data = {t: rng.uniform(-1.0, 1.0, (samples, *graph.tensors[t].shape)).astype(np.float32)
-                for t in graph.inputs}
+        chunks = list(synthetic_chunks(graph, samples, seed))
+        data = {t: np.concatenate([c for name, c in chunks if name == t]) for t in graph.inputs}
         return data, Calibration(source="synthetic", samples=samples, seed=seed)
+    _check_samples(samples)
     if isinstance(calib, dict):
         arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
     else:
@@ -390,6 +401,27 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
     return data, info
 
 
+#: synthetic calibration samples drawn at a time (float64 draws: 8 bytes per element)
+SYNTHETIC_CHUNK = 16
+
+
+def _check_samples(samples: int) -> None:
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: expected at least 1 calibration sample")
+
+
+def synthetic_chunks(graph: LayerGraph, samples: int, seed: int) -> Iterator[tuple[str, np.ndarray]]:
+    """Seeded synthetic calibration inputs (uniform in [-1, 1], the normalised range of the zoo
+    preprocessing) as ``(input, float32 rows)`` chunks of :data:`SYNTHETIC_CHUNK` samples, input
+    after input: the same values as one draw of all samples, without its float64 copy."""
+    _check_samples(samples)
+    rng = np.random.default_rng(seed)
+    for t in graph.inputs:
+        for start in range(0, samples, SYNTHETIC_CHUNK):
+            n = min(SYNTHETIC_CHUNK, samples - start)
+            yield t, rng.uniform(-1.0, 1.0, (n, *graph.tensors[t].shape)).astype(np.float32)
+
+
 def representative_dataset(arrays: list[np.ndarray]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
     """A TFLite representative dataset yielding one sample per step, keyed ``in0, in1, ...``."""
     def gen() -> Iterator[dict[str, np.ndarray]]:
@@ -401,12 +433,80 @@ def representative_dataset(arrays: list[np.ndarray]) -> Callable[[], Iterator[di
 
 def predict_float(submodel: Any, arrays: list[np.ndarray], batch: int = 16) -> list[np.ndarray]:
     """Float outputs of a Keras sub-model (the calibration data of the next parts)."""
-    outs: list[list[np.ndarray]] = []
-    for i in range(0, len(arrays[0]), batch):
-        res = submodel([a[i:i + batch] for a in arrays], training=False)
-        res = res if isinstance(res, (list, tuple)) else [res]
-        outs.append([np.asarray(r) for r in res])
+    outs = list(float_batches(submodel, (lambda a, b: [x[a:b] for x in arrays]), len(arrays[0]), batch))
     return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
+
+
+def float_batches(submodel: Any, rows: Callable[[int, int], list[np.ndarray]], n: int,
+                  batch: int) -> Iterator[list[np.ndarray]]:
+    """Float outputs of a Keras sub-model on samples ``0..n-1``, ``batch`` at a time
+    (``rows(start, stop)``: its inputs for those samples). The calls run as one ``tf.function``:
+    an eager functional call holds every layer output of its frames until it returns (1 GB per
+    640x640 frame of ssd_resnet50_fpn's backbone), the graph executor frees each once consumed."""
+    from ..lazy import tensorflow
+
+    call = tensorflow().function(lambda xs: submodel(xs, training=False))
+    for i in range(0, n, batch):
+        res = call(rows(i, min(i + batch, n)))
+        res = res if isinstance(res, (list, tuple)) else [res]
+        yield [np.asarray(r) for r in res]
+
+
+class CalibrationStore:
+    """The float calibration tensors of an export (network inputs and the activations at every
+    cut), spilled to one file per tensor in ``folder`` and read back a few samples at a time.
+
+    Part ``k`` is calibrated on the activations parts ``0..k-1`` produce for every calibration
+    sample; held in memory, these reach ``samples`` x the cut bytes (ssd_mobilenet_v1_fpn at
+    640x640, 64 samples: 1.8 GB), so an export holds one Keras call's frames instead. Files are
+    read with plain reads, not memory maps, so what was read is not left resident.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, tuple[Path, np.dtype[Any], tuple[int, ...]]] = {}
+        self.counts: dict[str, int] = {}
+
+    def put(self, name: str, rows: np.ndarray) -> None:
+        """Append ``rows`` (samples along axis 0) to tensor ``name``."""
+        if name not in self.files:
+            self.files[name] = (self.folder / f"t{len(self.files)}.bin", rows.dtype, tuple(rows.shape[1:]))
+            self.counts[name] = 0
+        path, dtype, shape = self.files[name]
+        if rows.dtype != dtype or tuple(rows.shape[1:]) != shape:
+            raise ModelFormatError(f"tensor {name!r}: calibration rows of shape {list(rows.shape)} {rows.dtype} "
+                                   f"after rows of [N, {', '.join(map(str, shape))}] {dtype}")
+        with open(path, "ab") as fh:
+            fh.write(np.ascontiguousarray(rows).tobytes())
+        self.counts[name] += len(rows)
+
+    def rows(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Samples ``start..stop-1`` of tensor ``name``."""
+        path, dtype, shape = self.files[name]
+        per = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        stop = min(stop, self.counts[name])
+        data = np.fromfile(path, dtype=dtype, count=per * (stop - start), offset=start * per * dtype.itemsize)
+        return data.reshape((stop - start, *shape))
+
+    def count(self, name: str) -> int:
+        """Samples stored for tensor ``name``."""
+        return self.counts[name]
+
+    def representative(self, names: list[str]) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
+        """A TFLite representative dataset over tensors ``names`` (one sample per step, keyed
+        ``in0, in1, ...`` like :func:`representative_dataset`)."""
+        def gen() -> Iterator[dict[str, np.ndarray]]:
+            for i in range(self.count(names[0])):
+                yield {f"in{k}": self.rows(t, i, i + 1) for k, t in enumerate(names)}
+
+        return gen
+
+    def predict(self, submodel: Any, ins: list[str], outs: list[str], batch: int) -> None:
+        """Store the float outputs ``outs`` of a Keras sub-model reading stored tensors ``ins``."""
+        n = self.count(ins[0])
+        for res in float_batches(submodel, lambda a, b: [self.rows(t, a, b) for t in ins], n, batch):
+            for name, r in zip(outs, res, strict=True):
+                self.put(name, r)
 
 
 # ---------------------------------------------------------------- INT8 alignment
@@ -546,6 +646,7 @@ def _prepare_out_dir(out_dir: Path) -> None:
 
 def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
                 samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
+                memory_budget: float | str = "4GB",
                 progress: Callable[[str], None] | None = None) -> Manifest:
     """Write the artifacts of ``plan`` into ``out_dir`` and return their manifest.
 
@@ -566,33 +667,51 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     keep_reference : bool
         Also ship the single-file INT8 model that multi-part INT8 exports are aligned to
         (``reference.int8.tflite``, listed in the manifest), for validation on the device.
+    memory_budget : float or str
+        Peak resident memory to plan for, bytes or a size such as ``"4GB"`` (quantize's
+        ``--memory-budget``): it sets the frames of every Keras call (batch-norm passes of zoo
+        networks, the float activations that calibrate later parts; :func:`frames_per_call`).
+        Calibration tensors are kept on disk (:class:`CalibrationStore`), so memory does not
+        grow with ``samples``.
     progress : callable, optional
         Called with a short message before each conversion.
     """
-    from .. import __version__
+    import tempfile
 
+    from .. import __version__
+    from ..quantize.api import parse_memory_budget
+
+    budget = parse_memory_budget(memory_budget)
     out = Path(out_dir)
     _prepare_out_dir(out)
     file_model = _model_file(plan, model)
     if file_model is not None:
         return _export_file(plan, out, file_model, progress)
-    keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed)
+    keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed, memory_budget=budget)
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
     parts = plan_parts(plan, plan_graph)
     needs_int8 = any(p.dtype == "int8" for p in parts)
-    calib_data, calib_info = (calibration_inputs(op_graph, calib, samples, seed) if needs_int8
-                              else ({}, None))
-    with staged_folder(out, "export folder") as tmp:
-        float_env = dict(calib_data)
-        reference, ref_info = (_int8_reference(cutter, op_graph, tmp, calib_data, keep_reference, progress)
+    with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
+        store = CalibrationStore(Path(spill))
+        calib_info = None
+        if needs_int8 and (calib is None or calib == "synthetic"):  # drawn chunk by chunk into the store
+            calib_info = Calibration(source="synthetic", samples=samples, seed=seed)
+            for t, rows in synthetic_chunks(op_graph, samples, seed):
+                store.put(t, rows)
+        elif needs_int8:
+            calib_data, calib_info = calibration_inputs(op_graph, calib, samples, seed)
+            for t in op_graph.inputs:
+                store.put(t, calib_data[t])
+            del calib_data
+        reference, ref_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress)
                                if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
         manifest_parts: list[Part] = []
         for pr in parts:
             ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
             sub = cutter.submodel(op_graph, pr.first_op, pr.end_op, ins, outs, pr.name)
-            rep = representative_dataset([float_env[t] for t in ins]) if pr.dtype == "int8" else None
+            rep = store.representative(ins) if pr.dtype == "int8" else None
             if progress:
                 progress(f"converting {pr.name} (layers {pr.first_layer}-{pr.last_layer}, {pr.dtype})")
             fname = f"{pr.name}.tflite"
@@ -600,9 +719,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             if reference is not None and pr.dtype == "int8":
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
-                float_env.update(zip(outs, predict_float(sub, [float_env[t] for t in ins],
-                                                         frames_per_call(op_graph, pr.first_op, pr.end_op)),
-                                     strict=True))
+                store.predict(sub, ins, outs, frames_per_call(op_graph, pr.first_op, pr.end_op, budget))
             manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
                                                 part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
@@ -610,7 +727,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             ref_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
             if progress:
                 progress(f"converting the single-file {ref_dtype} reference (--keep-reference)")
-            ref_info = _single_file_reference(cutter, op_graph, tmp, ref_dtype, calib_data)
+            ref_info = _single_file_reference(cutter, op_graph, tmp, ref_dtype, store)
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
         manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
@@ -620,7 +737,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     return manifest
 
 
-def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, calib_data: dict[str, np.ndarray],
+def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
                     keep: bool, progress: Callable[[str], None] | None) -> tuple[_Int8Reference, ReferenceModel | None]:
     """The single-file INT8 model whose quantization parameters the INT8 parts are aligned to
     (kept in the artifacts with ``keep``)."""
@@ -628,7 +745,7 @@ def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, calib_
         progress("converting the single-file INT8 reference (quantization parameters)")
     ref_path = tmp / REFERENCE_FILE
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
-    convert_part(full, ref_path, "int8", representative_dataset([calib_data[t] for t in op_graph.inputs]))
+    convert_part(full, ref_path, "int8", store.representative(list(op_graph.inputs)))
     reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
     if not keep:
         ref_path.unlink()
@@ -637,12 +754,12 @@ def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, calib_
 
 
 def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, dtype: str,
-                           calib_data: dict[str, np.ndarray]) -> ReferenceModel:
+                           store: CalibrationStore) -> ReferenceModel:
     """The whole network converted once at ``dtype`` into ``tmp`` (``--keep-reference`` of an
     export that is not aligned to a single-file INT8 model), for ``dnnplan run --check``."""
     path = tmp / f"reference.{dtype}.tflite"
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
-    rep = representative_dataset([calib_data[t] for t in op_graph.inputs]) if dtype == "int8" else None
+    rep = store.representative(list(op_graph.inputs)) if dtype == "int8" else None
     convert_part(full, path, dtype, rep)
     return ReferenceModel(file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size)
 
@@ -707,12 +824,21 @@ def _server_topk(plan: Plan, op_graph: LayerGraph) -> TopK | None:
     return TopK(k=k, boxes=names[0], logits=names[1], outputs=topk_outputs(k))
 
 
+def _network_input_dtype(spec: TensorSpec | None) -> str:
+    """The dtype frames of a network input have: the reading part's when it takes integers as
+    they are (token or byte ids of a model file), else float32 (images; an INT8 part quantizes them)."""
+    if spec is not None and spec.quantization is None and np.issubdtype(np.dtype(spec.dtype), np.integer):
+        return spec.dtype
+    return "float32"
+
+
 def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
               calib: Calibration | None, version: str) -> Manifest:
     """The manifest of ``plan``'s converted ``parts``: network I/O, the split's wire format
     (request/response tensors and the largest frame), model identity and provenance."""
     produced = {t.name: t for p in parts for t in p.outputs}
-    net_inputs = [TensorInfo(name=t, shape=[1, *op_graph.tensors[t].shape], dtype="float32")
+    read = {t.name: t for p in reversed(parts) for t in p.inputs}
+    net_inputs = [TensorInfo(name=t, shape=[1, *op_graph.tensors[t].shape], dtype=_network_input_dtype(read.get(t)))
                   for t in op_graph.inputs]
     net_outputs = [TensorInfo(name=t, shape=produced[t].shape, dtype=produced[t].dtype,
                               quantization=produced[t].quantization) for t in op_graph.outputs]

@@ -182,10 +182,16 @@ class OnnxCutter:
             model = onnx.load(str(path))
         except Exception as exc:  # protobuf DecodeError and friends
             raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it") from None
-        if graph.served_input_shapes:  # parts take the shapes the graph was imported at
-            from ..graph.onnx_import import pin_input_shapes
+        from ..graph.onnx_import import constant_folded, pin_input_shapes
 
+        if graph.served_input_shapes:  # parts take the shapes the graph was imported at
             model = pin_input_shapes(model, graph.served_input_shapes, str(path))
+        folded = constant_folded(model)
+        self.constants: set[str] = set()
+        if folded is not None:  # shape vectors computed from the fixed input shapes: folded away
+            computed = {t for node in folded.graph.node for t in node.output}
+            self.constants = {t for node in model.graph.node for t in node.output if t and t not in computed}
+            model = folded
         model = onnx.shape_inference.infer_shapes(model)
         self.extractor = onnx.utils.Extractor(model)
         self.graph = graph
@@ -195,12 +201,22 @@ class OnnxCutter:
 
     def write(self, first_op: int, end_op: int, ins: list[str], outs: list[str], path: Path,
               name: str, parts: int) -> tuple[list[TensorSpec], list[TensorSpec]]:
-        """Write the part reading ``ins`` and producing ``outs`` to ``path``; return its I/O specs."""
+        """Write the part reading ``ins`` and producing ``outs`` to ``path``; return its I/O specs.
+
+        Tensors that constant folding (:func:`~optimizer.graph.onnx_import.constant_folded`) made
+        constants, such as the int64 shape vector a ``Reshape`` reads, are not exchanged: each
+        part holds them as initializers. Specs carry the shapes ONNX infers for the part (a shape
+        vector ``[2]`` or a batch-folded ``[2048, 256]`` is not a batch-1 activation)."""
         import onnx
         from onnx import helper
 
         from ..fileio import atomic_write_bytes
 
+        ins = [t for t in ins if t not in self.constants]
+        outs = [t for t in outs if t not in self.constants]
+        if not outs:
+            raise ModelFormatError(f"{self.path}: part {name} computes only constants (shape arithmetic of the "
+                                   "fixed input shapes); move its boundary so that it computes an activation")
         try:
             part = self.extractor.extract_model(ins, outs)
         except Exception as exc:  # onnx raises KeyError/ValidationError for tensors it cannot cut at
@@ -214,10 +230,11 @@ class OnnxCutter:
             by_name = {v.name: v for v in values}
             out = []
             for k, t in enumerate(names):
-                elem = by_name[t].type.tensor_type.elem_type
-                out.append(TensorSpec(name=t, signature_name=t, index=k,
-                                      shape=[1, *self.graph.tensors[t].shape],
-                                      dtype=np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name))
+                tt = by_name[t].type.tensor_type
+                dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
+                shape = dims if tt.HasField("shape") and dims and min(dims) > 0 else [1, *self.graph.tensors[t].shape]
+                out.append(TensorSpec(name=t, signature_name=t, index=k, shape=shape,
+                                      dtype=np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name))
             return out
 
         return specs(part.graph.input, ins), specs(part.graph.output, outs)

@@ -19,6 +19,7 @@ from .calibration import CalibrationSet, check_calibration, load_calibration
 from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
 from .flatbuffer import compact as compact_model
+from .flatbuffer import reciprocal_sqrt_as_rsqrt
 from .evaluate import FidelityStats, TfliteRunner, measure_latency
 from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, peak_rss_bytes, plan_calibration
 from .inspect import OpsAnalysis, analyse_tflite
@@ -266,6 +267,11 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
     converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info)
+    if scheme in INTEGER_SCHEMES:
+        converted, n_rsqrt = reciprocal_sqrt_as_rsqrt(converted, src.name)
+        if n_rsqrt:
+            warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
+                            "refuses a zero divisor; RSQRT takes it)")
     qbytes = compact_model(converted, src.name) if compact else converted
     conversion_s = time.perf_counter() - t0
     ops = analyse_tflite(qbytes, src.name)

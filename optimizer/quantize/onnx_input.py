@@ -186,6 +186,29 @@ def scalar_broadcast_operands(model: Any) -> int:
     return changed
 
 
+#: characters TensorFlow accepts in a name scope (``ops.py``: ``^[A-Za-z0-9_.\\/>-]*$``)
+_SCOPE_UNSAFE = re.compile(r"[^A-Za-z0-9_.\\/>-]")
+
+
+def scope_safe_node_names(model: Any) -> int:
+    """Rename ONNX nodes whose names TensorFlow refuses as name scopes (paddle2onnx writes
+    ``Softmax@0``; onnx2tf passes a node's name to ``tf.nn.softmax(..., name=)``, which raises
+    "not a valid scope name"); returns the number renamed. Node names are labels, not tensor
+    names: the graph computes the same function."""
+    names = {n.name for n in model.graph.node}
+    changed = 0
+    for node in model.graph.node:
+        if node.name and _SCOPE_UNSAFE.search(node.name):
+            base = new = _SCOPE_UNSAFE.sub("_", node.name)
+            k = 1
+            while new in names:
+                new, k = f"{base}_{k}", k + 1
+            names.add(new)
+            node.name = new
+            changed += 1
+    return changed
+
+
 def ort_basic_optimized(path: Path, out: Path) -> Path:
     """``path`` after ONNX Runtime's basic graph optimizations (constant folding, Conv+Mul/Add/BN
     fusion: standard ONNX operators only), written to ``out``. Exports that keep batch norm as
@@ -216,6 +239,7 @@ def onnx_to_savedmodel(path: Path, workdir: Path,
     fixed = fix_input_shapes(path, shapes, workdir / f"{path.stem}.fixed.onnx")
     optimized = ort_basic_optimized(fixed, workdir / f"{path.stem}.ort.onnx")
     _rewrite(optimized, scalar_broadcast_operands)
+    _rewrite(optimized, scope_safe_node_names)
     shapes, nhwc = check_onnx(optimized, shapes)
     out = workdir / f"{path.stem}_onnx2tf"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}

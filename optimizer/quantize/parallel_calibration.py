@@ -163,17 +163,47 @@ def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, fir
     return out, peak_rss_bytes()
 
 
+def _status_bytes(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` in bytes (None where unreadable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def rss_bytes() -> int:
+    """Resident bytes of this process now (``VmRSS`` of ``/proc/self/status``; 0 where unreadable)."""
+    return _status_bytes("VmRSS") or 0
+
+
+def release_free_memory() -> None:
+    """Hand memory this process has freed back to the system (glibc's ``malloc_trim(0)``):
+    TensorFlow's CPU tensors come from ``malloc``, and after a large Keras call the freed
+    blocks otherwise stay resident in the allocator's arenas, so :func:`rss_bytes` would
+    count them as held. No-op where glibc is not the C library."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass
+
+
 def peak_rss_bytes() -> int:
     """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
     mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
     counts its parent's resident memory at the fork, and ``RUSAGE_CHILDREN`` inherits that.)"""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    peak = _status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -131,16 +131,24 @@ def _percentiles(x: list[float]) -> dict[str, float]:
             "p99": float(np.percentile(a, 99)), "mean": float(a.mean()), "max": float(a.max())}
 
 
+#: synthetic integer inputs (byte or token ids of a model file) are drawn from [0, SYNTHETIC_IDS)
+SYNTHETIC_IDS = 256
+
+
 def input_frames(manifest: Manifest, input: Any, frames: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Network inputs ``[frames, ...]``: from an array, an ``.npy`` path, or synthetic (uniform
-    [-1, 1], seeded). Shorter inputs are cycled."""
+    """Network inputs ``[frames, ...]``: from an array, an ``.npy`` path, or synthetic (seeded:
+    uniform [-1, 1], or for an integer input uniform ids in [0, 256), the byte/token range).
+    Shorter inputs are cycled."""
     if frames < 1:
         raise ConfigError(f"--frames {frames}: expected at least 1")
     out = {}
     rng = np.random.default_rng(seed)
     for spec in manifest.inputs:
         if input is None:
-            a = rng.uniform(-1, 1, (frames, *spec.shape[1:])).astype(np.float32)
+            if np.issubdtype(np.dtype(spec.dtype), np.integer):
+                a = rng.integers(0, SYNTHETIC_IDS, (frames, *spec.shape[1:])).astype(spec.dtype)
+            else:
+                a = rng.uniform(-1, 1, (frames, *spec.shape[1:])).astype(np.float32)
         elif isinstance(input, (str, os.PathLike)):
             a = load_input(input, spec)
         else:

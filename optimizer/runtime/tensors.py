@@ -113,7 +113,8 @@ def onnx_runner(path: Path, threads: int) -> Any:
 
 
 def as_frames(inputs: Any, spec: TensorInfo, where: str) -> np.ndarray:
-    """Inputs for one network input as float32 frames ``[N, *shape[1:]]``."""
+    """Inputs for one network input as frames ``[N, *shape[1:]]`` of its dtype (float32 for
+    image inputs, integers for token/byte inputs of model files)."""
     a = np.asarray(inputs)
     want = tuple(spec.shape[1:])
     if a.ndim == len(want):
@@ -124,7 +125,7 @@ def as_frames(inputs: Any, spec: TensorInfo, where: str) -> np.ndarray:
                              f"for network input {spec.name!r}")
     if not np.issubdtype(a.dtype, np.number):
         raise InputFileError(f"{where}: input has dtype {a.dtype}; expected numbers")
-    return a.astype(np.float32, copy=False)
+    return a.astype(np.dtype(spec.dtype), copy=False)
 
 
 def load_input(path: str | Path, spec: TensorInfo) -> np.ndarray:
