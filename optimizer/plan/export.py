@@ -694,16 +694,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     needs_int8 = any(p.dtype == "int8" for p in parts)
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
-        calib_info = None
-        if needs_int8 and (calib is None or calib == "synthetic"):  # drawn chunk by chunk into the store
-            calib_info = Calibration(source="synthetic", samples=samples, seed=seed)
-            for t, rows in synthetic_chunks(op_graph, samples, seed):
-                store.put(t, rows)
-        elif needs_int8:
-            calib_data, calib_info = calibration_inputs(op_graph, calib, samples, seed)
-            for t in op_graph.inputs:
-                store.put(t, calib_data[t])
-            del calib_data
+        calib_info = _fill_calibration(store, op_graph, calib, samples, seed) if needs_int8 else None
         reference, ref_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress)
                                if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
@@ -724,10 +715,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                                                 part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if keep_reference and ref_info is None:
-            ref_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
-            if progress:
-                progress(f"converting the single-file {ref_dtype} reference (--keep-reference)")
-            ref_info = _single_file_reference(cutter, op_graph, tmp, ref_dtype, store)
+            ref_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress)
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
         manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
@@ -735,6 +723,29 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
     return manifest
+
+
+def _fill_calibration(store: CalibrationStore, op_graph: LayerGraph, calib: Any, samples: int,
+                      seed: int) -> Calibration:
+    """Put the network inputs' INT8 calibration samples into ``store`` (synthetic ones drawn chunk
+    by chunk, so they are never all held) and return their description for the manifest."""
+    if calib is None or calib == "synthetic":
+        for t, rows in synthetic_chunks(op_graph, samples, seed):
+            store.put(t, rows)
+        return Calibration(source="synthetic", samples=samples, seed=seed)
+    calib_data, calib_info = calibration_inputs(op_graph, calib, samples, seed)
+    for t in op_graph.inputs:
+        store.put(t, calib_data[t])
+    return calib_info
+
+
+def _kept_reference(plan: Plan, cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
+                    needs_int8: bool, progress: Callable[[str], None] | None) -> Any:
+    """The single-file reference ``--keep-reference`` ships when no INT8 alignment made one."""
+    ref_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
+    if progress:
+        progress(f"converting the single-file {ref_dtype} reference (--keep-reference)")
+    return _single_file_reference(cutter, op_graph, tmp, ref_dtype, store)
 
 
 def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,

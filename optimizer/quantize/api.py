@@ -288,15 +288,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     latency = None
     if measure_latency_:
         say("timing FP32 vs quantized inference")
-        first_sample = cal.batch("heldout" if cal.size("heldout") else "calib", 0, 1)
-        lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
-        lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
-        latency = LatencyReport(
-            threads=threads,
-            fp32=LatencyInfo(median_ms=lat_f.median_s * 1e3, p90_ms=lat_f.p90_s * 1e3, runs=runs, warmup=warmup),
-            quantized=LatencyInfo(median_ms=lat_q.median_s * 1e3, p90_ms=lat_q.p90_s * 1e3, runs=runs,
-                                  warmup=warmup),
-            speedup=lat_f.median_s / lat_q.median_s)
+        latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup)
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
@@ -317,6 +309,19 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                                  quantized=ops.op_counts().get("TRANSPOSE", 0)))
     atomic_write_bytes(out_path, qbytes)
     return report
+
+
+def _latency_report(fp32: bytes, qbytes: bytes, cal: Any, threads: int, runs: int, warmup: int) -> LatencyReport:
+    """Median and p90 latency of the FP32 and the quantized model on one held-out (else
+    calibration) sample, on this host with LiteRT."""
+    first_sample = cal.batch("heldout" if cal.size("heldout") else "calib", 0, 1)
+    lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
+    lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
+    return LatencyReport(
+        threads=threads,
+        fp32=LatencyInfo(median_ms=lat_f.median_s * 1e3, p90_ms=lat_f.p90_s * 1e3, runs=runs, warmup=warmup),
+        quantized=LatencyInfo(median_ms=lat_q.median_s * 1e3, p90_ms=lat_q.p90_s * 1e3, runs=runs, warmup=warmup),
+        speedup=lat_f.median_s / lat_q.median_s)
 
 
 def _tflite_io(asked: str | None, name: str) -> str:
