@@ -123,3 +123,22 @@ def test_export_peak_rss_does_not_grow_with_samples(tmp_path):
     assert many - few < 0.15 * 300 * per_sample, (few, many)
     assert many < 1.6e9
     print(f"export peak RSS: {few / 1e6:.0f} MB with 20 samples, {many / 1e6:.0f} MB with 320")
+
+
+def test_batchnorm_passes_do_not_depend_on_the_memory_the_process_holds():
+    """The batch-norm pass size changes the estimated statistics (each pass's batch statistics are
+    averaged), so it must follow the graph and the budget only: the same seed gives the same
+    weights however much memory the process happens to hold (a split export and its single-file
+    reference built in one process used to get different passes, and different networks)."""
+    import numpy as np
+
+    from optimizer.graph import load_graph
+    from optimizer.quantize.api import bn_frames_per_pass, parse_memory_budget
+
+    g = load_graph("ssd_mobilenet_v2_fpnlite", "op")
+    budget = parse_memory_budget("1.5GB")
+    before = bn_frames_per_pass(g, budget)
+    ballast = np.ones(600_000_000 // 8)  # 600 MB resident
+    after = bn_frames_per_pass(g, budget)
+    assert ballast.sum() > 0 and before == after >= 1
+    assert bn_frames_per_pass(g, parse_memory_budget("8GB")) > before  # the budget still sizes them

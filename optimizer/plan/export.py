@@ -130,13 +130,15 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
 
     ``model`` may be a ``keras.Model``, a ``.keras`` path, or None: the zoo builder named by
     the plan with ``keras.utils.set_random_seed(seed)`` first and batch-norm statistics
-    re-estimated (:func:`reestimate_batchnorm`, in passes sized by :func:`frames_per_call`
-    within ``memory_budget`` bytes, default 4 GB), so the same seed gives the same weights; or
+    re-estimated (:func:`reestimate_batchnorm`, in passes sized by
+    :func:`~optimizer.quantize.api.bn_frames_per_pass` from the graph and ``memory_budget`` bytes
+    only, default 4 GB), so the same seed and budget give the same weights; or
     the plan's ``.keras`` source file.
     """
     from ..graph.keras_import import graph_from_keras, load_keras_model
     from ..graph.zoo import build_keras, builder, builder_names
     from ..lazy import keras as _keras
+    from ..quantize.api import bn_frames_per_pass
 
     keras = _keras()
     ref = plan.model
@@ -153,7 +155,7 @@ def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
                 ident = sha256_bytes(fh.read() + json.dumps(ref.variant, sort_keys=True).encode())
             graph = graph_from_keras(km, name, block_of=mod.block_of, source=f"zoo:{name}",
                                      source_sha256=ident, fmt="zoo")
-            reestimate_batchnorm(km, seed, frames_per_pass=frames_per_call(graph, budget=memory_budget))
+            reestimate_batchnorm(km, seed, frames_per_pass=bn_frames_per_pass(graph, memory_budget))
             return km, graph, seed
         if src.endswith(".keras"):
             model = src

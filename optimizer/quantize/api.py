@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, UnsupportedOperatorError
 from ..fileio import atomic_write_bytes, sha256_bytes
+from ..graph.layergraph import LayerGraph
 from ..graph.zoo import BN_FRAMES
 from .calibration import CalibrationSet, check_calibration, load_calibration
 from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, convert_quantized,
@@ -204,12 +205,20 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
 
 
 def _bn_frames_per_pass(src: ModelSource, budget: int) -> int:
-    """Frames a training-mode pass of the zoo model may hold within ``budget``: it keeps every
-    layer output (the LayerGraph's output bytes per frame) on top of this process's runtime."""
+    """Frames a training-mode pass of the zoo model may hold within ``budget`` (:func:`bn_frames_per_pass`)."""
     from ..graph.keras_import import graph_from_keras
 
-    graph = graph_from_keras(src.keras_model, src.name)
-    return frames_within(sum(layer.output_bytes("fp32") for layer in graph.layers), budget)
+    return bn_frames_per_pass(graph_from_keras(src.keras_model, src.name), budget)
+
+
+def bn_frames_per_pass(graph: LayerGraph, budget: float | None = None) -> int:
+    """Frames a training-mode batch-norm pass may hold within ``budget``: it keeps every layer
+    output (the graph's output bytes per frame) on top of this process's runtime. A function of
+    the graph and the budget only, never of the memory the process happens to hold: the pass size
+    changes the estimated statistics, so the same seed must give the same passes (and weights).
+    ``budget`` None: :data:`DEFAULT_MEMORY_BUDGET`."""
+    total = parse_memory_budget(DEFAULT_MEMORY_BUDGET) if budget is None else budget
+    return frames_within(sum(layer.output_bytes("fp32") for layer in graph.layers), total)
 
 
 def frames_within(layer_output_bytes: float, budget: float) -> int:
