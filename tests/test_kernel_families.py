@@ -94,3 +94,16 @@ def _shipped(name: str) -> str:
     from optimizer.shipped import shipped_root
 
     return str(shipped_root() / "devices" / f"{name}.yaml")
+
+
+def test_detection_postprocess_is_its_own_cpu_only_family():
+    """A TFLite file's TFLite_Detection_PostProcess imports as a custom op: CPU-only everywhere,
+    kernel family postprocess; any other custom op is 'other'."""
+    from optimizer.graph import LayerSpec, build_graph
+
+    specs = [LayerSpec("nms", "custom", "TFLite_Detection_PostProcess", ("x",), ("y",), ((100, 4),)),
+             LayerSpec("mystery", "custom", "MyOp", ("y",), ("z",), ((100, 4),))]
+    g = build_graph("det", specs, [("x", (1917, 4))], ["z"], fmt="tflite")
+    assert [kernel_family(la, g.fmt) for la in g.layers] == ["postprocess", "other"]
+    dev = load_device("pixel6")
+    assert [p.name for p in dev.processors if p.supports("custom", "int8")] == ["cpu"]
