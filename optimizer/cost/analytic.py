@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import ConfigError, UnknownNameError
 from ..graph.kernel_families import KERNEL_FAMILIES
 from ..graph.layergraph import DTYPE_BYTES, OP_FAMILIES, LayerGraph
+from ..hardware.cores import family_scales
 from ..hardware.schema import Device, Processor
 from .backends import BackendCosts, BackendInputs
 from .features import LayerArrays, layer_arrays
@@ -60,16 +61,17 @@ def executed_dtype(kind: str, dtype: str) -> str:
     return dtype
 
 
-def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None = None) -> np.ndarray:
-    """[L] fraction of peak ``proc`` reaches on every layer: its efficiency for the layer's kernel
-    family (conv1x1, dwconv_s2, ...; METHODS.md section 8b), else for its coarse op family, else
-    its default."""
+def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None, dtype: str) -> np.ndarray:
+    """[L] fraction of its ``dtype`` peak ``proc`` reaches on every layer: its efficiency for the
+    layer's kernel family (conv1x1, dwconv_s2, ...; METHODS.md section 8b), else for its coarse op
+    family, else its default, times the shared core-class rate of its op family where the
+    processor declares core clusters (:func:`optimizer.hardware.cores.family_scales`)."""
     kernels = arrays.kernel_index if arrays.kernel_index is not None else np.full(len(arrays.macs), -1)
     pairs = np.stack([arrays.op_index, kernels], axis=1)
     unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
     table = np.array([proc.op_efficiency(OP_FAMILIES[op], runtime, KERNEL_FAMILIES[k] if k >= 0 else None)
                       for op, k in unique])
-    return np.asarray(table[inverse.reshape(-1)], dtype=float)
+    return np.asarray(table[inverse.reshape(-1)], dtype=float) * family_scales(proc, runtime, dtype)[arrays.op_index]
 
 
 def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.ndarray,
@@ -83,8 +85,6 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     a CPU that declares its core clusters runs at the shared core table's rate for them
     (:func:`optimizer.hardware.cores.family_scales`).
     """
-    from ..hardware.cores import family_scales
-
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
     for j, p in enumerate(device.processors):
@@ -95,9 +95,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
         if peak <= 0:
             out[:, j] = np.inf
             continue
-        eff = layer_efficiency(p, arrays, runtime)
-        compute = arrays.macs / (peak * eff)
-        compute = compute / family_scales(p, runtime, run_dtype)[arrays.op_index]  # shared core-class rates
+        compute = arrays.macs / (peak * layer_efficiency(p, arrays, runtime, run_dtype))
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
         moved = arrays.moved_bytes * widen
         bandwidth = np.full(n_layers, p.runtime_value("memory_bandwidth_bytes_per_s", runtime))

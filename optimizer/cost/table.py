@@ -161,8 +161,7 @@ class CostTable:
         cache (0 without one; Coral "Edge TPU parameter data caching"). Broadcasts."""
         assert self.parameter_cache_bytes is not None and self.parameter_stream_s_per_byte is not None
         weights = self.cum_weight_bytes[b] - self.cum_weight_bytes[a]
-        excess = np.maximum(0.0, weights - self.parameter_cache_bytes[p])
-        return np.asarray(np.where(excess > 0, excess * self.parameter_stream_s_per_byte[p], 0.0))
+        return np.maximum(0.0, weights - self.parameter_cache_bytes[p]) * self.parameter_stream_s_per_byte[p]
 
     def stage_parts(self, a: np.ndarray | int, b: np.ndarray | int,
                     p: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:

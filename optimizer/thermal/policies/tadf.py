@@ -240,10 +240,9 @@ def hswd(graph, device: str, clock_hz: dict[str, float], dtype: str = "fp32",
          cpu: str = "cpu", gpu: str = "gpu") -> HswdResult:
     """HSWD per-layer CPU/GPU split of ``graph`` on ``device`` at ``clock_hz`` (see module doc)."""
     from ...cost import build_cost_table
+    from ...cost.analytic import layer_efficiency
     from ...cost.features import layer_arrays
-    from ...graph.layergraph import OP_FAMILIES
     from ...hardware import load_device
-    from ...hardware.cores import family_scales
 
     dev = load_device(device)
     ct = build_cost_table(graph, dev, dtype, clock_hz=clock_hz)
@@ -257,9 +256,7 @@ def hswd(graph, device: str, clock_hz: dict[str, float], dtype: str = "fp32",
         """Roofline time of ``share`` of each layer's output channels on processor ``proc_i``."""
         p = dev.processors[proc_i]
         f = ct.meta["clock_hz"][p.name]
-        eff = np.array([p.op_efficiency(o) for o in OP_FAMILIES])[arr.op_index]
-        eff = eff * family_scales(p, None, dtype)[arr.op_index]  # shared core-class rates
-        compute = share * arr.macs / (p.peak_at(dtype, f) * eff)
+        compute = share * arr.macs / (p.peak_at(dtype, f) * layer_efficiency(p, arr, None, dtype))
         memory = (arr.in_bytes + share * (arr.out_bytes + arr.weight_bytes)) / p.memory_bandwidth_bytes_per_s
         return p.layer_overhead_s * arr.dispatched + np.maximum(compute, memory)
 
