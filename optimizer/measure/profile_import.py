@@ -43,6 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, SchemaError
 from ..graph.layergraph import LayerGraph
+from ..graph.tflite_import import OP_FAMILY as TFLITE_OP_FAMILY
 
 FORMATS = ("tflite_text", "tflite_csv", "ort_json")
 ACCEPTED = ("TFLite benchmark_model --enable_op_profiling output (text), its --profiling_output_csv_file CSV, "
@@ -72,20 +73,12 @@ ORT_PROVIDERS: dict[str, str] = {
     "OpenVINOExecutionProvider": "cpu", "WebGpuExecutionProvider": "gpu",
 }
 
-#: TFLite builtin operator -> LayerGraph op family (``optimizer.graph.layergraph.OP_FAMILIES``)
+#: TFLite operator -> LayerGraph op family: the TFLite importer's own table
+#: (:data:`optimizer.graph.tflite_import.OP_FAMILY`, so a profile row and the imported layer of
+#: one operator agree), plus the operators a profile shows that the importer files under
+#: ``other`` or as custom ops
 TFLITE_FAMILIES: dict[str, str] = {
-    "CONV_2D": "conv", "TRANSPOSE_CONV": "conv", "CONV_3D": "conv", "DEPTHWISE_CONV_2D": "dwconv",
-    "FULLY_CONNECTED": "dense", "BATCH_MATMUL": "dense",
-    "AVERAGE_POOL_2D": "pool", "MAX_POOL_2D": "pool", "L2_POOL_2D": "pool", "MEAN": "pool",
-    "ADD": "add", "SUB": "add", "MUL": "add", "DIV": "add", "MAXIMUM": "add", "MINIMUM": "add",
-    "CONCATENATION": "concat",
-    "RELU": "act", "RELU6": "act", "RELU_N1_TO_1": "act", "LOGISTIC": "act", "TANH": "act", "SOFTMAX": "act",
-    "HARD_SWISH": "act", "ELU": "act", "PRELU": "act", "LEAKY_RELU": "act", "GELU": "act",
-    "RESHAPE": "reshape", "SQUEEZE": "reshape", "TRANSPOSE": "reshape", "PAD": "reshape", "PADV2": "reshape",
-    "PACK": "reshape", "UNPACK": "reshape", "STRIDED_SLICE": "reshape", "SLICE": "reshape",
-    "SPLIT": "reshape", "SPLIT_V": "reshape", "EXPAND_DIMS": "reshape", "GATHER": "reshape",
-    "QUANTIZE": "other", "DEQUANTIZE": "other",
-    "RESIZE_BILINEAR": "resize", "RESIZE_NEAREST_NEIGHBOR": "resize",
+    **TFLITE_OP_FAMILY, "GATHER": "reshape", "QUANTIZE": "other", "DEQUANTIZE": "other",
     "TFLite_Detection_PostProcess": "custom",
 }
 
