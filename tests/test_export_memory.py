@@ -83,12 +83,11 @@ def _keras_model(path: Path) -> Path:
 _CHILD = r"""
 import sys
 from optimizer.cli import main
+from optimizer.quantize.parallel_calibration import peak_rss_bytes
 try:
     code = main(sys.argv[1:])
 finally:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            print("PEAK", int(line.split()[1]) * 1024, file=sys.stderr)
+    print("PEAK", peak_rss_bytes(), file=sys.stderr)
 sys.exit(code)
 """
 
