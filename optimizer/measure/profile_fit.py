@@ -130,9 +130,10 @@ def fit_times(match: ProfileMatch) -> np.ndarray:
 
 def family_rows(before: Device, after: Device, processor: str, match: ProfileMatch, dtype: str) -> list[FamilyRow]:
     """Per op family of one profile: profiled, modeled before and after seconds."""
-    prof = family_sums(match, fit_times(match))
-    b = family_sums(match, modeled_layers(before, processor, match.graph, dtype))
-    a = family_sums(match, modeled_layers(after, processor, match.graph, dtype))
+    fams = kernel_families(match, dtype)
+    prof = family_sums(match, fit_times(match), fams)
+    b = family_sums(match, modeled_layers(before, processor, match.graph, dtype), fams)
+    a = family_sums(match, modeled_layers(after, processor, match.graph, dtype), fams)
     return [FamilyRow(match.profile.path, match.graph.name, f, prof[f], b[f], a[f]) for f in sorted(prof, key=lambda k: -prof[k])]
 
 
