@@ -40,6 +40,11 @@ _WRITE_FIXES = {
 }
 
 
+#: write errors that are the machine's state (a full, size-limited or read-only disk), not a bug:
+#: the CLI reports them as one line wherever a working file met them
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
+
+
 def write_error(target: str | os.PathLike[str], what: str, exc: OSError, folder: Path | None = None) -> InputFileError:
     """The one-line error of an :class:`OSError` met writing ``target``: path, reason, fix."""
     reason = exc.strerror or type(exc).__name__

@@ -13,7 +13,6 @@ one ``interrupted`` line and exit code 130.
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
 import signal
@@ -31,7 +30,7 @@ import typer.core  # noqa: E402
 
 from .. import __version__  # noqa: E402
 from ..errors import DnnplanError  # noqa: E402
-from ..fileio import OutputTransaction  # noqa: E402
+from ..fileio import DISK_ERRNOS, OutputTransaction, write_error  # noqa: E402
 from .common import STATE, console_err  # noqa: E402
 
 class _CommandInterrupted(BaseException):
@@ -118,12 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except OSError as exc:  # a working file (temporary model, calibration batch) the disk refused
-        if STATE.debug or exc.errno not in _DISK_ERRNOS:
+        if STATE.debug or exc.errno not in DISK_ERRNOS:
             raise
-        where = f" ({exc.filename})" if exc.filename else ""
-        console_err.print(f"[bold red]error:[/] cannot write a working file{where}: {exc.strerror}; free disk "
-                          "space or raise the file-size limit, then re-run", highlight=False, soft_wrap=True)
-        return 2
+        import tempfile  # a write of an open file carries no name: working files live in the temporary folder
+
+        err = write_error(exc.filename or tempfile.gettempdir(), "working file", exc)
+        console_err.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        return err.exit_code
     except typer.Abort:
         console_err.print("aborted")
         return 1
@@ -140,10 +140,6 @@ def main(argv: list[str] | None = None) -> int:
             return exc.exit_code
         raise
     return rc if isinstance(rc, int) else 0
-
-
-#: the OSErrors of a full, read-only or size-limited disk: the machine's state, not a bug
-_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
 
 
 def _command_of(ctx: typer.Context) -> str:
