@@ -52,7 +52,7 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--granularity", default="op", choices=("op", "block"))
+    ap.add_argument("--granularity", default="op", choices=("op", "kernel", "block"))
     ap.add_argument("--networks", default=",".join(zoo_names()))
     ap.add_argument("--devices", default=",".join(DEVICES))
     args = ap.parse_args()

@@ -37,7 +37,7 @@ def test_grid_expands_to_the_product_plus_explicit_tasks(tmp_path):
     assert len(maps) == 2 * 1 * 2 * 2  # models x devices x solvers x seeds
     assert len(splits) == 2 * 1 * 2 * 2 + 1  # models x devices x networks x seeds + explicit
     assert all(t.network is None for t in maps)
-    assert {t.granularity for t in splits} == {"block"} and {t.granularity for t in maps} == {"op"}
+    assert {t.granularity for t in splits} == {"block"} and {t.granularity for t in maps} == {"kernel"}
     assert len({t.task_id for t in tasks}) == len(tasks)
     # ids are stable across loads and change with any field
     again = {t.task_id for t in load_job(_write(tmp_path, GRID, "again.yaml")).expand()}

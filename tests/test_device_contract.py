@@ -65,12 +65,12 @@ def test_every_command_on(name, run_cli, tmp_path):
     device = load_device(name)
     procs = device.processor_names
 
-    cost = json.loads(_ok(run_cli("cost", MODEL, "--device", name, "--json")).stdout)
+    cost = json.loads(_ok(run_cli("cost", MODEL, "--device", name, "--granularity", "kernel", "--json")).stdout)
     assert cost["processors"] == list(procs)
     for p in procs:
         t = cost["totals"]["latency_s"][p]
         assert math.isfinite(t) and t > 0, (p, t)
-    layers = len(cost["layers"])
+    layers = len(cost["layers"])  # kernels: map's default view
 
     mapped = tmp_path / "map.json"
     _ok(run_cli("--quiet", "map", MODEL, "--device", name, "--out", mapped, *GA))

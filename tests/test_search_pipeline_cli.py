@@ -89,10 +89,13 @@ def test_map_network_with_fewer_layers_than_stages(run_cli, tmp_path):
     model = tmp_path / "two.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
     out = tmp_path / "plan.json"
-    res = run_cli("map", str(model), "--device", "pixel6", "--out", str(out))
+    res = run_cli("map", str(model), "--device", "pixel6", "--out", str(out))  # conv + fused ReLU: one kernel
+    assert res.exit_code == 2 and "has 1 layer at kernel granularity" in res.stderr and "fewer than the 3 stages" in res.stderr
+    res = run_cli("map", str(model), "--device", "pixel6", "--granularity", "op", "--out", str(out))
     assert res.exit_code == 2 and "has 2 layers" in res.stderr and "fewer than the 3 stages" in res.stderr
     assert not out.exists()
-    assert run_cli("--quiet", "map", str(model), "--device", "pixel6", "--stages", "2", "--out", str(out)).exit_code == 0
+    assert run_cli("--quiet", "map", str(model), "--device", "pixel6", "--granularity", "op", "--stages", "2",
+                   "--out", str(out)).exit_code == 0
     assert len(read_plan(out).stages) in (1, 2)
 
 

@@ -16,7 +16,7 @@ Example (``search_spaces/jobs/paper_grid.yaml``)::
       models: [mobilenet_v2, resnet50]
       devices: [pixel6, galaxy_s22]
       seeds: [0, 1, 2, 3, 4]
-      map: {solvers: [ga], objectives: [[throughput]], granularity: op}
+      map: {solvers: [ga], objectives: [[throughput]], granularity: kernel}
       split: {networks: [wifi_10], solvers: [nsga2], granularity: block}
     tasks:
       - {kind: split, model: alexnet, device: galaxy_j6, network: wifi_10, solver: exact}
@@ -62,7 +62,7 @@ class TaskDefaults(_Strict):
     """Fields a job may set once for all its tasks."""
 
     dtype: Literal["int8", "fp16", "fp32"] = "int8"
-    granularity: Literal["op", "block"] | None = None
+    granularity: Literal["op", "kernel", "block"] | None = None
     stages: int = Field(default=3, ge=1, le=8)
     server: str | None = None
     memory_limit: str | None = None
@@ -115,7 +115,7 @@ class TaskSpec(TaskDefaults):
         if self.objectives is None:
             self.objectives = list(DEFAULT_OBJECTIVES[self.kind])
         if self.granularity is None:
-            self.granularity = "op" if self.kind == "map" else "block"
+            self.granularity = "kernel" if self.kind == "map" else "block"
         if self.kind == "split" and not self.network:
             raise ValueError("a split task needs a 'network' (e.g. wifi_10)")
         if self.kind == "map":
@@ -170,7 +170,7 @@ class SearchGrid(_Strict):
     solvers: list[str] = Field(default_factory=list)
     objectives: list[list[str]] = Field(default_factory=list)
     networks: list[str] = Field(default_factory=list)
-    granularity: Literal["op", "block"] | None = None
+    granularity: Literal["op", "kernel", "block"] | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("objectives", mode="before")

@@ -66,7 +66,7 @@ def cost(
     dtype: str | None = typer.Option(None, "--dtype", help="int8, fp16 or fp32 (default: int8; measured: the "
                                         "table's, e.g. fp32 for onnxruntime timings)."),
     table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
-    granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
+    granularity: str = typer.Option("op", "--granularity", "-g", help="op, kernel or block."),
     clock: list[str] = typer.Option([], "--clock", help="PROCESSOR=FREQUENCY (e.g. cpu=1.8GHz); default: max clocks (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout instead of a table."),
     input_shape: list[str] = input_shape_option(),
@@ -74,10 +74,10 @@ def cost(
     """Latency and energy of every layer on every processor (fallback marked *), with totals."""
     from ..cost import build_cost_table
     from ..errors import ConfigError
-    from ..graph import load_graph
+    from ..graph import GRANULARITIES, load_graph
 
-    if granularity not in ("op", "block"):
-        raise ConfigError(f"--granularity {granularity!r} is not valid; expected op or block")
+    if granularity not in GRANULARITIES:
+        raise ConfigError(f"--granularity {granularity!r} is not valid; expected {', '.join(GRANULARITIES)}")
     from ..cost import backend_names
     from ..errors import UnknownNameError
 

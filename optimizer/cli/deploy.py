@@ -53,7 +53,8 @@ def export(
             update={"input_shapes": {k: list(v) for k, v in shapes.items()}})})
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
-                           keep_reference=keep_reference, memory_budget=budget, progress=progress)
+                           keep_reference=keep_reference, memory_budget=budget, progress=progress,
+                           note=lambda msg: console_err.print(f"note: {msg}", highlight=False))
     if as_json:
         print_json(manifest.model_dump(mode="json"))
         return

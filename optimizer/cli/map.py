@@ -37,7 +37,9 @@ def map_cmd(
     stages: Optional[int] = typer.Option(None, "--stages", help="Most inference stages (each on its own processor; "
                                          "default: 3, or fewer on a device with fewer processors)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the GA (same seed -> same plan)."),
-    granularity: str = typer.Option("op", "--granularity", "-g", help="op or block."),
+    granularity: str = typer.Option("kernel", "--granularity", "-g", help="kernel (each operator with the "
+                                    "batch-norms, activations and reshapes a runtime fuses into it: stages "
+                                    "end only where a runtime can end a partition), op or block."),
     processors: Optional[str] = typer.Option(None, "--processors",
                                              help="Comma-separated processors stages may use (default: all)."),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="Per-processor memory cap, e.g. '2 GB'."),

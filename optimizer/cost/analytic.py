@@ -127,16 +127,17 @@ def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArra
 
 
 def _block_starts(graph: LayerGraph) -> np.ndarray:
-    """Index of each block's first member in the op view (blocks are consecutive runs of ops)."""
+    """Index of each unit's first member in the op view (kernel and block units are consecutive
+    runs of ops)."""
     sizes = np.array([len(la.members) for la in graph.layers])
     return np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
 
 def layer_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
-    """[L, P] bool: layer ``l`` runs natively on processor ``p`` at ``dtype`` (a block when all
+    """[L, P] bool: layer ``l`` runs natively on processor ``p`` at ``dtype`` (a kernel or block when all
     its members do); ``arrays`` are ``graph``'s :func:`layer_arrays`. Device capability only: no
     latency model is evaluated, so measured and learned backends use it without the analytic pass."""
-    if graph.granularity == "block" and graph.op_view is not None:
+    if graph.op_view is not None:
         fine = _op_support(graph.op_view, device, dtype, layer_arrays(graph.op_view, dtype))
         return np.logical_and.reduceat(fine, _block_starts(graph), axis=0)
     return _op_support(graph, device, dtype, arrays)
@@ -148,12 +149,12 @@ def analytic_costs(
 ) -> dict[str, Any]:
     """Latency, energy and support arrays [L, P] of ``graph`` on ``device`` (see module doc).
 
-    A block-view graph that keeps its op view is costed as the sum of its members, each at its
-    own op family's efficiency (so op and block totals agree); ``runtime`` picks an efficiency
+    A kernel- or block-view graph that keeps its op view is costed as the sum of its members, each
+    at its own op family's efficiency (so the views' totals agree); ``runtime`` picks an efficiency
     profile of the device (None: its default runtime).
     """
     runtime = device.check_runtime(runtime)
-    if graph.granularity == "block" and graph.op_view is not None:
+    if graph.op_view is not None:
         return _block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
     arrays = layer_arrays(graph, dtype)
     clocks = resolve_clocks(device, clock_hz)
@@ -174,7 +175,7 @@ def analytic_costs(
 
 
 def _block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
-    """Sum op-view costs over each block's (consecutive) members."""
+    """Sum op-view costs over each unit's (consecutive) members."""
     starts = _block_starts(graph)
     out = dict(fine)
     for key in ("latency_s", "energy_j", "native_s"):

@@ -8,10 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph.kernel_families import kernel_family_index
-from ..graph.layergraph import OP_FAMILIES, LayerGraph, dtype_bytes
-
-#: op families that runtimes fuse into the preceding kernel (no dispatch overhead of their own)
-FUSED_FAMILIES: tuple[str, ...] = ("act", "norm", "reshape", "other")
+from ..graph.layergraph import FUSED_FAMILIES, OP_FAMILIES, LayerGraph, dtype_bytes
 #: operator types converters drop at inference (no kernel anywhere, so never a CPU fallback)
 IDENTITY_OP_TYPES: frozenset[str] = frozenset({"Dropout", "SpatialDropout1D", "SpatialDropout2D",
                                                "GaussianDropout", "AlphaDropout", "Identity"})

@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from .layergraph import (
-    DTYPE_BYTES, OP_FAMILIES, Layer, LayerGraph, LayerSpec, Tensor, build_graph, dtype_bytes
+    DTYPE_BYTES, GRANULARITIES, OP_FAMILIES, Layer, LayerGraph, LayerSpec, Tensor, build_graph, dtype_bytes
 )
 from .loader import load_graph
 
 __all__ = [
-    "DTYPE_BYTES", "OP_FAMILIES", "Layer", "LayerGraph", "LayerSpec", "Tensor", "build_graph",
+    "DTYPE_BYTES", "GRANULARITIES", "OP_FAMILIES", "Layer", "LayerGraph", "LayerSpec", "Tensor", "build_graph",
     "dtype_bytes", "load_graph",
 ]

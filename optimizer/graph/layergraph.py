@@ -16,6 +16,7 @@ tensor produced before a boundary and consumed at or after it (skip connections 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,7 +32,12 @@ OP_FAMILIES: tuple[str, ...] = (
     "conv", "dwconv", "dense", "pool", "add", "concat", "act", "norm", "reshape", "resize", "other",
     "custom",  # custom/unknown operators (TFLite custom ops, non-standard ONNX ops): CPU only
 )
-Granularity = Literal["op", "block"]
+Granularity = Literal["op", "kernel", "block"]
+GRANULARITIES: tuple[str, ...] = ("op", "kernel", "block")
+#: op families a runtime folds into the kernel that produces their input: TFLite folds batch-norms
+#: into the convolution and fuses activations into conv/add kernels, reshapes and dropout move no
+#: data (METHODS.md section 8); the cost models charge them nothing of their own
+FUSED_FAMILIES: tuple[str, ...] = ("act", "norm", "reshape", "other")
 INPUT_PRODUCER = -1  # producer index of graph inputs: they exist before boundary 0
 
 
@@ -75,7 +81,7 @@ class Layer:
     output_shapes: tuple[tuple[int, ...], ...]
     macs: int
     params: int
-    members: tuple[str, ...] = ()  # op names merged into this unit (block view)
+    members: tuple[str, ...] = ()  # op names merged into this unit (kernel and block views)
 
     @property
     def output_elements(self) -> int:
@@ -132,7 +138,7 @@ class LayerGraph:
     #: full input shapes (batch included, the file's names) given at import (``--input-shape``);
     #: None when the file's own shapes were used. Plans and manifests record them.
     served_input_shapes: dict[str, tuple[int, ...]] | None = field(default=None, compare=False)
-    #: block view only: the op-view graph it was merged from (cost models sum members' costs)
+    #: kernel and block views: the op-view graph they were merged from (cost models sum members' costs)
     op_view: LayerGraph | None = field(default=None, repr=False, compare=False)
 
     # ----------------------------------------------------------------- totals
@@ -240,13 +246,22 @@ class LayerGraph:
 
     # ----------------------------------------------------------------- views
     def with_granularity(self, granularity: str) -> LayerGraph:
-        """This graph in ``op`` view (unchanged) or ``block`` view (consecutive ops merged)."""
+        """This graph in ``op`` view (unchanged), ``kernel`` view (each operator with the ops
+        fused into it) or ``block`` view (consecutive kernels of one block merged)."""
         if granularity == self.granularity:
             return self
+        if granularity == "kernel" and self.granularity == "op":
+            return coarsen_to_kernels(self)
         if granularity == "block" and self.granularity == "op":
             return coarsen_to_blocks(self)
         raise ConfigError(
-            f"cannot turn a {self.granularity!r} graph into {granularity!r}; expected op or block")
+            f"cannot turn a {self.granularity!r} graph into {granularity!r}; expected op, kernel or block")
+
+    @cached_property
+    def kernel_anchors(self) -> np.ndarray:
+        """[L] index of the layer whose kernel each layer runs in (:func:`fused_anchors`); in op
+        view the members of one kernel are consecutive (:func:`build_graph` orders them so)."""
+        return np.array(fused_anchors(self.layers, self.outputs), dtype=np.int64)
 
     def to_dict(self, dtype: str = "fp32") -> dict[str, object]:
         cut = self.cut_bytes_array(dtype)
@@ -276,11 +291,16 @@ def build_graph(
     source_sha256: str = "",
     fmt: str = "",
     weight_dtype: str | None = None,
+    kernel_order: bool = True,
 ) -> LayerGraph:
     """Assemble a LayerGraph from operator specs listed in a valid execution order.
 
     Tensors consumed but never produced must be graph inputs; an output that no layer
     produces is an error. Consumers of the graph outputs include the sink index ``L``.
+    With ``kernel_order`` (operator specs), every op that fuses into another's kernel
+    (:func:`fused_anchors`) is moved up to follow it, so a kernel's members are consecutive:
+    parallel towers that a framework lists interleaved (SSD box and class heads) would otherwise
+    let a cut fall between a convolution and its batch-norm.
     """
     from ..errors import ModelFormatError
 
@@ -289,6 +309,8 @@ def build_graph(
     n = len(specs)
     if n == 0:
         raise ModelFormatError(f"{name}: the model has no operators to import")
+    if kernel_order:
+        specs = _kernel_contiguous(specs, outputs)
     producer: dict[str, int] = {t: INPUT_PRODUCER for t, _ in inputs}
     shapes: dict[str, tuple[int, ...]] = {t: tuple(int(d) for d in s) for t, s in inputs}
     consumers: dict[str, list[int]] = {t: [] for t in producer}
@@ -330,22 +352,77 @@ _OP_PRIORITY = ("conv", "dwconv", "dense", "pool", "resize", "concat", "add", "n
                 "reshape", "other", "custom")
 
 
+def fused_anchors(ops: Sequence[LayerSpec | Layer], graph_outputs: Iterable[str]) -> list[int]:
+    """Index of the operator whose kernel each operator runs in (its own index when it is a
+    kernel of its own).
+
+    An op of a :data:`FUSED_FAMILIES` family with a single input runs in the kernel of the op
+    that produces that input when that op has one output which nothing else reads and which is
+    no graph output: the runtime then never materialises the tensor between them (TFLite's
+    batch-norm folding and activation fusion, METHODS.md section 8). Chains follow
+    (conv -> batch-norm -> ReLU6 is one kernel).
+    """
+    uses = Counter(t for op in ops for t in op.inputs)
+    uses.update(graph_outputs)
+    producer: dict[str, int] = {}
+    anchor: list[int] = []
+    for i, op in enumerate(ops):
+        a = i
+        if op.op in FUSED_FAMILIES and len(op.inputs) == 1:
+            p = producer.get(op.inputs[0])
+            if p is not None and uses[op.inputs[0]] == 1 and len(ops[p].outputs) == 1:
+                a = anchor[p]
+        anchor.append(a)
+        producer.update((t, i) for t in op.outputs)
+    return anchor
+
+
+def _kernel_contiguous(specs: Sequence[LayerSpec], outputs: Iterable[str]) -> list[LayerSpec]:
+    """``specs`` with every fused op moved up to follow the op whose kernel it runs in. Still a
+    valid execution order: a fused op reads only the single-use output of the kernel's chain."""
+    anchor = fused_anchors(specs, outputs)
+    followers: dict[int, list[int]] = {}
+    for i, a in enumerate(anchor):
+        if a != i:
+            followers.setdefault(a, []).append(i)
+    order = [j for i, a in enumerate(anchor) if a == i for j in (i, *followers.get(i, ()))]
+    return [specs[i] for i in order]
+
+
+def coarsen_to_kernels(graph: LayerGraph) -> LayerGraph:
+    """One unit per runtime kernel: each operator with the ops fused into it
+    (:func:`fused_anchors`), so cuts fall only where a runtime can end a partition."""
+    anchors = graph.kernel_anchors
+    return _coarsen(graph, [int(a) for a in anchors], [graph.layers[a].name for a in anchors], "kernel")
+
+
 def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
-    """Merge runs of consecutive layers sharing a block label into one unit each.
+    """Merge runs of consecutive layers sharing a block label into one unit each (the source
+    framework's modules, e.g. torchvision's ``features.N``: the granularity of published
+    per-block figures, which may end a block between an operator and an op fused into it)."""
+    labels = [layer.block for layer in graph.layers]
+    return _coarsen(graph, labels, labels, "block")
+
+
+def _coarsen(graph: LayerGraph, keys: Sequence[object], names: Sequence[str], granularity: str) -> LayerGraph:
+    """Merge runs of consecutive op-view layers with equal ``keys`` into one unit each, named
+    after the run's first ``names`` entry.
 
     A unit's MACs and params are the sums of its members; its op family is the heaviest
     member's (by MACs, then by a fixed priority); its inputs are the tensors it reads from
     outside, its outputs the tensors it produces that are read outside (or are graph outputs).
-    Cuts in this view therefore fall only on block boundaries.
+    Cuts in this view therefore fall only on unit boundaries.
     """
     runs: list[list[Layer]] = []
-    for layer in graph.layers:
-        if runs and runs[-1][-1].block == layer.block:
+    run_names: list[str] = []
+    for layer, key, name in zip(graph.layers, keys, names, strict=True):
+        if runs and keys[runs[-1][-1].index] == key:
             runs[-1].append(layer)
         else:
             runs.append([layer])
+            run_names.append(name)
     specs: list[LayerSpec] = []
-    for run in runs:
+    for run, name in zip(runs, run_names, strict=True):
         produced = {t for layer in run for t in layer.outputs}
         members = {layer.index for layer in run}
         reads: list[str] = []
@@ -355,19 +432,19 @@ def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
                     reads.append(t)
         writes = [t for layer in run for t in layer.outputs
                   if any(c not in members for c in graph.tensors[t].consumers)]
-        if not writes:  # a dead-end block still produces its last tensor
+        if not writes:  # a dead-end unit still produces its last tensor
             writes = [run[-1].outputs[-1]]
-        custom = [la for la in run if la.op == "custom"]  # a block holding a custom op is CPU-only
+        custom = [la for la in run if la.op == "custom"]  # a unit holding a custom op is CPU-only
         head = custom[0] if custom else max(run, key=lambda la: (la.macs, -_OP_PRIORITY.index(la.op)))
         specs.append(LayerSpec(
-            name=run[0].block, op=head.op, op_type=head.op_type, inputs=tuple(reads),
+            name=name, op=head.op, op_type=head.op_type, inputs=tuple(reads),
             outputs=tuple(writes), output_shapes=tuple(graph.tensors[t].shape for t in writes),
             macs=sum(la.macs for la in run), params=sum(la.params for la in run), block=run[0].block,
         ))
     coarse = build_graph(
         graph.name, specs, [(t, graph.tensors[t].shape) for t in graph.inputs], graph.outputs,
         source=graph.source, source_sha256=graph.source_sha256, fmt=graph.fmt,
-        weight_dtype=graph.weight_dtype,
+        weight_dtype=graph.weight_dtype, kernel_order=False,
     )
     layers = tuple(
         Layer(**{**la.__dict__, "members": tuple(m.name for m in run)})
@@ -375,7 +452,7 @@ def coarsen_to_blocks(graph: LayerGraph) -> LayerGraph:
     )
     return LayerGraph(
         name=coarse.name, layers=layers, tensors=coarse.tensors, inputs=coarse.inputs,
-        outputs=coarse.outputs, granularity="block", source=coarse.source,
+        outputs=coarse.outputs, granularity=granularity, source=coarse.source,
         source_sha256=coarse.source_sha256, fmt=coarse.fmt, weight_dtype=coarse.weight_dtype,
         served_input_shapes=graph.served_input_shapes, op_view=graph,
     )

@@ -124,6 +124,23 @@ def plan_parts(plan: Plan, plan_graph: LayerGraph) -> list[PartRange]:
     return parts
 
 
+def kernel_splits(plan_graph: LayerGraph, parts: list[PartRange]) -> list[str]:
+    """One line per part that starts inside a runtime kernel: its first op fuses into the
+    previous part's last kernel (a batch-norm or activation cut off its convolution,
+    :attr:`~optimizer.graph.layergraph.LayerGraph.kernel_anchors`). The runtime cannot fuse
+    across parts, so the part pays a kernel and an INT8 rounding the single-file model does not."""
+    ops = plan_graph.op_view or plan_graph
+    anchors = ops.kernel_anchors
+    lines = []
+    for pr in parts:
+        if 0 < pr.first_op < len(ops) and anchors[pr.first_op] < pr.first_op:
+            first, kernel = ops.layers[pr.first_op], ops.layers[int(anchors[pr.first_op])]
+            lines.append(f"{pr.name} starts at {first.name!r} ({first.op}), which runs fused in the kernel of "
+                         f"{kernel.name!r} before the cut; the parts will not compute exactly what the single "
+                         "model computes (map/split with --granularity kernel cuts only between kernels)")
+    return lines
+
+
 def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
                     memory_budget: float | None = None) -> tuple[Any, LayerGraph, int | None]:
     """The Keras model of ``plan``, its op-view LayerGraph, and the weight seed used.
@@ -649,7 +666,8 @@ def _prepare_out_dir(out_dir: Path) -> None:
 def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
                 samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
                 memory_budget: float | str = "4GB",
-                progress: Callable[[str], None] | None = None) -> Manifest:
+                progress: Callable[[str], None] | None = None,
+                note: Callable[[str], None] | None = None) -> Manifest:
     """Write the artifacts of ``plan`` into ``out_dir`` and return their manifest.
 
     Parameters
@@ -677,6 +695,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         grow with ``samples``.
     progress : callable, optional
         Called with a short message before each conversion.
+    note : callable, optional
+        Called with each thing the user should know about the plan (:func:`kernel_splits`).
     """
     import tempfile
 
@@ -693,6 +713,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
     parts = plan_parts(plan, plan_graph)
+    for line in kernel_splits(plan_graph, parts) if note else ():
+        note(line)
     needs_int8 = any(p.dtype == "int8" for p in parts)
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))

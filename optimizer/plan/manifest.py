@@ -125,7 +125,7 @@ class Wire(_Strict):
 class ModelInfo(_Strict):
     name: str
     sha256: str
-    granularity: Literal["op", "block"]
+    granularity: Literal["op", "kernel", "block"]
     layers: int = Field(ge=1)
     ops: int = Field(ge=1, description="Operator count (op view)")
     source: str

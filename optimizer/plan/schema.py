@@ -32,7 +32,7 @@ class ModelRef(_Strict):
     name: str
     sha256: str = Field(description="SHA-256 of the model file, or of the zoo builder + variant")
     layers: int = Field(ge=1, description="Layer count in this granularity")
-    granularity: Literal["op", "block"] = "op"
+    granularity: Literal["op", "kernel", "block"] = "op"
     dtype: DTypeName = "int8"
     source: str | None = Field(default=None, description="File path or zoo:<name>")
     variant: dict[str, Any] = Field(default_factory=dict, description="Zoo builder arguments")

@@ -28,7 +28,7 @@ class SplitJob(BaseModel):
     devices: list[str] = Field(min_length=1)
     network: str
     server: str
-    granularity: Literal["op", "block"] = "block"
+    granularity: Literal["op", "kernel", "block"] = "block"
     dtype: Literal["int8", "fp16", "fp32"] = "int8"
     wire_dtypes: list[Literal["int8", "fp16", "fp32"]] = Field(default=["int8", "fp16", "fp32"], min_length=1)
     processors: list[str] | None = Field(default=None, description="Head processors (default: all)")

@@ -103,7 +103,7 @@ class PipelineRequest(_Request):
     QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {"memory_limit": ("bytes", True)}
 
     dtype: Dtype | None = Field(default=None, description="Default int8; fp32 with measure='host'")
-    granularity: Literal["op", "block"] = "op"
+    granularity: Literal["op", "kernel", "block"] = "kernel"
     solver: str = "ga"
     objectives: tuple[str, ...] = ("throughput",)
     stages: int | None = Field(default=None, ge=1, description="Most stages (default: min(3, processors allowed))")
@@ -177,7 +177,7 @@ class SplitRequest(_Request):
     network: str = Field(min_length=1, description="Link (search_spaces/networks)")
     server: str = "smartsplit_i5"
     solver: str = "nsga2"
-    granularity: Literal["op", "block"] = "block"
+    granularity: Literal["op", "kernel", "block"] = "block"
     dtype: Dtype = "int8"
     wire_dtypes: tuple[str, ...] = ("int8", "fp16", "fp32")
     cost_model: str = "table"
