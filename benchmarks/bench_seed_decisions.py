@@ -40,7 +40,7 @@ def park_ha() -> None:
     for dev in PUBLISHED_PIPELINE:
         device = load_device(dev)
         for m in DETECTORS:
-            g = load_graph(m, "op")
+            g = load_graph(m, "kernel")  # dnnplan map's view: stages end between kernels
             table = build_cost_table(g, device, "int8")
             pb = pipeline_problem(g, device, stages=3, table=table)
             best = solve(pb, "exact").best

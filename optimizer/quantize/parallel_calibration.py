@@ -2,16 +2,18 @@
 
 TFLite's calibrator (``tensorflow.lite.python.optimize.calibrator.Calibrator``) runs one float
 inference per representative sample on one thread, holding the GIL, and records the absolute
-min/max of every tensor (``calibration_logger.h``); with Park & Ha's 1000 samples it is most
-of the conversion time (METHODS.md §1). Inside :func:`parallel_calibration` the converter
+min/max of every tensor (``calibration_logger.h``); with Park & Ha's 1000 samples calibration
+is most of the conversion time (METHODS.md §1). Inside :func:`parallel_calibration` the converter
 gets a calibrator that
 
 * streams the :class:`.calibration.CalibrationSet`: consecutive samples are produced and fed
   in batches of ``batch`` (the calibrator resizes the model's inputs to the first batch's
   shape; a short last batch is padded with copies of its first sample, which leaves every
   min/max unchanged), so no more than one batch per process is held;
-* calibrates contiguous runs of batches with TensorFlow's own calibration wrapper: the first
-  run in this process, the others in ``workers - 1`` spawned helper processes that start on
+* calibrates contiguous runs of batches (:func:`calibrate_run`: ranges recorded with LiteRT's
+  XNNPACK kernels by :mod:`.ranges`, which also avoids the wrapper's in-place ``ADD`` misreading;
+  TensorFlow's own calibration wrapper where those do not cover the model): the first run in
+  this process, the others in ``workers - 1`` spawned helper processes that start on
   entry (importing TensorFlow takes them ~7 s, overlapping the graph conversion) and produce
   their own batches from the set's recipe (seeds or file names); and
 * merges the calibrated models (:func:`.flatbuffer.merge_calibration`: min of mins, max of
@@ -19,13 +21,11 @@ gets a calibrator that
 
 The batch and the number of processes follow a memory budget (:func:`plan_calibration`): a
 process costs its TensorFlow runtime and model copies, and each frame of a batch the input
-plus the interpreter's activation arena, which the :class:`~optimizer.graph.layergraph.LayerGraph`
-bounds by its peak live activation bytes (TFLite's arena planner reuses dead tensors' memory;
-measured on mobilenet_v2: +7.5 MB per frame of batch against 9.7 MB peak live). The batch does
+plus every float activation (:func:`frame_bytes_of`: the LiteRT recorder keeps them all as
+outputs; under TensorFlow's wrapper, the arena the
+:class:`~optimizer.graph.layergraph.LayerGraph` bounds by its peak live activation bytes). The batch does
 not depend on the number of workers, and every batch is calibrated by the same code whatever
-that number, so one worker and four give byte-identical models. (LiteRT ships its own build of
-the wrapper, which loads without TensorFlow but is ~20 % slower and differs from TensorFlow's
-in the last float bits, so it is not used.) A model that cannot run batched (a batch-1 graph)
+that number, so one worker and four give byte-identical models. A model that cannot run batched (a batch-1 graph)
 is calibrated sample by sample instead. Everything after calibration (the MLIR quantizer) is
 the converter's own code.
 """
@@ -103,11 +103,23 @@ def plan_calibration(samples: int, budget_bytes: float, frame_bytes: int, model_
 
 
 def frame_bytes_of(fp32: bytes, input_bytes: int) -> int:
-    """Calibration bytes per frame of a batch: ``input_bytes`` plus :data:`ARENA_MARGIN` times the
-    peak live activation bytes of the float model's :class:`~optimizer.graph.layergraph.LayerGraph`."""
+    """Calibration bytes per frame of a batch: ``input_bytes`` plus every float activation of the
+    model (:func:`.ranges.activation_tensors`: calibration keeps them all as outputs), or, where
+    TensorFlow's wrapper calibrates, :data:`ARENA_MARGIN` times the peak live activation bytes of
+    the float model's :class:`~optimizer.graph.layergraph.LayerGraph`."""
     import tempfile
 
+    from ..graph.tflite_flatbuffer import read_model
     from ..graph.tflite_import import graph_from_tflite_file
+    from .ranges import activation_tensors
+
+    model = read_model(fp32, "float model")
+    tensors = activation_tensors(model)
+    if tensors is not None:
+        sg = model.subgraphs[0]
+        per_frame = sum(4 * int(np.prod(sg.tensors[i].shape[1:] if sg.tensors[i].shape is not None
+                                        and len(sg.tensors[i].shape) else [1])) for i in tensors)
+        return int(input_bytes + per_frame)
 
     with tempfile.TemporaryDirectory(prefix="dnnplan-graph-") as tmp:
         path = Path(tmp) / "model.tflite"
@@ -155,12 +167,24 @@ def _tf_calibrator_class() -> Any:
     return getattr(calibrator.Calibrator, "tflite_calibrator", calibrator.Calibrator)
 
 
+def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: int, last: int,
+                  tf_calibrator: Any = None) -> bytes:
+    """The float model calibrated on batches ``first``..``last`` of ``cal``: ranges recorded with
+    LiteRT (:func:`.ranges.calibrate`), or by TensorFlow's wrapper where those do not cover the model."""
+    from .ranges import calibrate
+
+    out = calibrate(model_content, stream_batches(cal, batch, first, last))
+    if out is None:
+        wrapper = tf_calibrator or _tf_calibrator_class()
+        out = bytes(wrapper(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
+    return out
+
+
 def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int,
                       last: int) -> tuple[bytes, int]:
     """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry); returns the
     calibrated model and this process's peak resident bytes (:func:`peak_rss_bytes`)."""
-    out = bytes(_tf_calibrator_class()(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
-    return out, peak_rss_bytes()
+    return calibrate_run(model_content, cal, batch, first, last), peak_rss_bytes()
 
 
 def _status_bytes(field: str) -> int | None:
@@ -239,7 +263,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
         bounds = np.linspace(0, n_batches, parts + 1).round().astype(int).tolist()
         helpers = [pool.submit(calibrate_batches, model, cal, size, a, b)  # type: ignore[union-attr]
                    for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
-        results = [bytes(original(model).calibrate(lambda: stream_batches(cal, size, 0, bounds[1])))]
+        results = [calibrate_run(model, cal, size, 0, bounds[1], original)]
         done = [job.result() for job in helpers]
         results += [r for r, _ in done]
         info.update(samples=cal.size("calib"), batch=size, workers=parts,
