@@ -325,10 +325,12 @@ def convert_part(submodel: Any, path: Path, dtype: str,
              representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None) -> Path:
     """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
 
-    Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings.
+    Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings, with the
+    calibration ranges recorded by :mod:`optimizer.quantize.ranges`.
     """
     from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
     from ..lazy import tensorflow
+    from ..quantize.parallel_calibration import parallel_calibration
 
     if dtype != "int8":
         return keras_to_tflite(submodel, path, fp16=dtype == "fp16")
@@ -339,7 +341,8 @@ def convert_part(submodel: Any, path: Path, dtype: str,
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
-    return run_converter(converter, path, submodel.name)
+    with parallel_calibration(1):  # ranges recorded with LiteRT (quantize.ranges), in this process
+        return run_converter(converter, path, submodel.name)
 
 
 def part_tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:

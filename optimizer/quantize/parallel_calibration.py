@@ -275,8 +275,11 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
 
         def calibrate(self, dataset_gen: Any) -> bytes:
             cal = getattr(dataset_gen, "calibration_set", None)
-            if cal is None or not cal.size("calib"):  # not our representative data
-                return original.calibrate(self, dataset_gen)
+            if cal is None or not cal.size("calib"):  # another dataset: its samples as they come
+                from .ranges import calibrate
+
+                out = calibrate(self._model_content, dataset_gen())
+                return out if out is not None else original.calibrate(self, dataset_gen)
             try:
                 return run(self._model_content, cal, batch)
             except Exception:  # noqa: BLE001 — e.g. a batch-1 graph: calibrate sample by sample

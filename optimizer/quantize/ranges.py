@@ -34,6 +34,8 @@ from ..graph.tflite_flatbuffer import read_model, tflite_schema, write_model
 FLOAT32 = 0  # TensorType.FLOAT32 in the TFLite schema
 
 Ranges = dict[int, tuple[float, float]]
+#: one calibration batch: arrays by input name (signature or tensor name) or in input order
+Batch = dict[Any, np.ndarray] | list[np.ndarray] | tuple[np.ndarray, ...]
 
 
 def activation_tensors(model: Any) -> list[int] | None:
@@ -57,10 +59,11 @@ def activation_tensors(model: Any) -> list[int] | None:
     return out
 
 
-def record_ranges(model_content: bytes, batches: Iterable[dict[str, np.ndarray]]) -> Ranges | None:
+def record_ranges(model_content: bytes, batches: Iterable[Batch]) -> Ranges | None:
     """Min/max of every float activation (:func:`activation_tensors`) over ``batches`` (per input
-    name, a ``[batch, ...]`` array; the model's inputs are resized to the first batch's shape),
-    or None when the model is not covered."""
+    name, or in the model's input order, a ``[batch, ...]`` array, as a converter's representative
+    dataset gives them; the inputs are resized to the first batch's shape), or None when the
+    model is not covered."""
     from ai_edge_litert.interpreter import Interpreter
 
     model = read_model(model_content, "float model")
@@ -73,14 +76,16 @@ def record_ranges(model_content: bytes, batches: Iterable[dict[str, np.ndarray]]
     inputs = _input_indices(interp)
     ranges: Ranges = {}
     shaped = False
-    for batch in batches:
+    order = [int(d["index"]) for d in interp.get_input_details()]
+    for sample in batches:
+        batch = sample if isinstance(sample, dict) else dict(zip(order, sample, strict=True))
         if not shaped:
             for name, value in batch.items():
-                interp.resize_tensor_input(inputs[name], list(value.shape), strict=False)
+                interp.resize_tensor_input(inputs.get(name, name), list(np.shape(value)), strict=False)
             interp.allocate_tensors()
             shaped = True
         for name, value in batch.items():
-            interp.set_tensor(inputs[name], value)
+            interp.set_tensor(inputs.get(name, name), np.asarray(value))
         interp.invoke()
         for i in tensors:
             view = interp.tensor(i)()
@@ -92,10 +97,10 @@ def record_ranges(model_content: bytes, batches: Iterable[dict[str, np.ndarray]]
     return ranges
 
 
-def _input_indices(interp: Any) -> dict[str, int]:
+def _input_indices(interp: Any) -> dict[Any, int]:
     """Tensor index of each model input by its signature name (the names calibration samples
     carry, as for TensorFlow's wrapper) and by its tensor name."""
-    out = {d["name"]: int(d["index"]) for d in interp.get_input_details()}
+    out: dict[Any, int] = {d["name"]: int(d["index"]) for d in interp.get_input_details()}
     if interp.get_signature_list():
         details = interp.get_signature_runner().get_input_details()
         out.update({name: int(d["index"]) for name, d in details.items()})
@@ -114,7 +119,7 @@ def with_ranges(model_content: bytes, ranges: Ranges) -> bytes:
     return write_model(model)
 
 
-def calibrate(model_content: bytes, batches: Iterable[dict[str, np.ndarray]]) -> bytes | None:
+def calibrate(model_content: bytes, batches: Iterable[Batch]) -> bytes | None:
     """The calibrated float model (:func:`record_ranges` then :func:`with_ranges`), or None."""
     ranges = record_ranges(model_content, batches)
     return None if ranges is None else with_ranges(model_content, ranges)
