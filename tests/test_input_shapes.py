@@ -121,7 +121,8 @@ def test_cli_map_export_run_reuse_the_plan_shapes(tmp_path, run_cli):
     path = _conv_reshape_onnx(tmp_path / "m.onnx", ["n", 3, "h", "w"], dynamic_reshape=True)
     plan = tmp_path / "plan.json"
     res = run_cli("map", str(path), "--device", "pixel6", "--out", str(plan), "--input-shape", "x:1,3,24,24",
-                  "--dtype", "fp32", "--generations", "3", "--population", "4", "--stages", "2")
+                  "--dtype", "fp32", "--generations", "3", "--population", "4", "--stages", "2",
+                  "--granularity", "op")  # conv + its reshape: one kernel, two ops
     assert res.exit_code == 0, res.stderr
     assert json.loads(plan.read_text())["model"]["input_shapes"] == {"x": [1, 3, 24, 24]}
     art = tmp_path / "art"

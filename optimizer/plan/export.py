@@ -668,8 +668,7 @@ def _prepare_out_dir(out_dir: Path) -> None:
 
 def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
                 samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
-                memory_budget: float | str = "4GB",
-                progress: Callable[[str], None] | None = None,
+                memory_budget: float | str = "4GB", progress: Callable[[str], None] | None = None,
                 note: Callable[[str], None] | None = None) -> Manifest:
     """Write the artifacts of ``plan`` into ``out_dir`` and return their manifest.
 
@@ -693,13 +692,11 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     memory_budget : float or str
         Peak resident memory to plan for, bytes or a size such as ``"4GB"`` (quantize's
         ``--memory-budget``): it sets the frames of every Keras call (batch-norm passes of zoo
-        networks, the float activations that calibrate later parts; :func:`frames_per_call`).
-        Calibration tensors are kept on disk (:class:`CalibrationStore`), so memory does not
-        grow with ``samples``.
-    progress : callable, optional
-        Called with a short message before each conversion.
-    note : callable, optional
-        Called with each thing the user should know about the plan (:func:`kernel_splits`).
+        networks, the float activations that calibrate later parts; :func:`frames_per_call`);
+        calibration tensors stay on disk (:class:`CalibrationStore`), not growing with ``samples``.
+    progress, note : callable, optional
+        Called with a short message before each conversion; with what the user should know
+        about the plan (:func:`kernel_splits`).
     """
     import tempfile
 
@@ -709,8 +706,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     budget = parse_memory_budget(memory_budget)
     out = Path(out_dir)
     _prepare_out_dir(out)
-    file_model = _model_file(plan, model)
-    if file_model is not None:
+    if (file_model := _model_file(plan, model)) is not None:
         return _export_file(plan, out, file_model, progress)
     keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed, memory_budget=budget)
     cutter = KerasCutter(keras_model)
