@@ -82,3 +82,10 @@ def test_models_with_several_subgraphs_are_left_to_tensorflows_wrapper(residual)
     two = write_model(model)
     assert ranges.activation_tensors(read_model(two)) is None
     assert ranges.calibrate(two, iter(())) is None
+
+
+def test_ranges_do_not_depend_on_the_threads(residual):
+    flat = residual[0]
+    rng = np.random.default_rng(2)
+    frames = [{"x": rng.standard_normal((4, 8, 8, 4)).astype(np.float32)} for _ in range(2)]
+    assert ranges.record_ranges(flat, frames, threads=2) == ranges.record_ranges(flat, frames, threads=1)

@@ -76,7 +76,8 @@ def _print_summary(rep) -> None:
     t.add_row("size", f"FP32 {human_count(s.fp32_bytes)}B → {human_count(s.quantized_bytes)}B "
                       f"(ratio {s.ratio:.3f}; {s.per_channel_tensors} per-channel tensors{shared})")
     c = rep.calibration
-    how = f"; batches of {c.batch} on {c.workers} process{'es' if c.workers != 1 else ''}" if c.workers else ""
+    how = (f"; batches of {c.batch} on {c.workers} process{'es' if c.workers != 1 else ''}"
+           + (f", {c.threads} threads each" if (c.threads or 1) > 1 else "") if c.workers else "")
     if c.memory_budget_bytes and c.workers:
         how += f", planned for --memory-budget {human_count(c.memory_budget_bytes)}B"
     t.add_row("conversion", f"{rep.conversion_s:.1f} s, {c.samples_used} calibration samples "

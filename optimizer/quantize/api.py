@@ -305,6 +305,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                                     samples_used=cal.size() if scheme in INTEGER_SCHEMES else 0,
                                     heldout=cal.size("heldout"), seed=prep.seed,
                                     batch=calib_info.get("batch"), workers=calib_info.get("workers"),
+                                    threads=calib_info.get("threads"),
                                     memory_budget_bytes=prep.memory_budget,
                                     frame_bytes=plan.frame_bytes if plan else None,
                                     estimated_peak_bytes=(plan.estimate(calib_info.get("workers"), calib_info.get("batch"))

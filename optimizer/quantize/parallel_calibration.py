@@ -129,10 +129,13 @@ def frame_bytes_of(fp32: bytes, input_bytes: int) -> int:
     return int(input_bytes + ARENA_MARGIN * live)
 
 
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_workers(samples: int) -> int:
     """Calibrating processes worth using for ``samples`` calibration samples on this host."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, samples // MIN_SAMPLES_PER_WORKER))
+    return max(1, min(_cpus(), samples // MIN_SAMPLES_PER_WORKER))
 
 
 def padded(batch: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
@@ -168,12 +171,13 @@ def _tf_calibrator_class() -> Any:
 
 
 def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: int, last: int,
-                  tf_calibrator: Any = None) -> bytes:
+                  tf_calibrator: Any = None, threads: int = 1) -> bytes:
     """The float model calibrated on batches ``first``..``last`` of ``cal``: ranges recorded with
-    LiteRT (:func:`.ranges.calibrate`), or by TensorFlow's wrapper where those do not cover the model."""
+    LiteRT on ``threads`` threads (:func:`.ranges.calibrate`), or by TensorFlow's wrapper where
+    those do not cover the model."""
     from .ranges import calibrate
 
-    out = calibrate(model_content, stream_batches(cal, batch, first, last))
+    out = calibrate(model_content, stream_batches(cal, batch, first, last), threads)
     if out is None:
         wrapper = tf_calibrator or _tf_calibrator_class()
         out = bytes(wrapper(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
@@ -181,10 +185,10 @@ def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: 
 
 
 def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int,
-                      last: int) -> tuple[bytes, int]:
+                      last: int, threads: int = 1) -> tuple[bytes, int]:
     """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry); returns the
     calibrated model and this process's peak resident bytes (:func:`peak_rss_bytes`)."""
-    return calibrate_run(model_content, cal, batch, first, last), peak_rss_bytes()
+    return calibrate_run(model_content, cal, batch, first, last, threads=threads), peak_rss_bytes()
 
 
 def _status_bytes(field: str) -> int | None:
@@ -260,13 +264,14 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
     def run(model: bytes, cal: CalibrationSet, size: int) -> bytes:
         n_batches = -(-cal.size("calib") // size)
         parts = min(workers, n_batches)
+        threads = max(1, _cpus() // parts)  # the memory budget may allow fewer processes than CPUs
         bounds = np.linspace(0, n_batches, parts + 1).round().astype(int).tolist()
-        helpers = [pool.submit(calibrate_batches, model, cal, size, a, b)  # type: ignore[union-attr]
+        helpers = [pool.submit(calibrate_batches, model, cal, size, a, b, threads)  # type: ignore[union-attr]
                    for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
-        results = [calibrate_run(model, cal, size, 0, bounds[1], original)]
+        results = [calibrate_run(model, cal, size, 0, bounds[1], original, threads)]
         done = [job.result() for job in helpers]
         results += [r for r, _ in done]
-        info.update(samples=cal.size("calib"), batch=size, workers=parts,
+        info.update(samples=cal.size("calib"), batch=size, workers=parts, threads=threads,
                     helper_peak_rss=max((rss for _, rss in done), default=None))
         return merge_calibration(results)
 

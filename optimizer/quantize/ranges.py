@@ -14,8 +14,8 @@ operator ran. Two consequences, measured on mobilenet_v2 (224x224, one sample):
 * the builtin kernels are slow: 88.7 ms per sample against 13.9 ms for XNNPACK, one thread each.
 
 :func:`record_ranges` instead marks every float activation of the main subgraph as a model
-output, so no buffer is shared or reused, runs the model with LiteRT's default XNNPACK delegate
-on one thread, and takes each tensor's min/max after each batch. :func:`with_ranges` writes them
+output, so no buffer is shared or reused, runs the model with LiteRT's default XNNPACK delegate,
+and takes each tensor's min/max after each batch. :func:`with_ranges` writes them
 into the float model as the calibration statistics the converter's quantizer reads
 (``QuantizationParameters.min/max``), the form TensorFlow's wrapper produces. Models this does
 not cover (several subgraphs, operators with intermediate tensors such as LSTMs) return None, and
@@ -59,11 +59,12 @@ def activation_tensors(model: Any) -> list[int] | None:
     return out
 
 
-def record_ranges(model_content: bytes, batches: Iterable[Batch]) -> Ranges | None:
+def record_ranges(model_content: bytes, batches: Iterable[Batch], threads: int = 1) -> Ranges | None:
     """Min/max of every float activation (:func:`activation_tensors`) over ``batches`` (per input
     name, or in the model's input order, a ``[batch, ...]`` array, as a converter's representative
     dataset gives them; the inputs are resized to the first batch's shape), or None when the
-    model is not covered."""
+    model is not covered. ``threads``: XNNPACK threads (its float kernels split output tiles, not
+    sums, so the ranges do not depend on them)."""
     from ai_edge_litert.interpreter import Interpreter
 
     model = read_model(model_content, "float model")
@@ -72,7 +73,7 @@ def record_ranges(model_content: bytes, batches: Iterable[Batch]) -> Ranges | No
         return None
     sg = model.subgraphs[0]
     sg.outputs = list(sg.outputs) + [i for i in tensors if i not in set(int(o) for o in sg.outputs)]
-    interp = Interpreter(model_content=write_model(model), num_threads=1)
+    interp = Interpreter(model_content=write_model(model), num_threads=threads)
     inputs = _input_indices(interp)
     ranges: Ranges = {}
     shaped = False
@@ -119,7 +120,7 @@ def with_ranges(model_content: bytes, ranges: Ranges) -> bytes:
     return write_model(model)
 
 
-def calibrate(model_content: bytes, batches: Iterable[Batch]) -> bytes | None:
+def calibrate(model_content: bytes, batches: Iterable[Batch], threads: int = 1) -> bytes | None:
     """The calibrated float model (:func:`record_ranges` then :func:`with_ranges`), or None."""
-    ranges = record_ranges(model_content, batches)
+    ranges = record_ranges(model_content, batches, threads)
     return None if ranges is None else with_ranges(model_content, ranges)

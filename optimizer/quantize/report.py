@@ -20,9 +20,10 @@ class CalibrationInfo(_Strict):
     samples_used: int
     heldout: int
     seed: int
-    #: samples per calibrator invocation and processes that calibrated (integer schemes)
+    #: samples per calibrator invocation, processes that calibrated and threads of each (integer schemes)
     batch: int | None = None
     workers: int | None = None
+    threads: int | None = None
     #: the --memory-budget the batch and processes were planned for, the planned bytes per frame
     #: of a batch (input + activation arena) and the planned peak of all processes
     memory_budget_bytes: int | None = None
