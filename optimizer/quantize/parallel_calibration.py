@@ -177,6 +177,7 @@ def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: 
     those do not cover the model."""
     from .ranges import calibrate
 
+    release_free_memory()  # e.g. a zoo network's batch-norm passes: freed, but held by the allocator
     out = calibrate(model_content, stream_batches(cal, batch, first, last), threads)
     if out is None:
         wrapper = tf_calibrator or _tf_calibrator_class()
@@ -283,6 +284,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
             if cal is None or not cal.size("calib"):  # another dataset: its samples as they come
                 from .ranges import calibrate
 
+                release_free_memory()
                 out = calibrate(self._model_content, dataset_gen())
                 return out if out is not None else original.calibrate(self, dataset_gen)
             try:

@@ -73,7 +73,9 @@ def record_ranges(model_content: bytes, batches: Iterable[Batch], threads: int =
         return None
     sg = model.subgraphs[0]
     sg.outputs = list(sg.outputs) + [i for i in tensors if i not in set(int(o) for o in sg.outputs)]
-    interp = Interpreter(model_content=write_model(model), num_threads=threads)
+    probe = write_model(model)
+    del model, sg  # the object tree holds a copy of the weights; the interpreter gets the bytes
+    interp = Interpreter(model_content=probe, num_threads=threads)
     inputs = _input_indices(interp)
     ranges: Ranges = {}
     shaped = False
