@@ -89,3 +89,17 @@ def test_ranges_do_not_depend_on_the_threads(residual):
     rng = np.random.default_rng(2)
     frames = [{"x": rng.standard_normal((4, 8, 8, 4)).astype(np.float32)} for _ in range(2)]
     assert ranges.record_ranges(flat, frames, threads=2) == ranges.record_ranges(flat, frames, threads=1)
+
+
+def test_ranges_recorded_in_several_passes_are_the_same(residual):
+    """A budget too small for every activation at once: one pass per tensor group, same ranges."""
+    flat = residual[0]
+    rng = np.random.default_rng(4)
+    frames = [{"x": rng.standard_normal((1, 8, 8, 4)).astype(np.float32)} for _ in range(3)]
+    model = read_model(flat)
+    tensors = ranges.activation_tensors(model)
+    assert len(ranges.tensor_groups(model, tensors, 8 * 8 * 4 * 4)) == len(tensors)  # one tensor per pass
+    whole = ranges.record_ranges(flat, frames)
+    assert ranges.record_ranges(flat, lambda: iter(frames), group_bytes=1) == whole
+    with pytest.raises(TypeError, match="callable"):
+        ranges.record_ranges(flat, iter(frames), group_bytes=1)

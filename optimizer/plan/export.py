@@ -322,11 +322,13 @@ def part_io(graph: LayerGraph, first_op: int, end_op: int) -> tuple[list[str], l
 
 # ---------------------------------------------------------------- conversion
 def convert_part(submodel: Any, path: Path, dtype: str,
-             representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None) -> Path:
+             representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None,
+             memory_budget: float | None = None) -> Path:
     """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
 
     Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings, with the
-    calibration ranges recorded by :mod:`optimizer.quantize.ranges`.
+    calibration ranges recorded by :mod:`optimizer.quantize.ranges` (in several passes where one
+    would not fit ``memory_budget`` bytes).
     """
     from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
     from ..lazy import tensorflow
@@ -341,7 +343,7 @@ def convert_part(submodel: Any, path: Path, dtype: str,
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
-    with parallel_calibration(1):  # ranges recorded with LiteRT (quantize.ranges), in this process
+    with parallel_calibration(1, memory_budget=memory_budget):  # LiteRT ranges, in this process
         return run_converter(converter, path, submodel.name)
 
 
@@ -718,7 +720,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
         calib_info = _fill_calibration(store, op_graph, calib, samples, seed) if needs_int8 else None
-        reference, ref_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress)
+        reference, ref_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress, budget)
                                if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
         manifest_parts: list[Part] = []
@@ -729,7 +731,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             if progress:
                 progress(f"converting {pr.name} (layers {pr.first_layer}-{pr.last_layer}, {pr.dtype})")
             fname = f"{pr.name}.tflite"
-            convert_part(sub, tmp / fname, pr.dtype, rep)
+            convert_part(sub, tmp / fname, pr.dtype, rep, budget)
             if reference is not None and pr.dtype == "int8":
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
@@ -738,7 +740,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                                                 part_tensor_specs(tmp / fname, outs, "outputs")))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if keep_reference and ref_info is None:
-            ref_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress)
+            ref_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress, budget)
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
         manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
@@ -763,23 +765,24 @@ def _fill_calibration(store: CalibrationStore, op_graph: LayerGraph, calib: Any,
 
 
 def _kept_reference(plan: Plan, cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
-                    needs_int8: bool, progress: Callable[[str], None] | None) -> Any:
+                    needs_int8: bool, progress: Callable[[str], None] | None, budget: float | None = None) -> Any:
     """The single-file reference ``--keep-reference`` ships when no INT8 alignment made one."""
     ref_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
     if progress:
         progress(f"converting the single-file {ref_dtype} reference (--keep-reference)")
-    return _single_file_reference(cutter, op_graph, tmp, ref_dtype, store)
+    return _single_file_reference(cutter, op_graph, tmp, ref_dtype, store, budget)
 
 
 def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
-                    keep: bool, progress: Callable[[str], None] | None) -> tuple[_Int8Reference, ReferenceModel | None]:
+                    keep: bool, progress: Callable[[str], None] | None,
+                    budget: float | None = None) -> tuple[_Int8Reference, ReferenceModel | None]:
     """The single-file INT8 model whose quantization parameters the INT8 parts are aligned to
     (kept in the artifacts with ``keep``)."""
     if progress:
         progress("converting the single-file INT8 reference (quantization parameters)")
     ref_path = tmp / REFERENCE_FILE
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
-    convert_part(full, ref_path, "int8", store.representative(list(op_graph.inputs)))
+    convert_part(full, ref_path, "int8", store.representative(list(op_graph.inputs)), budget)
     reference = _Int8Reference(ref_path, list(op_graph.inputs), list(op_graph.outputs))
     if not keep:
         ref_path.unlink()
@@ -788,13 +791,13 @@ def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store:
 
 
 def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, dtype: str,
-                           store: CalibrationStore) -> ReferenceModel:
+                           store: CalibrationStore, budget: float | None = None) -> ReferenceModel:
     """The whole network converted once at ``dtype`` into ``tmp`` (``--keep-reference`` of an
     export that is not aligned to a single-file INT8 model), for ``dnnplan run --check``."""
     path = tmp / f"reference.{dtype}.tflite"
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
     rep = store.representative(list(op_graph.inputs)) if dtype == "int8" else None
-    convert_part(full, path, dtype, rep)
+    convert_part(full, path, dtype, rep, budget)
     return ReferenceModel(file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size)
 
 

@@ -238,8 +238,22 @@ def peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+#: model-sized copies the LiteRT recorder adds (its probe model and XNNPACK's packed weights)
+RECORDER_MODEL_COPIES = 2
+#: activation bytes per frame a recording pass may always keep, whatever the budget
+MIN_GROUP_BYTES = 64e6
+
+
+def recorder_group_bytes(budget_bytes: float, model_bytes: int) -> float:
+    """Activation bytes per frame one recording pass may keep: ``budget_bytes`` less what this
+    process holds now (:func:`rss_bytes`, after :func:`release_free_memory`) and the recorder's
+    model copies, at least :data:`MIN_GROUP_BYTES`."""
+    return max(budget_bytes - rss_bytes() - RECORDER_MODEL_COPIES * model_bytes, MIN_GROUP_BYTES)
+
+
 @contextlib.contextmanager
-def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dict[str, Any]]:
+def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
+                         memory_budget: float | None = None) -> Iterator[dict[str, Any]]:
     """Make TFLite conversions inside the block calibrate on ``workers`` helper processes.
 
     The converter's representative dataset must be a :class:`RepresentativeData` (other
@@ -247,6 +261,8 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
     that their start-up overlaps the converter's graph conversion. Yields a dict that records,
     once calibration ran, ``samples``, ``batch`` (1 if batching failed), ``workers`` used and
     ``helper_peak_rss`` (the largest helper's peak resident bytes; ``None`` without helpers).
+    Any other representative dataset is calibrated in this process by the LiteRT recorder,
+    within ``memory_budget`` bytes when given (:func:`recorder_group_bytes`).
     """
     from .. import lazy
 
@@ -285,7 +301,8 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH) -> Iterator[dic
                 from .ranges import calibrate
 
                 release_free_memory()
-                out = calibrate(self._model_content, dataset_gen())
+                group = None if memory_budget is None else recorder_group_bytes(memory_budget, len(self._model_content))
+                out = calibrate(self._model_content, dataset_gen, group_bytes=group)
                 return out if out is not None else original.calibrate(self, dataset_gen)
             try:
                 return run(self._model_content, cal, batch)

@@ -24,7 +24,7 @@ the caller uses TensorFlow's wrapper.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -59,22 +59,57 @@ def activation_tensors(model: Any) -> list[int] | None:
     return out
 
 
-def record_ranges(model_content: bytes, batches: Iterable[Batch], threads: int = 1) -> Ranges | None:
+def record_ranges(model_content: bytes, batches: Iterable[Batch] | Callable[[], Iterable[Batch]],
+                  threads: int = 1, group_bytes: float | None = None) -> Ranges | None:
     """Min/max of every float activation (:func:`activation_tensors`) over ``batches`` (per input
     name, or in the model's input order, a ``[batch, ...]`` array, as a converter's representative
     dataset gives them; the inputs are resized to the first batch's shape), or None when the
-    model is not covered. ``threads``: XNNPACK threads (its float kernels split output tiles, not
-    sums, so the ranges do not depend on them)."""
-    from ai_edge_litert.interpreter import Interpreter
+    model is not covered.
 
+    ``threads``: XNNPACK threads (its float kernels split output tiles, not sums, so the ranges do
+    not depend on them). ``group_bytes``: most activation bytes per frame kept in one pass; more
+    activations are recorded in several passes over the batches, one group of tensors each
+    (``batches`` must then be a callable giving a fresh iterable).
+    """
     model = read_model(model_content, "float model")
     tensors = activation_tensors(model)
     if tensors is None:
         return None
+    groups = tensor_groups(model, tensors, group_bytes)
+    if len(groups) > 1 and not callable(batches):
+        raise TypeError("recording in several passes needs a callable that gives the batches again")
     sg = model.subgraphs[0]
-    sg.outputs = list(sg.outputs) + [i for i in tensors if i not in set(int(o) for o in sg.outputs)]
-    probe = write_model(model)
-    del model, sg  # the object tree holds a copy of the weights; the interpreter gets the bytes
+    outputs = [int(o) for o in sg.outputs]
+    ranges: Ranges = {}
+    for group in groups:
+        sg.outputs = outputs + [i for i in group if i not in outputs]
+        ranges.update(_record(write_model(model), batches() if callable(batches) else batches, group, threads))
+    return ranges
+
+
+def tensor_groups(model: Any, tensors: list[int], group_bytes: float | None) -> list[list[int]]:
+    """``tensors`` in consecutive groups of at most ``group_bytes`` float activation bytes per
+    frame (one group when None; a tensor larger than the cap is a group of its own)."""
+    if group_bytes is None:
+        return [tensors]
+    sg = model.subgraphs[0]
+    groups: list[list[int]] = [[]]
+    held = 0.0
+    for i in tensors:
+        shape = sg.tensors[i].shape
+        size = 4.0 * float(np.prod(shape[1:])) if shape is not None and len(shape) else 4.0
+        if groups[-1] and held + size > group_bytes:
+            groups.append([])
+            held = 0.0
+        groups[-1].append(i)
+        held += size
+    return groups
+
+
+def _record(probe: bytes, batches: Iterable[Batch], tensors: list[int], threads: int) -> Ranges:
+    """Min/max of ``tensors`` (outputs of the ``probe`` model) over ``batches``."""
+    from ai_edge_litert.interpreter import Interpreter
+
     interp = Interpreter(model_content=probe, num_threads=threads)
     inputs = _input_indices(interp)
     ranges: Ranges = {}
@@ -122,7 +157,8 @@ def with_ranges(model_content: bytes, ranges: Ranges) -> bytes:
     return write_model(model)
 
 
-def calibrate(model_content: bytes, batches: Iterable[Batch], threads: int = 1) -> bytes | None:
+def calibrate(model_content: bytes, batches: Iterable[Batch] | Callable[[], Iterable[Batch]],
+              threads: int = 1, group_bytes: float | None = None) -> bytes | None:
     """The calibrated float model (:func:`record_ranges` then :func:`with_ranges`), or None."""
-    ranges = record_ranges(model_content, batches, threads)
+    ranges = record_ranges(model_content, batches, threads, group_bytes)
     return None if ranges is None else with_ranges(model_content, ranges)
