@@ -15,7 +15,7 @@ from .common import (
 @app.command()
 def profile(
     model: str = typer.Argument(..., help="Zoo name (e.g. mobilenet_v2) or a .keras/.onnx/.tflite file or SavedModel dir."),
-    granularity: str = typer.Option("op", "--granularity", "-g", help="op (one layer per operator), kernel (each operator with the batch-norms, activations and reshapes a runtime fuses into it) or block (consecutive kernels of one block)."),
+    granularity: str = typer.Option("op", "--granularity", "-g", help="op (one layer per operator), kernel (each operator with the batch-norms, activations and reshapes a runtime fuses into it) or block (consecutive operators sharing a block label)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32, fp16 or int8 for byte counts [default: the model's weight dtype, else fp32]."),
     input_size: Optional[int] = typer.Option(None, "--input-size", help="Zoo networks only: input size (H=W, or sequence length)."),
     variant: Optional[list[str]] = typer.Option(None, "--variant", help="Zoo builder argument KEY=VALUE (repeatable), e.g. alpha=0.5 (mobilenet_v2's width multiplier)."),

@@ -247,7 +247,7 @@ class LayerGraph:
     # ----------------------------------------------------------------- views
     def with_granularity(self, granularity: str) -> LayerGraph:
         """This graph in ``op`` view (unchanged), ``kernel`` view (each operator with the ops
-        fused into it) or ``block`` view (consecutive kernels of one block merged)."""
+        fused into it) or ``block`` view (consecutive ops sharing a block label merged)."""
         if granularity == self.granularity:
             return self
         if granularity == "kernel" and self.granularity == "op":

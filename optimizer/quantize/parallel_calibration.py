@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,15 +111,12 @@ def frame_bytes_of(fp32: bytes, input_bytes: int) -> int:
 
     from ..graph.tflite_flatbuffer import read_model
     from ..graph.tflite_import import graph_from_tflite_file
-    from .ranges import activation_tensors
+    from .ranges import activation_tensors, frame_bytes
 
     model = read_model(fp32, "float model")
     tensors = activation_tensors(model)
     if tensors is not None:
-        sg = model.subgraphs[0]
-        per_frame = sum(4 * int(np.prod(sg.tensors[i].shape[1:] if sg.tensors[i].shape is not None
-                                        and len(sg.tensors[i].shape) else [1])) for i in tensors)
-        return int(input_bytes + per_frame)
+        return int(input_bytes + sum(frame_bytes(model, tensors)))
 
     with tempfile.TemporaryDirectory(prefix="dnnplan-graph-") as tmp:
         path = Path(tmp) / "model.tflite"
@@ -170,26 +167,33 @@ def _tf_calibrator_class() -> Any:
     return getattr(calibrator.Calibrator, "tflite_calibrator", calibrator.Calibrator)
 
 
-def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: int, last: int,
-                  tf_calibrator: Any = None, threads: int = 1) -> bytes:
-    """The float model calibrated on batches ``first``..``last`` of ``cal``: ranges recorded with
-    LiteRT on ``threads`` threads (:func:`.ranges.calibrate`), or by TensorFlow's wrapper where
-    those do not cover the model."""
+def calibrated(model_content: bytes, batches: Callable[[], Iterable[Any]], threads: int = 1,
+               memory_budget: float | None = None, fallback: Callable[[Any], Any] | None = None) -> bytes:
+    """The float model calibrated on the samples ``batches()`` gives: ranges recorded with LiteRT
+    on ``threads`` threads (:func:`.ranges.calibrate`; within ``memory_budget`` bytes when given,
+    :func:`recorder_group_bytes`), or, where those do not cover the model, by ``fallback(batches)``
+    (default: a new TensorFlow wrapper of ``model_content``)."""
     from .ranges import calibrate
 
     release_free_memory()  # e.g. a zoo network's batch-norm passes: freed, but held by the allocator
-    out = calibrate(model_content, stream_batches(cal, batch, first, last), threads)
+    group = None if memory_budget is None else recorder_group_bytes(memory_budget, len(model_content))
+    out = calibrate(model_content, batches, threads, group)
     if out is None:
-        wrapper = tf_calibrator or _tf_calibrator_class()
-        out = bytes(wrapper(model_content).calibrate(lambda: stream_batches(cal, batch, first, last)))
+        out = bytes(fallback(batches) if fallback else _tf_calibrator_class()(model_content).calibrate(batches))
     return out
+
+
+def calibrate_run(model_content: bytes, cal: CalibrationSet, batch: int, first: int, last: int,
+                  threads: int = 1) -> bytes:
+    """The float model calibrated on batches ``first``..``last`` of ``cal`` (:func:`calibrated`)."""
+    return calibrated(model_content, lambda: stream_batches(cal, batch, first, last), threads)
 
 
 def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, first: int,
                       last: int, threads: int = 1) -> tuple[bytes, int]:
     """Calibrate on batches ``first``..``last`` of ``cal`` (helper-process entry); returns the
     calibrated model and this process's peak resident bytes (:func:`peak_rss_bytes`)."""
-    return calibrate_run(model_content, cal, batch, first, last, threads=threads), peak_rss_bytes()
+    return calibrate_run(model_content, cal, batch, first, last, threads), peak_rss_bytes()
 
 
 def _status_bytes(field: str) -> int | None:
@@ -285,7 +289,7 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
         bounds = np.linspace(0, n_batches, parts + 1).round().astype(int).tolist()
         helpers = [pool.submit(calibrate_batches, model, cal, size, a, b, threads)  # type: ignore[union-attr]
                    for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
-        results = [calibrate_run(model, cal, size, 0, bounds[1], original, threads)]
+        results = [calibrate_run(model, cal, size, 0, bounds[1], threads)]
         done = [job.result() for job in helpers]
         results += [r for r, _ in done]
         info.update(samples=cal.size("calib"), batch=size, workers=parts, threads=threads,
@@ -298,12 +302,8 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
         def calibrate(self, dataset_gen: Any) -> bytes:
             cal = getattr(dataset_gen, "calibration_set", None)
             if cal is None or not cal.size("calib"):  # another dataset: its samples as they come
-                from .ranges import calibrate
-
-                release_free_memory()
-                group = None if memory_budget is None else recorder_group_bytes(memory_budget, len(self._model_content))
-                out = calibrate(self._model_content, dataset_gen, group_bytes=group)
-                return out if out is not None else original.calibrate(self, dataset_gen)
+                return calibrated(self._model_content, dataset_gen, memory_budget=memory_budget,
+                                  fallback=lambda batches: original.calibrate(self, batches))
             try:
                 return run(self._model_content, cal, batch)
             except Exception:  # noqa: BLE001 — e.g. a batch-1 graph: calibrate sample by sample

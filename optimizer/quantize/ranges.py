@@ -87,17 +87,22 @@ def record_ranges(model_content: bytes, batches: Iterable[Batch] | Callable[[], 
     return ranges
 
 
+def frame_bytes(model: Any, tensors: list[int]) -> list[int]:
+    """Bytes per frame (batch axis left out) of each float tensor of the main subgraph."""
+    sg = model.subgraphs[0]
+    shapes = [sg.tensors[i].shape for i in tensors]
+    return [4 * int(np.prod(s[1:])) if s is not None and len(s) else 4 for s in shapes]
+
+
 def tensor_groups(model: Any, tensors: list[int], group_bytes: float | None) -> list[list[int]]:
     """``tensors`` in consecutive groups of at most ``group_bytes`` float activation bytes per
-    frame (one group when None; a tensor larger than the cap is a group of its own)."""
+    frame (:func:`frame_bytes`; one group when None; a tensor larger than the cap is a group of
+    its own)."""
     if group_bytes is None:
         return [tensors]
-    sg = model.subgraphs[0]
     groups: list[list[int]] = [[]]
     held = 0.0
-    for i in tensors:
-        shape = sg.tensors[i].shape
-        size = 4.0 * float(np.prod(shape[1:])) if shape is not None and len(shape) else 4.0
+    for i, size in zip(tensors, frame_bytes(model, tensors), strict=True):
         if groups[-1] and held + size > group_bytes:
             groups.append([])
             held = 0.0
