@@ -49,7 +49,17 @@ def test_ort_profile_maps_nodes_to_layers(tiny, tmp_path, monkeypatch, run_cli):
                 "--out", str(out), "--json")
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout)
-    assert summary["unattributed_share"] < 0.05
+    # what no layer owns is onnxruntime's own layout conversion (ReorderOutput, ~4 us of ~90 us),
+    # never a kernel of the model; its time share moves with the host's load, so the bound is loose
+    assert summary["unattributed_share"] < 0.15
+    from optimizer.measure.ort_profile import _layer_matcher, attribute_node, kernel_events, model_runs, profile_events
+
+    onnx = next((tmp_path / "cache").rglob("*.onnx"))
+    events, _ = profile_events(onnx, 1, 2, 0)
+    by_name = _layer_matcher(tiny["graph"])
+    orphans = {op for _, name, op, *_ in kernel_events(events, model_runs(events))
+               if attribute_node(name, op, tiny["graph"], by_name) is None}
+    assert orphans <= {"ReorderInput", "ReorderOutput"}, orphans
     from optimizer.cost import build_cost_table, read_measured_table
 
     table = read_measured_table(out)

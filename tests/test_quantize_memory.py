@@ -112,3 +112,27 @@ def test_peak_rss_does_not_grow_with_samples(tmp_path):
     assert many - few < 0.15 * 900 * frame, (few, many)
     assert many < rep_many["calibration"]["memory_budget_bytes"]
     print(f"peak RSS: {few / 1e6:.0f} MB with 100 samples, {many / 1e6:.0f} MB with 1000")
+
+
+@pytest.mark.slow
+def test_helpers_end_before_the_quantizer(tmp_path, monkeypatch):
+    """Helper processes hold a TensorFlow runtime and model copies (ssd_mobilenet_v1_fpn: 1.57 GB):
+    they exit once their ranges are in, before the merge and the converter's quantizer run."""
+    import multiprocessing
+
+    from optimizer.quantize import parallel_calibration as pc
+    from optimizer.quantize import quantize
+
+    alive: list[int] = []
+    real_merge = pc.merge_calibration
+
+    def merge_spy(models):
+        alive.append(len(multiprocessing.active_children()))
+        return real_merge(models)
+
+    monkeypatch.setattr(pc, "merge_calibration", merge_spy)
+    model = _tiny_keras(tmp_path / "tiny.keras")
+    rep = quantize(model, tmp_path / "q.tflite", samples=64, heldout=4, calib_workers=2,
+                   measure_latency_=False)
+    assert rep.calibration.workers == 2
+    assert alive == [0]

@@ -262,7 +262,8 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
 
     The converter's representative dataset must be a :class:`RepresentativeData` (other
     datasets are calibrated by TensorFlow's own calibrator). The helpers start on entry, so
-    that their start-up overlaps the converter's graph conversion. Yields a dict that records,
+    that their start-up overlaps the converter's graph conversion, and end once their ranges
+    are in, so that their memory is not held beside the quantizer's. Yields a dict that records,
     once calibration ran, ``samples``, ``batch`` (1 if batching failed), ``workers`` used and
     ``helper_peak_rss`` (the largest helper's peak resident bytes; ``None`` without helpers).
     Any other representative dataset is calibrated in this process by the LiteRT recorder,
@@ -275,22 +276,33 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
 
     original = module.Calibrator
     info: dict[str, Any] = {}
-    pool = None
-    if workers > 1:
-        pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_helper_init)
+
+    def start_helpers() -> ProcessPoolExecutor | None:
+        if workers <= 1:
+            return None
+        started = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_helper_init)
         for _ in range(workers - 1):  # start the helpers now
-            pool.submit(_noop)
+            started.submit(_noop)
+        return started
+
+    pool = start_helpers()
 
     def run(model: bytes, cal: CalibrationSet, size: int) -> bytes:
+        nonlocal pool
         n_batches = -(-cal.size("calib") // size)
         parts = min(workers, n_batches)
         threads = max(1, _cpus() // parts)  # the memory budget may allow fewer processes than CPUs
         bounds = np.linspace(0, n_batches, parts + 1).round().astype(int).tolist()
+        if parts > 1 and pool is None:  # a second conversion in the block: helpers again
+            pool = start_helpers()
         helpers = [pool.submit(calibrate_batches, model, cal, size, a, b, threads)  # type: ignore[union-attr]
                    for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
         results = [calibrate_run(model, cal, size, 0, bounds[1], threads)]
         done = [job.result() for job in helpers]
+        if pool is not None:  # their memory is not held beside the converter's quantizer
+            pool.shutdown(wait=True)
+            pool = None
         results += [r for r, _ in done]
         info.update(samples=cal.size("calib"), batch=size, workers=parts, threads=threads,
                     helper_peak_rss=max((rss for _, rss in done), default=None))
