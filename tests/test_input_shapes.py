@@ -349,3 +349,22 @@ def test_keras_and_tflite_plans_export_and_run_at_the_plan_shape(fmt, dynamic_ke
     assert manifest["inputs"][0]["shape"] == [1, 32, 24, 3]
     res = run_cli("run", str(tmp_path / "plan.json"), "--artifacts", str(tmp_path / "art"), "--check", "--frames", "3")
     assert res.exit_code == 0, res.stderr
+
+
+def test_cli_calibrate_from_profile_takes_the_input_shape(tmp_path, run_cli):
+    """A profile taken of a model file with dynamic dims is fitted at the shape it ran at."""
+    from optimizer.hardware.loader import load_device
+    from optimizer.measure.ort_profile import write_profile
+
+    dynamic = _conv_reshape_onnx(tmp_path / "dyn.onnx", ["n", 3, "h", "w"])
+    ran = _conv_reshape_onnx(tmp_path / "ran.onnx", [1, 3, 64, 64])  # the file as the phone ran it
+    profile = write_profile(ran, tmp_path / "profile.json", runs=3)
+    out = tmp_path / "fit.yaml"
+    args = ("calibrate", "--device", "host", "--from-profile", str(profile), "--model", str(dynamic), "--out", str(out))
+    res = run_cli(*args)
+    assert res.exit_code == 2 and "x[?,3,?,?]" in res.stderr and not out.exists()
+    res = run_cli(*args, "--input-shape", "x:1,3,64,64")
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert "fitted to profile" in load_device(out).processor("cpu").source
+    res = run_cli("calibrate", "--report", "--input-shape", "x:1,3,64,64")
+    assert res.exit_code == 2 and "--input-shape is only used with --from-profile" in res.stderr

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .common import console, output_file, print_json
+from .common import console, input_shape_option, output_file, parse_input_shape_option, print_json
 
 
 @app.command("calibrate")
@@ -24,6 +24,7 @@ def calibrate(
     processor: Optional[str] = typer.Option(None, "--processor", "-p", help="With --from-profile: the processor fitted (default: the device's processor of the profile's kind, else its CPU)."),
     dtype: str = typer.Option("fp32", "--dtype", help="With --from-profile: the dtype the profiled model ran in (fp32, fp16, int8)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="With --from-profile: write the fitted device YAML here."),
+    input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Fidelity report of the device models (METHODS.md sections 1-8); exit 1 when a row fails that
     is not a known failure (``known_failures`` of the published data; all rows with --strict).
@@ -32,9 +33,11 @@ def calibrate(
     from ..errors import ConfigError
 
     if from_profile:
-        _from_profile(device, from_profile, model or [], processor, dtype, out, as_json)
+        _from_profile(device, from_profile, model or [], processor, dtype, out, as_json,
+                      parse_input_shape_option(input_shape))
         return
-    for flag, value in (("--device", device), ("--model", model), ("--processor", processor), ("--out", out)):
+    for flag, value in (("--device", device), ("--model", model), ("--processor", processor), ("--out", out),
+                        ("--input-shape", input_shape)):
         if value:
             raise ConfigError(f"calibrate {flag} is only used with --from-profile FILE")
     if not report:
@@ -49,7 +52,7 @@ def calibrate(
     raise typer.Exit(0 if (rep.passed if strict else not rep.unexpected_failures) else 1)
 
 
-def _from_profile(device, files, models, processor, dtype, out, as_json) -> None:
+def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=None) -> None:
     from datetime import datetime, timezone
 
     from ..errors import ConfigError
@@ -77,7 +80,7 @@ def _from_profile(device, files, models, processor, dtype, out, as_json) -> None
     matches = []
     for f, m in zip(files, models * len(files) if len(models) == 1 else models, strict=False):
         if m not in graphs:
-            graphs[m] = load_graph(m)
+            graphs[m] = load_graph(m, input_shapes=shapes)
         matches.append(import_profile(f, graphs[m], dev, name, dtype)[1])
     fit = fit_processor_to_profiles(dev, name, matches, dtype)
     if out:
