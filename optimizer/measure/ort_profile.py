@@ -52,7 +52,12 @@ class OrtMeasurement:
 
 
 def _layer_matcher(graph: LayerGraph) -> dict[str, int]:
-    return {la.name: la.index for la in graph.layers}
+    """Layer index by layer name, else by output tensor name: onnxruntime's NCHWc layout
+    transformer renames the nodes it rewrites after their output tensor (``<tensor>_nchwc``),
+    which in a hand-written ONNX graph carries no layer name."""
+    by_name = {t: la.index for la in graph.layers for t in la.outputs}
+    by_name.update({la.name: la.index for la in graph.layers})
+    return by_name
 
 
 def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dict[str, int]) -> int | None:
@@ -60,7 +65,7 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
     hit = None
     for part in reversed(node_name.split("/")):
         part = part.split(":")[0]
-        for cand in (part, _SUFFIX.sub("", part)):
+        for cand in (part, _SUFFIX.sub("", part), part.removesuffix("_nchwc")):
             if cand in by_name:
                 hit = by_name[cand]
                 break
