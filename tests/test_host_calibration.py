@@ -79,8 +79,9 @@ def test_cli_calibrate_host_fits_kernel_families_and_writes_a_loadable_host(meas
     for _, g, table in measured:  # the written file is the fitted model: same whole-network ratio
         modeled = build_cost_table(g, host, "fp32").whole_network_latency()[0]
         assert modeled / table.rows["latency_s"].sum() == pytest.approx(fit["model_over_measured"][g.name], rel=0.02)
-    assert f"host calibrated from {measured[0][0]}" in run_cli(
-        "measure", *[p for p, _, _ in measured], "--calibrate-host", "--out", str(tmp_path / "again.yaml")).stdout
+    text = run_cli("measure", *[p for p, _, _ in measured], "--calibrate-host", "--out", str(tmp_path / "again.yaml")).stdout
+    assert f"host calibrated from {measured[0][0]}" in text and "tinynet: model/measured" in text
+    assert "kernel family furthest off:" in text
 
 
 def test_fit_host_needs_a_table():
