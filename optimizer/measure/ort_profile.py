@@ -36,6 +36,7 @@ _COMPUTE_OPS = {"Conv", "FusedConv", "NchwcConv", "ConvInteger", "QLinearConv", 
                 "FusedGemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "ConvTranspose"}
 _HEAVY_FAMILIES = ("conv", "dwconv", "dense")
 _SUFFIX = re.compile(r"_\d+$")
+_LAYOUT_SUFFIX = re.compile(r"_nchwc$")  # onnxruntime's NCHWc layout transformer
 _LOOKBACK = 4  # layers a fused node may reach back over (conv -> bn -> act -> pad)
 
 
@@ -52,27 +53,29 @@ class OrtMeasurement:
 
 
 def _layer_matcher(graph: LayerGraph) -> dict[str, int]:
-    """Layer index by layer name, else by output tensor name: onnxruntime's NCHWc layout
-    transformer renames the nodes it rewrites after their output tensor (``<tensor>_nchwc``),
-    which in a hand-written ONNX graph carries no layer name."""
-    by_name = {t: la.index for la in graph.layers for t in la.outputs}
-    by_name.update({la.name: la.index for la in graph.layers})
-    return by_name
+    return {la.name: la.index for la in graph.layers}
 
 
 def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dict[str, int]) -> int | None:
-    """Layer index a profiled ONNX node belongs to, or None if no layer name matches."""
+    """Layer index a profiled ONNX node belongs to, or None if no layer name matches.
+
+    The node's name, or a ``/``-separated part of it, names a layer; otherwise it names the
+    tensor the node writes: onnxruntime names the nodes its layout optimizer rewrites after
+    their output tensor (``r_nchwc`` for a Conv fused with the Relu writing ``r``)."""
     hit = None
     for part in reversed(node_name.split("/")):
         part = part.split(":")[0]
-        for cand in (part, _SUFFIX.sub("", part), part.removesuffix("_nchwc")):
+        for cand in (part, _SUFFIX.sub("", part)):
             if cand in by_name:
                 hit = by_name[cand]
                 break
         if hit is not None:
             break
     if hit is None:
-        return None
+        tensor = graph.tensors.get(_LAYOUT_SUFFIX.sub("", node_name))
+        if tensor is None or tensor.producer < 0:
+            return None
+        hit = tensor.producer
     if op_type in _COMPUTE_OPS and graph.layers[hit].op not in _HEAVY_FAMILIES:
         for back in range(hit - 1, max(hit - 1 - _LOOKBACK, -1), -1):
             if graph.layers[back].op in _HEAVY_FAMILIES:
