@@ -34,7 +34,7 @@ from optimizer.cost.learned import (  # noqa: E402
 from optimizer.graph import load_graph  # noqa: E402
 from optimizer.hardware import load_device  # noqa: E402
 from optimizer.measure.host import (  # noqa: E402
-    fit_processor, host_copy_bandwidth, host_peak_macs, measure_model)
+    fit_host, host_copy_bandwidth, host_device, host_peak_macs, measure_model)
 
 #: (label, zoo name, builder variant): twelve zoo networks (the VGGs are left out: their tf2onnx
 #: export alone needs > 7 GB); detectors at the FPNLite zoo's 320x320 size
@@ -61,15 +61,10 @@ def metrics(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
     return mape, rho
 
 
-def refit_host(host, train, peak_per_core: float):
-    """The host device with its CPU re-fitted (optimizer.measure.host.fit_processor) on ``train``."""
-    fit = fit_processor(train, peak_per_core)
-    cpu = host.processors[0]
-    eff = {**cpu.efficiency, **{k: min(v, 4.0) for k, v in fit["efficiency"].items()}}
-    return host.model_copy(update={"processors": [cpu.model_copy(update={
-        "efficiency": eff, "layer_overhead_s": fit["layer_overhead_s"],
-        "memory_bandwidth_bytes_per_s": fit["memory_bandwidth_bytes_per_s"],
-        "peak_macs_per_s": {**cpu.peak_macs_per_s, "fp32": peak_per_core}})]})
+def refit_host(train):
+    """This host's CPU fitted on ``train`` from the nominal host, as ``dnnplan measure
+    --calibrate-host`` does (optimizer.measure.host.fit_host)."""
+    return fit_host(host_device([g.name for g, _ in train]), train).device
 
 
 def main() -> None:
@@ -96,7 +91,7 @@ def main() -> None:
         train = pairs[:k] + pairs[k + 1:]  # the held-out network is never in its own training set
         model = fit_learned_model(train, dtype="fp32")  # nominal 39 GMAC/s, 15 GB/s
         learned.append(build_cost_table(g, host, "fp32", "learned", model=model).whole_network_latency()[0])
-        analytic_lono.append(build_cost_table(g, refit_host(host, train, peak / cores), "fp32")
+        analytic_lono.append(build_cost_table(g, refit_host(train), "fp32")
                              .whole_network_latency()[0])
         analytic_host.append(build_cost_table(g, host, "fp32").whole_network_latency()[0])
     learned, analytic_lono, analytic_host = map(np.array, (learned, analytic_lono, analytic_host))

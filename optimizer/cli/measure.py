@@ -171,6 +171,8 @@ def _import(path, model, input_shape, device, processor, out, as_json) -> None:
 
 
 def _calibrate(models, out, threads, repeats, warmup, refresh, as_json) -> None:
+    import math
+
     from ..errors import ConfigError
     from ..measure.host import calibrate_host
 
@@ -183,7 +185,11 @@ def _calibrate(models, out, threads, repeats, warmup, refresh, as_json) -> None:
         return
     console.print(f"host calibrated from {', '.join(models)} → {out}")
     for name, ratio in fit["model_over_measured"].items():
-        console.print(f"  {name}: model/measured {ratio:.3f}")
+        worst = max((r for r in fit["families"] if r["model"] == name), default=None,
+                    key=lambda r: abs(math.log(r["after_over_profile"])))
+        console.print(f"  {name}: model/measured {ratio:.3f}" + (
+            f" (kernel family furthest off: {worst['family']} ×{worst['after_over_profile']:.3f})" if worst else ""),
+            highlight=False)
 
 
 class _null:

@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.features import layer_arrays
 from ..cost.measured import MeasuredTable, read_measured_table, write_measured_table
 from ..errors import ConfigError
-from ..fileio import atomic_write_text
-from ..graph.layergraph import OP_FAMILIES, LayerGraph
+from ..graph.layergraph import LayerGraph
+from ..hardware.schema import Device
 from .artifacts import cache_dir, export_artifact
-
-FIT_FAMILIES = ("conv", "dwconv", "dense", "pool")
+from .profile_fit import ProfileFit, fit_processor_to_profiles, write_device_yaml
+from .profile_import import table_match
 
 
 def measure_model(model_ref: str, graph: LayerGraph | None = None, *, threads: int = 1, repeats: int = 20,
@@ -67,60 +66,25 @@ def _load_avg() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
-def _predict(arrays: Any, params: np.ndarray, peak: float) -> np.ndarray:
-    eff_by_family = np.full(len(OP_FAMILIES), math.exp(params[0]))
-    for k, fam in enumerate(FIT_FAMILIES):
-        eff_by_family[OP_FAMILIES.index(fam)] = math.exp(params[1 + k])
-    eff = eff_by_family[arrays.op_index]
-    overhead, bandwidth = math.exp(params[-2]), math.exp(params[-1])
-    compute = arrays.macs / (peak * eff)
-    return overhead * arrays.dispatched + np.maximum(compute, arrays.moved_bytes / bandwidth)
+def fit_host(device: Device, pairs: list[tuple[LayerGraph, MeasuredTable]], processor: str = "cpu",
+             dtype: str = "fp32") -> ProfileFit:
+    """Fit ``device``'s ``processor`` to per-layer measured tables of this host.
 
+    Each table becomes a profile match (:func:`optimizer.measure.profile_import.table_match`)
+    and the processor is fitted by the one least-squares fit of a processor,
+    :func:`optimizer.measure.profile_fit.fit_processor_to_profiles`: kernel-family efficiencies,
+    per-layer overhead and memory bandwidth of the :mod:`optimizer.cost.analytic` roofline at the
+    device's peak.
 
-def fit_processor(pairs: list[tuple[LayerGraph, MeasuredTable]], peak_macs_per_s: float,
-                  dtype: str = "fp32", processor: str = "cpu") -> dict[str, Any]:
-    """Least-squares fit of a processor's efficiencies, dispatch overhead and bandwidth.
-
-    Minimises the log error of each network's whole latency plus (weighted 0.3) of its
-    dispatched layers' latencies (:func:`scipy.optimize.least_squares`, soft-L1 loss) for the
-    roofline of :mod:`optimizer.cost.analytic` at a fixed peak.
-
-    Returns
-    -------
-    dict
-        ``efficiency`` (default + FIT_FAMILIES, each <= 4: Winograd may beat direct MACs), ``layer_overhead_s``,
-        ``memory_bandwidth_bytes_per_s`` and the residual log errors per network.
+    Raises
+    ------
+    ConfigError
+        No table, or a table that does not match its graph.
     """
-    from scipy.optimize import least_squares
-
-    from ..cost.measured import check_matches
-
     if not pairs:
         raise ConfigError("calibration needs at least one measured table")
-    data = []
-    for graph, table in pairs:
-        y = check_matches(table, graph, processor)
-        data.append((layer_arrays(graph, dtype), y))
-
-    def residuals(params: np.ndarray) -> np.ndarray:
-        res = []
-        for arrays, y in data:
-            pred = _predict(arrays, params, peak_macs_per_s)
-            res.append([math.log(pred.sum() / y.sum())])
-            m = arrays.dispatched & (y > 1e-6)
-            res.append(0.3 * np.log(pred[m] / y[m]) / math.sqrt(max(m.sum(), 1)))
-        return np.concatenate([np.atleast_1d(r) for r in res])
-
-    x0 = np.log([0.2, 0.5, 0.1, 0.3, 0.2, 2e-5, 1e10])
-    lo = np.log([1e-3] * (1 + len(FIT_FAMILIES)) + [1e-7, 1e8])
-    hi = np.log([4.0] * (1 + len(FIT_FAMILIES)) + [1e-2, 1e12])
-    fit = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1")
-    eff = {"default": math.exp(fit.x[0])}
-    eff.update({fam: math.exp(fit.x[1 + k]) for k, fam in enumerate(FIT_FAMILIES)})
-    errors = {g.name: float(_predict(a, fit.x, peak_macs_per_s).sum() / y.sum())
-              for (g, _), (a, y) in zip(pairs, data, strict=True)}
-    return {"efficiency": eff, "layer_overhead_s": math.exp(fit.x[-2]),
-            "memory_bandwidth_bytes_per_s": math.exp(fit.x[-1]), "model_over_measured": errors}
+    matches = [table_match(t, g, processor, dtype) for g, t in pairs]
+    return fit_processor_to_profiles(device, processor, matches, dtype)
 
 
 def host_peak_macs() -> tuple[int, float, float]:
@@ -166,15 +130,31 @@ def host_copy_bandwidth(megabytes: int = 32, repeats: int = 40) -> float:
     return 2 * src.nbytes / best
 
 
-def host_yaml(fit: dict[str, Any], models: list[str], threads: int) -> str:
-    """Text of ``search_spaces/devices/host.yaml`` from a calibration fit."""
+#: values of the processor before the fit (the fit starts each fitted family from its own
+#: compute-bound estimate, the bandwidth from this and 4x this)
+NOMINAL = {"efficiency": {"default": 0.2}, "layer_overhead_s": 20e-6, "memory_bandwidth_bytes_per_s": 10e9}
+
+
+def host_yaml(models: list[str], threads: int, fit: ProfileFit | None = None) -> str:
+    """Text of ``search_spaces/devices/host.yaml``: this host's CPU at ``threads`` threads with
+    the values of ``fit`` (its processor ``cpu``), or with :data:`NOMINAL` ones (the fit's start)."""
     cores, clock, peak = host_peak_macs()
-    eff = ", ".join(f"{k}: {min(v, 4.0):.4g}" for k, v in fit["efficiency"].items())
-    errs = ", ".join(f"{k} {v:.3f}" for k, v in fit["model_over_measured"].items())
+    if fit is not None:
+        cpu = fit.device.processor(fit.processor)
+        values = {"efficiency": dict(cpu.efficiency), "layer_overhead_s": cpu.layer_overhead_s,
+                  "memory_bandwidth_bytes_per_s": cpu.memory_bandwidth_bytes_per_s}
+        errs = ", ".join(f"{k} {v:.3f}" for k, v in fit.model_over_measured.items())
+        fams = "".join(f"#   {m}: " + ", ".join(f"{r.family} {r.ratio_after:.3f}" for r in fit.rows if r.model == m) + "\n"
+                       for m in fit.model_over_measured)
+        head = ("# (optimizer.measure.host.fit_host: onnxruntime per-layer medians on this host, fitted per kernel\n"
+                "# family by optimizer.measure.profile_fit.fit_processor_to_profiles).\n"
+                f"# Whole-network model/measured after the fit: {errs}\n# Per kernel family:\n{fams}")
+    else:
+        values, head = NOMINAL, "# (nominal values before the fit)\n"
+    eff = ", ".join(f"{k}: {v:.4g}" for k, v in values["efficiency"].items())
+    per_thread = peak * threads / cores / 1e9
     return f"""# This workstation, calibrated by `dnnplan measure {' '.join(models)} --backend ort --threads {threads} --calibrate-host`
-# (optimizer.measure.host.fit_processor: onnxruntime per-layer medians on this host).
-# Whole-network model/measured after the fit: {errs}
-name: host
+{head}name: host
 description: "this workstation: {cores} cores at {clock / 1e9:.2f} GHz (calibrated with {threads} onnxruntime thread(s))"
 memory: {_mem_gb():.0f} GB
 idle_power: 0 W
@@ -185,17 +165,25 @@ processors:
     cores: {threads}
     clock_levels: [{clock / 1e9:.4g} GHz]
     clusters: [{{core: x86, count: {threads}, clock: {clock / 1e9:.4g} GHz}}]
-    peak_macs: {{fp32: {peak * threads / cores / 1e9:.4g} GMAC/s, fp16: {peak * threads / cores / 1e9:.4g} GMAC/s, int8: {2 * peak * threads / cores / 1e9:.4g} GMAC/s}}
+    peak_macs: {{fp32: {per_thread:.4g} GMAC/s, fp16: {per_thread:.4g} GMAC/s, int8: {2 * per_thread:.4g} GMAC/s}}
     efficiency: {{{eff}}}
-    memory_bandwidth: {fit['memory_bandwidth_bytes_per_s'] / 1e9:.4g} GB/s
-    layer_overhead: {fit['layer_overhead_s'] * 1e6:.4g} us
+    memory_bandwidth: {values['memory_bandwidth_bytes_per_s'] / 1e9:.4g} GB/s
+    layer_overhead: {values['layer_overhead_s'] * 1e6:.4g} us
     supported_ops: {{fp32: all, fp16: all, int8: all}}
     power: {{static: 5 W, dynamic_at_max: 15 W, source: "nominal (server core ~3.5-5 W); not measured in a VM"}}
-    source: "peak = threads x clock x MACs/cycle (16 with AVX2+FMA) from /proc/cpuinfo; efficiency, layer_overhead and memory_bandwidth calibrated from onnxruntime per-layer measurements of {', '.join(models)}"
+    source: "peak = threads x clock x MACs/cycle (16 with AVX2+FMA) from /proc/cpuinfo; efficiency (per kernel family), layer_overhead and memory_bandwidth calibrated from onnxruntime per-layer measurements of {', '.join(models)}"
 handoff:
   default: {{latency: 0 s, bandwidth: 10 GB/s, energy_per_byte: 0 J/B}}
   source: "single processor: no hand-offs"
 """
+
+
+def host_device(models: list[str], threads: int = 1) -> Device:
+    """This host's CPU at ``threads`` threads with the :data:`NOMINAL` values: the device a host
+    calibration starts from."""
+    import yaml
+
+    return Device.model_validate(yaml.safe_load(host_yaml(models, threads)))
 
 
 def _mem_gb() -> float:
@@ -210,23 +198,20 @@ def _mem_gb() -> float:
 
 def calibrate_host(models: list[str], out: str | os.PathLike[str], *, threads: int = 1, repeats: int = 20,
                    warmup: int = 3, refresh: bool = False) -> dict[str, Any]:
-    """Measure ``models`` (cached), fit the host CPU and write ``out`` (a host.yaml) atomically."""
+    """Measure ``models`` (cached), fit the host CPU (:func:`fit_host`) and write ``out`` (a
+    host.yaml) once the device loader accepts it.
+
+    Returns
+    -------
+    dict
+        :meth:`ProfileFit.to_dict` (``model_over_measured``: whole network, per model).
+    """
     from ..graph import load_graph
-    from ..hardware.loader import load_device
 
     pairs = []
     for m in models:
         g = load_graph(m)
         pairs.append((g, measure_model(m, g, threads=threads, repeats=repeats, warmup=warmup, refresh=refresh)))
-    _, _, peak = host_peak_macs()
-    cores = host_peak_macs()[0]
-    fit = fit_processor(pairs, peak * threads / cores)
-    text = host_yaml(fit, models, threads)
-    tmp = Path(out).with_suffix(".check.yaml")
-    atomic_write_text(tmp, text)
-    try:
-        load_device(tmp)  # never leave an invalid host.yaml behind
-    finally:
-        tmp.unlink(missing_ok=True)
-    atomic_write_text(out, text)
-    return fit
+    fit = fit_host(host_device(models, threads), pairs)
+    write_device_yaml(str(out), host_yaml(models, threads, fit))
+    return fit.to_dict()

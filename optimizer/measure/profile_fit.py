@@ -1,11 +1,14 @@
-"""Fit one processor of a device to per-operator profiles (``dnnplan calibrate --from-profile``).
+"""Fit one processor of a device to per-operator profiles (``dnnplan calibrate --from-profile``)
+or to this host's per-layer measurements (``dnnplan measure --calibrate-host``, through
+:func:`optimizer.measure.profile_import.table_match`): the project's one fit of a processor.
 
 The analytic roofline of :mod:`optimizer.cost.analytic` gives each layer
 ``o * dispatched + max(MACs / (peak * eff[family] * f / f_max), bytes / bandwidth)``. Given
 profiles matched to layers (:mod:`optimizer.measure.profile_import`), the processor's
 op-family efficiencies and per-layer overhead ``o`` are fitted by least squares on the log of
-modeled / profiled time of every (profile, op family), plus, weighted 0.3, of every layer that
-one profile row timed on its own (:func:`scipy.optimize.least_squares`, trust-region
+modeled / profiled time of every (profile, op family), of every profile's whole network (all the
+layers it covers, weighted :data:`WHOLE_WEIGHT` x sqrt(families)), plus, weighted 0.3, of every
+layer that one profile row timed on its own (:func:`scipy.optimize.least_squares`, trust-region
 reflective, efficiencies bounded to the schema's (0, 4]). The per-invoke overhead is the least
 over the profiles (and, for onnxruntime, over the runs) of (measured whole run - sum of the
 operator times), where a profile gives the whole run: contention on a shared machine only adds to it. Modeled times come from :func:`optimizer.cost.analytic.analytic_costs`
@@ -30,6 +33,10 @@ EFF_BOUNDS = (1e-3, 4.0)  # Processor.efficiency: gt 0, le 4
 OVERHEAD_BOUNDS = (1e-8, 1e-2)  # seconds per dispatched layer
 BANDWIDTH_BOUNDS = (1e8, 1e13)  # bytes/s
 LAYER_WEIGHT = 0.3  # weight of the per-layer residuals against the per-family ones
+#: weight of a profile's whole-network residual, times sqrt(its families): the whole network
+#: counts as much as its families together (larger weights trade the per-family error for the
+#: in-sample whole-network one: BENCHMARKS.md, "one fit of a processor")
+WHOLE_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,14 @@ class ProfileFit:
     memory_bandwidth_bytes_per_s: float
     rows: list[FamilyRow] = field(default_factory=list)
     cost: float = math.nan
+    #: per network, modeled / profiled seconds of all its covered layers after the fit
+    model_over_measured: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"processor": self.processor, "efficiency": self.efficiency,
                 "layer_overhead_s": self.layer_overhead_s, "invoke_overhead_s": self.invoke_overhead_s,
                 "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+                "model_over_measured": self.model_over_measured,
                 "families": [{"profile": r.profile, "model": r.model, "family": r.family,
                               "profile_ms": r.profile_s * 1e3, "before_ms": r.before_s * 1e3,
                               "after_ms": r.after_s * 1e3, "after_over_profile": r.ratio_after}
@@ -197,6 +207,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
             pred = modeled_layers(dev, processor, m.graph, dtype)
             mod = family_sums(m, pred, fams)
             res += [math.log(max(mod[f], 1e-12) / prof[f]) for f in prof]
+            res.append(WHOLE_WEIGHT * math.sqrt(len(prof)) * math.log(_whole(pred, m)))
             if single.any():
                 meas = fit_times(m)[single]
                 res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
@@ -210,8 +221,16 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
         fitted = with_processor(fitted, processor, invoke_overhead_s=invoke)
     rows = [r for m in matches for r in family_rows(device, fitted, processor, m, dtype)]
     eff = {f: float(math.exp(v)) for f, v in zip(families, fit.x[:-2], strict=True)}
+    whole = {m.graph.name: _whole(modeled_layers(fitted, processor, m.graph, dtype), m) for m in matches}
     return ProfileFit(fitted, processor, eff, float(math.exp(fit.x[-2])), invoke, float(math.exp(fit.x[-1])),
-                      rows, float(fit.cost))
+                      rows, float(fit.cost), whole)
+
+
+def _whole(modeled: np.ndarray, match: ProfileMatch) -> float:
+    """Modeled / profiled seconds of all the layers a profile covers (those the runtime fused
+    away, timed at 0, included: the planner costs them)."""
+    covered = match.covered
+    return max(float(modeled[covered].sum()), 1e-12) / max(float(fit_times(match)[covered].sum()), 1e-12)
 
 
 def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:

@@ -393,6 +393,41 @@ class ProfileMatch:
         return out + [f"{where}: {n}" for n in self.notes]
 
 
+def table_match(table: Any, graph: LayerGraph, processor: str = "cpu", dtype: str = "fp32") -> ProfileMatch:
+    """A per-layer measured table (``dnnplan measure``'s onnxruntime table,
+    :func:`optimizer.measure.host.measure_model`) as the :class:`ProfileMatch` the profile fit
+    takes: every layer covered by its own row (a layer the runtime fused away timed at 0), each
+    kernel layer timed on its own (``single``).
+
+    The table's layer times already hold the executor's own time (one thread: they sum to the
+    run's CPU time, :mod:`optimizer.measure.ort_profile`), so no invoke overhead is set apart.
+
+    Raises
+    ------
+    ConfigError
+        The table's rows do not name ``graph``'s layers in order
+        (:func:`optimizer.cost.measured.check_matches`).
+    """
+    from ..cost.features import layer_arrays
+    from ..cost.measured import check_matches
+
+    y = np.nan_to_num(check_matches(table, graph, processor), nan=0.0)
+    where = table.path or f"{graph.name} measured table"
+    meta = table.meta
+    profile = Profile(where, str(meta.get("backend", "measured")), (), meta.get("whole_median_s"), meta.get("repeats"))
+    single = _kernels(layer_arrays(graph, dtype)) & (y > 0)
+    n = len(graph.layers)
+    return ProfileMatch(profile, graph, y, "name", n, single=single, owner=np.arange(n))  # row i times layer i
+
+
+def _kernels(arrays: Any) -> np.ndarray:
+    """[L] bool: the layers a runtime runs as kernels of their own (dispatched, not an identity)."""
+    out = np.asarray(arrays.dispatched, dtype=bool).copy()
+    if arrays.identity is not None:
+        out &= ~np.asarray(arrays.identity, dtype=bool)
+    return out
+
+
 def layer_family(graph: LayerGraph, index: int) -> str:
     """The kernel family (conv1x1, convkxk, dwconv_s1, ...: :mod:`optimizer.graph.kernel_families`)
     a layer's efficiency is keyed by."""
@@ -420,9 +455,7 @@ def match_profile(profile: Profile, graph: LayerGraph, weights: np.ndarray | Non
 
     arrays = layer_arrays(graph, dtype)
     n = len(graph.layers)
-    dispatched = np.asarray(arrays.dispatched, dtype=bool)
-    if arrays.identity is not None:
-        dispatched &= ~np.asarray(arrays.identity, dtype=bool)
+    dispatched = _kernels(arrays)
     w = np.asarray(weights, dtype=np.float64) if weights is not None else None
     owner = np.full(n, -1)  # first row covering each layer
     records = list(profile.records)
