@@ -107,3 +107,25 @@ def test_detection_postprocess_is_its_own_cpu_only_family():
     assert [kernel_family(la, g.fmt) for la in g.layers] == ["postprocess", "other"]
     dev = load_device("pixel6")
     assert [p.name for p in dev.processors if p.supports("custom", "int8")] == ["cpu"]
+
+
+def test_matrix_products_on_several_rows_are_matmul():
+    """bert_small's projections act on [tokens, hidden] rows (a GEMM), its classifier on one row
+    (a GEMV): ``matmul`` and ``dense``. A table without ``matmul`` gives it ``conv1x1``'s
+    efficiency (the same GEMM kernels), else the coarse ``dense`` one; an own entry wins."""
+    from optimizer.hardware.schema import Processor
+
+    g = load_graph("bert_small", "op")
+    fams = {la.name: kernel_family(la, g.fmt) for la in g.layers if la.op == "dense"}
+    assert set(fams.values()) == {"matmul", "dense"}
+    one_row = [n for n, f in fams.items() if f == "dense"]
+    assert all(len(g.layers[[la.name for la in g.layers].index(n)].output_shapes[0]) == 1 for n in one_row)
+    assert sum(f == "matmul" for f in fams.values()) >= 4 * len(one_row)
+    pixel4_cpu = load_device("pixel4").processor("cpu")
+    assert pixel4_cpu.op_efficiency("dense", None, "matmul") == pixel4_cpu.efficiency["conv1x1"]
+    assert pixel4_cpu.op_efficiency("dense", None, "dense") == pixel4_cpu.efficiency["dense"]
+    pixel6_cpu = load_device("pixel6").processor("cpu")  # coarse table: no conv1x1, matmul = dense
+    assert pixel6_cpu.op_efficiency("dense", None, "matmul") == pixel6_cpu.efficiency["dense"]
+    own = Processor.model_validate({**pixel4_cpu.model_dump(by_alias=True, exclude_none=True),
+                                    "efficiency": {**pixel4_cpu.efficiency, "matmul": 0.5}})
+    assert own.op_efficiency("dense", None, "matmul") == 0.5

@@ -15,7 +15,12 @@ family, operator type, per-sample shapes, MACs), so Keras, ONNX and TFLite graph
   section 8b) and which shares little with the wide 3x3 convolutions in speed;
 * ``conv1x1`` / ``convkxk``: kernel area ``MACs / (H_out * W_out * C_out * C_in)`` is 1 or more;
 * ``dwconv_s1`` / ``dwconv_s2``: depthwise by stride ``H_in / H_out`` (1, or 2 and more);
-* ``dense``, ``pool``, ``resize``;
+* ``dense``: a fully connected layer on one row per sample (a classifier's matrix-vector
+  product, bound by reading its weights) and ``matmul``: one on several rows per sample (a
+  transformer's ``[tokens, hidden]`` projections, a matrix-matrix product that reuses each weight
+  once per row, as a 1x1 convolution over ``H * W`` pixels does: an efficiency table without a
+  ``matmul`` entry gives it its ``conv1x1`` one, :data:`KERNEL_FALLBACK`);
+* ``pool``, ``resize``;
 * ``eltwise``: add/mul, activations and normalisations that run as kernels of their own;
 * ``layout``: concat, reshape, transpose, pad, slice (data movement only);
 * ``postprocess``: detection post-processing (``TFLite_Detection_PostProcess``, NMS), CPU-only
@@ -34,13 +39,16 @@ import numpy as np
 from .layergraph import Layer, LayerGraph
 
 KERNEL_FAMILIES: tuple[str, ...] = (
-    "convstem", "conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense", "pool", "eltwise", "resize", "layout",
-    "postprocess", "other",
+    "convstem", "conv1x1", "convkxk", "dwconv_s1", "dwconv_s2", "dense", "matmul", "pool", "eltwise", "resize",
+    "layout", "postprocess", "other",
 )
+#: the kernel family whose efficiency a family without an entry of its own takes before its coarse
+#: op family's: a matrix-matrix product runs the GEMM kernels of a 1x1 convolution
+KERNEL_FALLBACK: dict[str, str] = {"matmul": "conv1x1"}
 #: the coarse op family each kernel family refines (an efficiency table may give either)
 COARSE_OF: dict[str, tuple[str, ...]] = {
     "convstem": ("conv",), "conv1x1": ("conv",), "convkxk": ("conv",), "dwconv_s1": ("dwconv",), "dwconv_s2": ("dwconv",),
-    "dense": ("dense",), "pool": ("pool",), "eltwise": ("add", "act", "norm"), "resize": ("resize",),
+    "dense": ("dense",), "matmul": ("dense",), "pool": ("pool",), "eltwise": ("add", "act", "norm"), "resize": ("resize",),
     "layout": ("concat", "reshape"), "postprocess": ("custom",), "other": ("other", "custom"),
 }
 #: detection post-processing operator types (TFLite custom op, ONNX and TF NMS variants)
@@ -80,6 +88,10 @@ def kernel_family(layer: Layer, fmt: str = "") -> str:
     imported from ``fmt`` (see module doc)."""
     if layer.op == "custom" or layer.op_type in POSTPROCESS_OP_TYPES:
         return "postprocess" if layer.op_type in POSTPROCESS_OP_TYPES else "other"
+    if layer.op == "dense":
+        out_shape = layer.output_shapes[0] if layer.output_shapes else ()
+        rows = int(math.prod(out_shape[:-1])) if len(out_shape) > 1 else 1  # features last in every format
+        return "matmul" if rows > 1 else "dense"
     if layer.op not in ("conv", "dwconv"):
         return _DIRECT.get(layer.op, "other")
     first = channels_first(fmt)

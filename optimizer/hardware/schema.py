@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ..errors import UnknownNameError
-from ..graph.kernel_families import KERNEL_FAMILIES
+from ..graph.kernel_families import KERNEL_FALLBACK, KERNEL_FAMILIES
 from ..graph.layergraph import OP_FAMILIES
 from .units import (
     Bitrate,
@@ -233,11 +233,13 @@ class Processor(_Model):
     def op_efficiency(self, op: str, runtime: str | None = None, kernel: str | None = None) -> float:
         """Fraction of peak reached by op family ``op`` (under ``runtime``; None = the default):
         the entry of its kernel family ``kernel`` (graph/kernel_families.py) when the table has
-        one, else of ``op``, else ``default``."""
+        one, else of that family's ``KERNEL_FALLBACK`` kernel family, else of ``op``, else
+        ``default``."""
         prof = self.runtime_profiles.get(runtime) if runtime is not None else None
         eff = (prof.efficiency if prof is not None and prof.efficiency else self.efficiency)
-        if kernel is not None and kernel in eff:
-            return eff[kernel]
+        for key in (kernel, KERNEL_FALLBACK.get(kernel or "")):
+            if key is not None and key in eff:
+                return eff[key]
         return eff.get(op, eff.get("default", self.efficiency["default"]))
 
     def runtime_value(self, field_name: str, runtime: str | None) -> float:
