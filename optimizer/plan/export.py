@@ -540,11 +540,18 @@ class _Int8Reference:
     Parts quantized separately agree with it only up to the last float bits of their scales
     (their calibrators see float activations computed in a different order), and a random-
     weight network amplifies the resulting one-LSB flips. :meth:`align` therefore copies the
-    reference's quantization parameters onto every activation tensor of a part (matched by
-    the TensorFlow op name the converter gives each tensor), the reference's constants onto
-    every matched operator (so biases quantized against the reference's input scales), and
-    makes each part input use its producer's parameters: the parts then compute exactly what
-    the single-file model computes.
+    reference's quantization parameters onto every activation tensor of a part, the reference's
+    constants onto every matched operator (so biases quantized against the reference's input
+    scales), and makes each part input use its producer's parameters: the parts then compute
+    exactly what the single-file model computes.
+
+    Part tensors are matched by structure first (:meth:`_follow`: from the part inputs, each
+    operator is the reference operator reading the matched tensors), then by the TensorFlow op
+    name the converter gives each tensor. Names alone are not enough: a layer called several
+    times (the box head shared by the FPN levels of an SSD) gets scopes numbered in the order a
+    model traces its calls (``BoxHead_1``, ``BoxHead_3``, ...), so a part that traces fewer calls
+    of it names them after other calls of the single file. The reference tensor of every part
+    output is remembered for the parts that read it (:attr:`placed`).
     """
 
     def __init__(self, path: Path, graph_inputs: list[str], graph_outputs: list[str]) -> None:
@@ -559,25 +566,60 @@ class _Int8Reference:
         self.act: dict[str, Any] = {}
         self.ops: dict[str, Any] = {}
         self.producer: dict[int, Any] = {}
+        self.readers: dict[int, list[int]] = {}  # tensor -> indices of the operators reading it
         for t in sg.tensors:
             if self._is_activation(self.model, t):
                 self.act.setdefault(_op_key(t.name), t.quantization)
-        for op in sg.operators:
+        for k, op in enumerate(sg.operators):
             for oi in op.outputs:
                 self.ops.setdefault(_op_key(sg.tensors[oi].name), op)
                 self.producer[oi] = op
+            for ii in dict.fromkeys(op.inputs):
+                if ii >= 0:
+                    self.readers.setdefault(int(ii), []).append(k)
         sig = self.model.signatureDefs[0]
         by_sig = {tm.name.decode(): tm.tensorIndex for tm in sig.outputs}
         self.outputs = {name: by_sig.get(f"output_{k}") for k, name in enumerate(graph_outputs)}
-        by_sig = {tm.name.decode(): sg.tensors[tm.tensorIndex].quantization for tm in sig.inputs}
-        self.inputs = {name: by_sig.get(f"in{k}") for k, name in enumerate(graph_inputs)}
+        by_sig = {tm.name.decode(): tm.tensorIndex for tm in sig.inputs}
+        self.input_index = {name: by_sig.get(f"in{k}") for k, name in enumerate(graph_inputs)}
+        self.inputs = {name: None if i is None else sg.tensors[i].quantization for name, i in self.input_index.items()}
+        #: LayerGraph tensor id -> the reference's tensor, for every part output aligned so far
+        self.placed: dict[str, int] = {}
 
     @staticmethod
     def _is_activation(model: Any, t: Any) -> bool:
         q = t.quantization
-        data = model.buffers[t.buffer].data
-        return (q is not None and q.scale is not None and len(q.scale) == 1
-                and (data is None or len(data) == 0))
+        return q is not None and q.scale is not None and len(q.scale) == 1 and not _is_constant(model, t)
+
+    def _follow(self, pm: Any, seeds: dict[int, int]) -> dict[int, int]:
+        """Part tensor -> reference tensor for every tensor of part ``pm`` computed, operator by
+        operator, from the matched tensors ``seeds`` (its inputs).
+
+        A part operator reading a matched tensor is the reference operator, not yet taken, that
+        reads it at the same position with the same operator code, options, constant shapes and
+        output shapes (:func:`_same_operator`). Several such operators are told apart by the
+        constants they share byte for byte (weights quantize alike in both models), then by op
+        name; an operator still ambiguous is left unmatched, and so is what it computes."""
+        sg, rsg = pm.subgraphs[0], self.model.subgraphs[0]
+        found = dict(seeds)
+        taken: set[int] = set()
+        for op in sg.operators:
+            reads = [ti for ti in op.inputs if ti in found]
+            if not reads:
+                continue
+            cands = [k for k in self.readers.get(found[reads[0]], []) if k not in taken
+                     and _same_operator(pm, op, self.model, rsg.operators[k], found)]
+            if len(cands) > 1:
+                score = {k: _shared_constants(pm, op, self.model, rsg.operators[k]) for k in cands}
+                cands = [k for k in cands if score[k] == max(score.values())]
+            if len(cands) > 1:
+                key = _op_key(sg.tensors[op.outputs[0]].name)
+                cands = [k for k in cands if _op_key(rsg.tensors[rsg.operators[k].outputs[0]].name) == key]
+            if len(cands) != 1:
+                continue
+            taken.add(cands[0])
+            found.update(zip((int(t) for t in op.outputs), (int(t) for t in rsg.operators[cands[0]].outputs)))
+        return found
 
     def _tensor_index(self, tid: str, shape: list[int]) -> int | None:
         """The reference's tensor holding LayerGraph tensor ``tid`` (by the producing layer's
@@ -601,23 +643,38 @@ class _Int8Reference:
         pm = fu.read_model(str(path))
         sg = pm.subgraphs[0]
         ref_sg = self.model.subgraphs[0]
-        for t in sg.tensors:  # internal activations (signature I/O are named after the signature)
-            if self._is_activation(pm, t) and not _signature_named(t.name):
+        sig = pm.signatureDefs[0]
+        index = {tm.name.decode(): tm.tensorIndex for tm in list(sig.inputs) + list(sig.outputs)}
+        seeds: dict[int, int] = {}
+        for k, tid in enumerate(part_inputs):
+            ti = index[f"in{k}"]
+            ri = self.placed.get(tid, self.input_index.get(tid))
+            ri = self._tensor_index(tid, list(sg.tensors[ti].shape)) if ri is None else ri
+            if ri is not None:
+                seeds[ti] = ri
+        matched = self._follow(pm, seeds)
+        for i, t in enumerate(sg.tensors):  # activations: by structure, else by op name
+            if not self._is_activation(pm, t):
+                continue
+            if i in matched:
+                if self._is_activation(self.model, ref_sg.tensors[matched[i]]):
+                    t.quantization = copy.deepcopy(ref_sg.tensors[matched[i]].quantization)
+            elif not _signature_named(t.name):  # signature I/O are named after the signature
                 q = self.act.get(_op_key(t.name))
                 if q is not None:
                     t.quantization = copy.deepcopy(q)
-        sig = pm.signatureDefs[0]
-        index = {tm.name.decode(): tm.tensorIndex for tm in list(sig.inputs) + list(sig.outputs)}
         # part output tensor -> the reference's tensor with the same LayerGraph id
         out_ref: dict[int, int] = {}
         for k, tid in enumerate(part_outputs):
             ti = index[f"output_{k}"]
-            ri = self._tensor_index(tid, list(sg.tensors[ti].shape))
+            ri = matched.get(ti)
+            ri = self._tensor_index(tid, list(sg.tensors[ti].shape)) if ri is None else ri
             if ri is not None:
-                out_ref[ti] = ri
+                out_ref[ti] = self.placed[tid] = ri
         for op in sg.operators:  # constants (weights, biases) of matched operators
-            if op.outputs[0] in out_ref:  # named after the signature, not the op
-                ref = self.producer.get(out_ref[op.outputs[0]])
+            ri = matched.get(op.outputs[0], out_ref.get(op.outputs[0]))
+            if ri is not None:
+                ref = self.producer.get(ri)
             elif not _signature_named(sg.tensors[op.outputs[0]].name):
                 ref = self.ops.get(_op_key(sg.tensors[op.outputs[0]].name))
             else:
@@ -644,6 +701,58 @@ class _Int8Reference:
         for ti, ri in out_ref.items():
             sg.tensors[ti].quantization = copy.deepcopy(self.model.subgraphs[0].tensors[ri].quantization)
         atomic_write_bytes(path, write_model(pm))  # identical vectors stored once, buffers aligned
+
+
+def _is_constant(model: Any, t: Any) -> bool:
+    """Whether tensor ``t`` of ``model`` holds data (weights, biases, shapes)."""
+    data = model.buffers[t.buffer].data
+    return data is not None and len(data) > 0
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equality of operator options (flatbuffer objects, vectors, scalars), field by field."""
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    if hasattr(a, "__dict__") or hasattr(b, "__dict__"):
+        return type(a) is type(b) and vars(a).keys() == vars(b).keys() and all(
+            _same_value(v, vars(b)[k]) for k, v in vars(a).items())
+    return bool(a == b)
+
+
+def _same_operator(pm: Any, op: Any, rm: Any, ref: Any, found: dict[int, int]) -> bool:
+    """Whether reference operator ``ref`` (of model ``rm``) computes what part operator ``op`` (of
+    ``pm``) computes, given the matched tensors ``found``: same operator code and options,
+    matched tensors read at the same positions (a tensor not matched, such as a shape the part
+    computes from a float copy of an activation, where the reference reads no constant),
+    constants of the same shape and type where the part has constants, outputs of the same shapes."""
+    sg, rsg = pm.subgraphs[0], rm.subgraphs[0]
+    code, rcode = pm.operatorCodes[op.opcodeIndex], rm.operatorCodes[ref.opcodeIndex]
+    if (max(code.builtinCode, code.deprecatedBuiltinCode) != max(rcode.builtinCode, rcode.deprecatedBuiltinCode)
+            or code.customCode != rcode.customCode or len(op.inputs) != len(ref.inputs)
+            or len(op.outputs) != len(ref.outputs) or op.builtinOptionsType != ref.builtinOptionsType
+            or not _same_value(op.builtinOptions, ref.builtinOptions)):
+        return False
+    for ti, ri in zip(op.inputs, ref.inputs, strict=True):
+        if (ti < 0) != (ri < 0):
+            return False
+        if ti < 0:
+            continue
+        t, rt = sg.tensors[ti], rsg.tensors[ri]
+        if _is_constant(pm, t):
+            if not _is_constant(rm, rt) or list(t.shape) != list(rt.shape) or t.type != rt.type:
+                return False
+        elif found.get(int(ti), ri) != ri or _is_constant(rm, rt):
+            return False
+    return all(list(sg.tensors[ti].shape) == list(rsg.tensors[ri].shape)
+               for ti, ri in zip(op.outputs, ref.outputs, strict=True))
+
+
+def _shared_constants(pm: Any, op: Any, rm: Any, ref: Any) -> int:
+    """How many constant inputs of ``op`` hold the same bytes as ``ref``'s at that position."""
+    sg, rsg = pm.subgraphs[0], rm.subgraphs[0]
+    return sum(1 for ti, ri in zip(op.inputs, ref.inputs, strict=True)
+               if ti >= 0 and ri >= 0 and _is_constant(pm, sg.tensors[ti]) and _is_constant(rm, rsg.tensors[ri])
+               and bytes(pm.buffers[sg.tensors[ti].buffer].data) == bytes(rm.buffers[rsg.tensors[ri].buffer].data))
 
 
 def _signature_named(name: bytes | str) -> bool:
