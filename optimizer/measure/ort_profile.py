@@ -157,34 +157,24 @@ def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
                 graph: LayerGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel seconds per (run, layer), unattributed seconds per run and node seconds per run.
 
-    onnxruntime's NCHWc layout conversions belong to no layer of the model: a ``ReorderInput``
-    is charged to the next attributed node of its run (the blocked-layout kernel it feeds), a
-    ``ReorderOutput`` to the previous one (the kernel whose output it converts back)."""
+    onnxruntime's NCHWc layout conversions (``ReorderInput``/``ReorderOutput``) belong to no
+    layer and stay unattributed: charging them to the neighbouring kernel made both host fits
+    worse (BENCHMARKS.md, session 31), so the one-thread rescale to the run's CPU time spreads
+    them over the layers instead."""
     by_name = _layer_matcher(graph)
     per_run = np.zeros((len(runs), len(graph.layers)))
     unattributed = np.zeros(len(runs))
     total = np.zeros(len(runs))
     cache: dict[tuple[str, str], int | None] = {}
-    last: dict[int, int] = {}  # run -> layer of its latest attributed node
-    waiting: dict[int, float] = {}  # run -> ReorderInput seconds waiting for the next attributed node
     for run, name, op, dur, _, _ in kernel_events(events, runs):
         key = (name, op)
         if key not in cache:
             cache[key] = attribute_node(key[0], key[1], graph, by_name)
         total[run] += dur
-        layer = cache[key]
-        if layer is None and op == "ReorderOutput" and run in last:
-            layer = last[run]
-        elif layer is None and op == "ReorderInput":
-            waiting[run] = waiting.get(run, 0.0) + dur
-            continue
-        if layer is None:
+        if cache[key] is None:
             unattributed[run] += dur
-            continue
-        per_run[run, layer] += dur + waiting.pop(run, 0.0)
-        last[run] = layer
-    for run, dur in waiting.items():  # a conversion with no kernel after it
-        unattributed[run] += dur
+        else:
+            per_run[run, cache[key]] += dur
     return per_run, unattributed, total
 
 
