@@ -276,3 +276,23 @@ def test_converter_layout_transposes_stay_out_of_the_kernels(graphs):
     conv = next(r for r in p.records if r.op_type == "Conv" and "Conv1_relu" in r.name)
     assert m.latency_s[by["Conv1"]] == pytest.approx(conv.time_s) and m.single[by["Conv1"]]
     assert fit_times(m).sum() == pytest.approx(m.latency_s.sum() - tr.time_s)
+
+
+def test_fitted_device_file_keeps_the_users_comments_and_layout(run_cli, tmp_path):
+    """The fitted YAML is the user's file edited in place (ruamel.yaml round trip): every comment
+    and the handoff section stay as written, the other processors unchanged (a flow mapping written
+    over two lines comes back on one); only the fitted fields move."""
+    from optimizer.hardware.loader import load_device, resolve_shipped
+
+    src = resolve_shipped("jetson_nano", "devices", "device").read_text(encoding="utf-8")
+    out = tmp_path / "nano_fit.yaml"
+    r = run_cli("calibrate", "--device", "jetson_nano", "--processor", "cpu", "--from-profile", str(ORT_V2),
+                "--model", "mobilenet_v2", "--out", str(out))
+    assert r.exit_code == 0, (r.stdout + r.stderr)
+    text = out.read_text(encoding="utf-8")
+    comments = [ln.split("#", 1)[1] for ln in src.splitlines() if "#" in ln]
+    assert comments and all(c in text for c in comments)
+    assert text.split("handoff:", 1)[1] == src.split("handoff:", 1)[1]
+    fitted = load_device(out).processor("cpu")
+    assert "fitted to profile" in fitted.source and "conv1x1" in fitted.efficiency
+    assert load_device(out).processor("gpu") == load_device("jetson_nano").processor("gpu")

@@ -239,19 +239,37 @@ def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:
 
 
 def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
-    """The device file at ``device_path`` with ``processor``'s efficiency, layer_overhead and
-    (when fitted) invoke_overhead replaced and a ``source`` naming the fit."""
-    import yaml
+    """The device file at ``device_path`` with ``processor``'s efficiency, layer_overhead,
+    memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit.
+
+    The file is edited as a ruamel.yaml round-trip document, so its comments, key order, flow
+    styles and every other processor stay as the user wrote them; a header comment names the fit.
+    """
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.util import load_yaml_guess_indent
 
     from ..yamlio import read_yaml
 
-    data, _ = read_yaml(device_path)
+    read_yaml(device_path)  # malformed YAML: the project's one-line error, naming file and line
+    with open(device_path, encoding="utf-8") as fh:
+        text = fh.read()
+    _, seq, dash = load_yaml_guess_indent(text)  # "  - name:" items: content at 4, dash at 2
+    dash = dash or 0
+    seq = seq or 2
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.width = 1 << 16  # no folding of long sources and tables
+    rt.indent(mapping=max(seq - dash, 2), sequence=seq, offset=dash)
+    data = rt.load(text)
     entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
     if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
         raise ConfigError(f"{device_path}: no processor {processor!r}")
-    eff = dict(entry.get("efficiency") or {})
-    eff.update({f: float(f"{v:.4g}") for f, v in fit.efficiency.items()})
-    entry["efficiency"] = eff
+    if entry.get("efficiency") is None:
+        entry["efficiency"] = {}
+    for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
+        entry["efficiency"][f] = float(f"{v:.4g}")
     entry["layer_overhead"] = f"{fit.layer_overhead_s * 1e6:.4g} us"
     entry["memory_bandwidth"] = f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s"
     if fit.invoke_overhead_s is not None:
@@ -260,8 +278,9 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
             + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
             + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
     entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
-    head = f"# {note}\n"
-    return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=None)
+    out = io.StringIO()
+    rt.dump(data, out)
+    return f"# {note}\n" + out.getvalue()
 
 
 def write_device_yaml(out: str, text: str) -> None:
