@@ -126,3 +126,19 @@ def test_cli_measure_through_reference_runner(tiny, run_cli, tmp_path, monkeypat
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["metrics"]["latency_s"] > 0
+
+
+def test_onnx_export_beyond_free_memory_is_refused_before_it_starts(tiny, tmp_path, monkeypatch, run_cli):
+    """tf2onnx peaks at ~36 bytes per byte of weights (vgg16: 20 GB): where that is more than the
+    machine has free, measuring a Keras model is refused in one line naming the need, not killed
+    by the kernel half-way; nothing is cached or written."""
+    from optimizer.graph import convert
+
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(convert, "available_memory_bytes", lambda: 0.5e9)
+    out = tmp_path / "tiny.csv"
+    r = run_cli("measure", str(tiny["keras"]), "--backend", "ort", "--out", str(out))
+    assert r.exit_code == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "tf2onnx needs about 1.0 GB" in lines[0] and "0.5 GB" in lines[0], lines
+    assert not out.exists() and not list((tmp_path / "cache").rglob("*.onnx"))

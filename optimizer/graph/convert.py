@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import atomic_write_bytes
 from ..lazy import silenced_stderr
 
@@ -52,6 +52,25 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
     return useful[0][:limit]
 
 
+#: tf2onnx's peak resident bytes: a base plus this many per byte of float weights (measured
+#: with its optimizers working in place: mobilenet_v2 14 MB -> 1.3 GB, resnet50 102 MB -> 4.7 GB,
+#: alexnet 244 MB -> 8.4 GB, vgg16 553 MB -> 20.0 GB; BENCHMARKS.md, session 31)
+TF2ONNX_BASE_BYTES = 1.0e9
+TF2ONNX_BYTES_PER_WEIGHT_BYTE = 36
+
+
+def available_memory_bytes() -> float:
+    """``MemAvailable`` of ``/proc/meminfo`` (infinite where it cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return float("inf")
+
+
 def keras_to_onnx(model: Any, path: str | os.PathLike[str], opset: int | None = None) -> Path:
     """Export an in-memory Keras 3 model to ONNX with tf2onnx.
 
@@ -73,16 +92,47 @@ def keras_to_onnx(model: Any, path: str | os.PathLike[str], opset: int | None = 
     from ..lazy import tensorflow
 
     tensorflow()
+    name = getattr(model, "name", "model")
+    weights = 4.0 * float(model.count_params()) if hasattr(model, "count_params") else 0.0
+    need, free = TF2ONNX_BASE_BYTES + TF2ONNX_BYTES_PER_WEIGHT_BYTE * weights, available_memory_bytes()
+    if need > free:
+        raise ConfigError(
+            f"{name}: exporting it to ONNX with tf2onnx needs about {need / 1e9:.1f} GB ({weights / 1e6:.0f} MB "
+            f"of float weights), more than the {free / 1e9:.1f} GB this machine has free; export it where more "
+            "memory is free (python -m tf2onnx.convert) and give the .onnx file")
     with quiet_conversion():
         import tf2onnx
 
         try:
-            proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+            proto = _tf2onnx_in_place(tf2onnx, model, opset)
         except Exception as exc:  # tf2onnx raises bare ValueError/RuntimeError/KeyError
             raise UnsupportedOperatorError(
-                f"{getattr(model, 'name', 'model')}: tf2onnx cannot export it to ONNX "
-                f"({type(exc).__name__}: {_first_line(exc)})") from exc
+                f"{name}: tf2onnx cannot export it to ONNX ({type(exc).__name__}: {_first_line(exc)})") from exc
     return atomic_write_bytes(path, proto.SerializeToString())
+
+
+def _tf2onnx_in_place(tf2onnx: Any, model: Any, opset: int | None) -> Any:
+    """``tf2onnx.convert.from_keras`` with its graph optimizers working in place.
+
+    With ``catch_errors`` (its default) tf2onnx deep-copies the whole graph, weights included,
+    before every optimizer of every pass so that a failing one can be skipped; the copies build
+    up faster than they are collected (alexnet: 14.6 GB peak in place of 8.4). Any value of
+    ``TF2ONNX_CATCH_ERRORS`` turns that off (tf2onnx 1.16 compares the variable's name, not its
+    value, with ``TRUE``); a conversion whose optimizer fails is retried with the copies."""
+    key = "TF2ONNX_CATCH_ERRORS"
+    before = os.environ.get(key)
+    os.environ[key] = "FALSE"
+    try:
+        proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+    except Exception:  # noqa: BLE001 — an optimizer failed: tf2onnx's own skip-and-continue
+        os.environ.pop(key)
+        proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+    return proto
 
 
 def keras_tflite_converter(model: Any) -> Any:
