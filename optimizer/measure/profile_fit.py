@@ -239,7 +239,7 @@ def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:
 
 
 def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
-    """The device file at ``device_path`` with ``processor``'s efficiency, layer_overhead,
+    """The device file at ``device_path`` (one the device loader accepted) with ``processor``'s efficiency, layer_overhead,
     memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit.
 
     The file is edited as a ruamel.yaml round-trip document, so its comments, key order, flow
@@ -250,19 +250,13 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
     from ruamel.yaml import YAML
     from ruamel.yaml.util import load_yaml_guess_indent
 
-    from ..yamlio import read_yaml
-
-    read_yaml(device_path)  # malformed YAML: the project's one-line error, naming file and line
-    with open(device_path, encoding="utf-8") as fh:
-        text = fh.read()
-    _, seq, dash = load_yaml_guess_indent(text)  # "  - name:" items: content at 4, dash at 2
-    dash = dash or 0
-    seq = seq or 2
     rt = YAML()
     rt.preserve_quotes = True
     rt.width = 1 << 16  # no folding of long sources and tables
+    with open(device_path, encoding="utf-8") as fh:  # a file the device loader has accepted
+        data, seq, dash = load_yaml_guess_indent(fh.read(), yaml=rt)  # "  - name:": items at 4, dash at 2
+    dash, seq = dash or 0, seq or 2
     rt.indent(mapping=max(seq - dash, 2), sequence=seq, offset=dash)
-    data = rt.load(text)
     entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
     if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
         raise ConfigError(f"{device_path}: no processor {processor!r}")
