@@ -2,7 +2,7 @@
 parent alone handles it (stops its workers, prints one line) and workers ignore it.
 
 Used by the batch runner's process pool and Dask LocalCluster and the parallel calibration of
-``quantize``.
+``quantize``. :func:`proc_kb_bytes` reads the kernel's memory figures of a process or the machine.
 """
 
 from __future__ import annotations
@@ -46,3 +46,16 @@ def stop_pool(pool: ProcessPoolExecutor | None) -> None:
         return
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
         proc.terminate()
+
+
+def proc_kb_bytes(path: str, field: str) -> int | None:
+    """A ``kB`` field of a ``/proc`` file (``/proc/self/status``'s ``VmRSS``, ``/proc/meminfo``'s
+    ``MemAvailable``) in bytes; None where the file or the field cannot be read."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..fileio import atomic_write_bytes
 from ..lazy import silenced_stderr
+from ..workers import proc_kb_bytes
 
 
 @contextlib.contextmanager
@@ -61,14 +62,8 @@ TF2ONNX_BYTES_PER_WEIGHT_BYTE = 36
 
 def available_memory_bytes() -> float:
     """``MemAvailable`` of ``/proc/meminfo`` (infinite where it cannot be read)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024.0
-    except OSError:
-        pass
-    return float("inf")
+    free = proc_kb_bytes("/proc/meminfo", "MemAvailable")
+    return float("inf") if free is None else float(free)
 
 
 def keras_to_onnx(model: Any, path: str | os.PathLike[str], opset: int | None = None) -> Path:

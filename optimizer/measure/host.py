@@ -19,6 +19,7 @@ from ..cost.measured import MeasuredTable, read_measured_table, write_measured_t
 from ..errors import ConfigError
 from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Device
+from ..workers import proc_kb_bytes
 from .artifacts import cache_dir, export_artifact
 from .profile_fit import ProfileFit, fit_processor_to_profiles, write_device_yaml
 from .profile_import import table_match
@@ -187,13 +188,8 @@ def host_device(models: list[str], threads: int = 1) -> Device:
 
 
 def _mem_gb() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024 / 1e9
-    except OSError:
-        pass
-    return 8.0
+    total = proc_kb_bytes("/proc/meminfo", "MemTotal")
+    return 8.0 if total is None else total / 1e9
 
 
 def calibrate_host(models: list[str], out: str | os.PathLike[str], *, threads: int = 1, repeats: int = 20,

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..workers import stop_pool
+from ..workers import proc_kb_bytes, stop_pool
 from .calibration import CalibrationSet
 from .flatbuffer import merge_calibration
 
@@ -196,21 +196,9 @@ def calibrate_batches(model_content: bytes, cal: CalibrationSet, batch: int, fir
     return calibrate_run(model_content, cal, batch, first, last, threads), peak_rss_bytes()
 
 
-def _status_bytes(field: str) -> int | None:
-    """A ``kB`` field of ``/proc/self/status`` in bytes (None where unreadable)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def rss_bytes() -> int:
     """Resident bytes of this process now (``VmRSS`` of ``/proc/self/status``; 0 where unreadable)."""
-    return _status_bytes("VmRSS") or 0
+    return proc_kb_bytes("/proc/self/status", "VmRSS") or 0
 
 
 def release_free_memory() -> None:
@@ -234,7 +222,7 @@ def peak_rss_bytes() -> int:
     """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
     mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
     counts its parent's resident memory at the fork, and ``RUSAGE_CHILDREN`` inherits that.)"""
-    peak = _status_bytes("VmHWM")
+    peak = proc_kb_bytes("/proc/self/status", "VmHWM")
     if peak is not None:
         return peak
     import resource
