@@ -63,18 +63,10 @@ def test_cli_calibrate_host_fits_kernel_families_and_writes_a_loadable_host(meas
     rows = fit["families"]
     assert {(row["model"], row["family"]) for row in rows} >= {("tiny", "convstem"), ("tinynet", "convkxk"),
                                                                ("tinynet", "dense")}
-    share = {(row["model"], row["family"]): row["profile_ms"] / sum(x["profile_ms"] for x in rows if x["model"] == row["model"])
-             for row in rows}
-    for row in rows:  # per kernel family, in-sample: kernels of 3-50 us on a shared machine, and the
-        # two stems (3->16 channels at 64 px, 3->24 at 96 px) share one efficiency: x0.85 and x1.15;
-        # a family of a few per cent of its network (tiny's pool: 0.07 ms) moved x0.61 with the load,
-        # and tiny's stem (25-61 us) x0.58: live microsecond kernels bound how close a fit can be
-        if share[row["model"], row["family"]] >= 0.15:
-            assert 1 / 2 <= row["after_over_profile"] <= 2, row
-    assert sum(v >= 0.15 for v in share.values()) >= 3  # the stems, tinynet's 3x3 convs, ...
-    for model, ratio in fit["model_over_measured"].items():  # the whole network, in-sample: tiny's
-        # 0.15 ms moves x0.81-0.96 between runs (the deterministic zoo tables below: within x1.05)
-        assert abs(math.log(ratio)) < math.log(FAMILY_BOUND), (model, ratio)
+    # how close the fit comes is checked on fixed tables (test_fit_host_on_two_zoo_networks...):
+    # these live kernels take 5-300 us, and a clean-clone CI run timed tiny's 5-us Gemm at 216 us
+    # (tiny's stem 25-61 us between runs), so in-sample closeness here measures the machine's noise
+    for model in fit["model_over_measured"]:
         timed = [x for x in rows if x["model"] == model]  # the fit beats the nominal start
         before, after = (sum(x[k] for x in timed) / sum(x["profile_ms"] for x in timed) for k in ("before_ms", "after_ms"))
         assert abs(math.log(after)) < abs(math.log(before)), (model, after, before)
