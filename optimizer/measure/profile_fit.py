@@ -238,6 +238,22 @@ def _invoke_overhead(matches: list[ProfileMatch]) -> float | None:
     return float(max(0.0, min(gaps))) if gaps else None  # contention only adds: the least
 
 
+def _set_fitted(mapping: Any, key: str, value: Any) -> None:
+    """Set ``mapping[key]`` (a ruamel.yaml round-trip mapping) to a fitted ``value``. A comment at
+    the end of the key's line described the old value: it is kept, prefixed ``was OLD:``, so it
+    no longer reads as the new value's justification; comment lines after it stay as they are."""
+    old = mapping.get(key)
+    mapping[key] = value
+    slots = getattr(mapping, "ca", None) and mapping.ca.items.get(key)
+    token = slots[2] if slots and len(slots) > 2 else None
+    if token is None or old is None or old == value:
+        return
+    first, sep, rest = token.value.partition("\n")
+    text = first.lstrip("#").strip()
+    if text and not text.startswith("was "):
+        token.value = f"# was {old}: {text}{sep}{rest}"
+
+
 def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
     """The device file at ``device_path`` (one the device loader accepted) with ``processor``'s efficiency, layer_overhead,
     memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit.
@@ -263,11 +279,11 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
     if entry.get("efficiency") is None:
         entry["efficiency"] = {}
     for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
-        entry["efficiency"][f] = float(f"{v:.4g}")
-    entry["layer_overhead"] = f"{fit.layer_overhead_s * 1e6:.4g} us"
-    entry["memory_bandwidth"] = f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s"
+        _set_fitted(entry["efficiency"], f, float(f"{v:.4g}"))
+    _set_fitted(entry, "layer_overhead", f"{fit.layer_overhead_s * 1e6:.4g} us")
+    _set_fitted(entry, "memory_bandwidth", f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s")
     if fit.invoke_overhead_s is not None:
-        entry["invoke_overhead"] = f"{fit.invoke_overhead_s * 1e6:.4g} us"
+        _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
     note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
             + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
             + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
