@@ -66,8 +66,12 @@ demo: install
 	$(DNNPLAN) report $(DEMO)/split_plan.json $(DEMO)/split_front.csv $(DEMO)/split_trace_plan.json $(DEMO)/split_robust_plan.json $(DEMO)/map_plan.json $(DEMO)/batch --out $(DEMO) --title "dnnplan demo: $(MODEL)"
 	@echo "demo outputs in $(DEMO)/"
 
+# pytest-xdist workers: one test module per worker at a time (--dist loadfile), so a module's
+# fixtures (a quantized model, an export) are built once; TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
+
 test: install lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(PY) -m ruff check optimizer tests benchmarks models
