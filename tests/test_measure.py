@@ -129,7 +129,7 @@ def test_cli_measure_through_reference_runner(tiny, run_cli, tmp_path, monkeypat
 
 
 def test_onnx_export_beyond_free_memory_is_refused_before_it_starts(tiny, tmp_path, monkeypatch, run_cli):
-    """tf2onnx peaks at ~36 bytes per byte of weights (vgg16: 20 GB): where that is more than the
+    """tf2onnx peaks at ~24 bytes per byte of weights (vgg16: 14 GB): where that is more than the
     machine has free, measuring a Keras model is refused in one line naming the need, not killed
     by the kernel half-way; nothing is cached or written."""
     from optimizer.graph import convert

@@ -54,10 +54,11 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
 
 
 #: tf2onnx's peak resident bytes: a base plus this many per byte of float weights (measured
-#: with its optimizers working in place: mobilenet_v2 14 MB -> 1.3 GB, resnet50 102 MB -> 4.7 GB,
-#: alexnet 244 MB -> 8.4 GB, vgg16 553 MB -> 20.0 GB; BENCHMARKS.md, session 31)
+#: with its optimizers working in place on fresh node protos: mobilenet_v2 14 MB -> 1.1 GB,
+#: resnet50 102 MB -> 3.0 GB, alexnet 244 MB -> 6.3 GB, vgg16 553 MB -> 13.7 GB; the peak is
+#: now TensorFlow's grappler pass; BENCHMARKS.md, session 32)
 TF2ONNX_BASE_BYTES = 1.0e9
-TF2ONNX_BYTES_PER_WEIGHT_BYTE = 36
+TF2ONNX_BYTES_PER_WEIGHT_BYTE = 24
 
 
 def available_memory_bytes() -> float:
@@ -106,6 +107,40 @@ def keras_to_onnx(model: Any, path: str | os.PathLike[str], opset: int | None = 
     return atomic_write_bytes(path, proto.SerializeToString())
 
 
+@contextlib.contextmanager
+def _fresh_node_protos(tf2onnx: Any) -> Iterator[None]:
+    """tf2onnx with each node's protobuf rebuilt, not cleared, when it is brought up to date.
+
+    Every graph optimizer ends with ``Graph.update_proto``, which deletes each ``NodeProto``'s
+    attributes and extends it with copies of the current ones, a constant's whole tensor
+    included. The upb protobuf runtime frees a message's memory with its arena only, never when
+    elements are deleted, so every pass added one more copy of the weights (2 passes x 12
+    optimizers: alexnet 2.7 -> 8.4 GB). Here a node's proto is replaced by a fresh one that keeps
+    its name, type, domain, inputs and outputs, so the old arena goes with the old message; the
+    ONNX file written is byte-identical. Where tf2onnx's ``Node`` has no ``update_proto`` (another
+    version), nothing changes."""
+    node_cls = getattr(getattr(tf2onnx, "graph", None), "Node", None)
+    original = getattr(node_cls, "update_proto", None)
+    if node_cls is None or original is None:
+        yield
+        return
+
+    def update_proto(self: Any, external_tensor_storage: Any = None) -> Any:
+        old = getattr(self, "_op", None)
+        if old is not None:
+            old.ClearField("attribute")  # the rest of the old message is copied
+            fresh = type(old)()
+            fresh.CopyFrom(old)
+            self._op = fresh
+        return original(self, external_tensor_storage)
+
+    node_cls.update_proto = update_proto
+    try:
+        yield
+    finally:
+        node_cls.update_proto = original
+
+
 def _tf2onnx_in_place(tf2onnx: Any, model: Any, opset: int | None) -> Any:
     """``tf2onnx.convert.from_keras`` with its graph optimizers working in place.
 
@@ -118,10 +153,12 @@ def _tf2onnx_in_place(tf2onnx: Any, model: Any, opset: int | None) -> Any:
     before = os.environ.get(key)
     os.environ[key] = "FALSE"
     try:
-        proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
-    except Exception:  # noqa: BLE001 — an optimizer failed: tf2onnx's own skip-and-continue
-        os.environ.pop(key)
-        proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+        with _fresh_node_protos(tf2onnx):
+            try:
+                proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
+            except Exception:  # noqa: BLE001 — an optimizer failed: tf2onnx's own skip-and-continue
+                os.environ.pop(key)
+                proto, _ = tf2onnx.convert.from_keras(model, opset=opset)
     finally:
         if before is None:
             os.environ.pop(key, None)
