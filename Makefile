@@ -12,7 +12,7 @@ export PYTHONHASHSEED := 0
 help:
 	@echo "make demo   - run the whole mission on embedded defaults into results/demo/"
 	@echo "make test   - install if needed, then lint (ruff, mypy) and run the test suite"
-	@echo "make bench  - run the benchmarks (figures recorded in BENCHMARKS.md)"
+	@echo "make bench  - run the benchmarks (figures recorded in BENCHMARKS.md); BENCH=a,b picks some"
 
 install: $(STAMP)
 
@@ -81,7 +81,7 @@ fixtures: install
 	$(PY) tests/third_party/fetch_models.py
 
 bench: install
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py $(if $(BENCH),--only $(BENCH))
 
 clean:
 	rm -rf results/demo .pytest_cache
