@@ -4,7 +4,8 @@ Two kinds of run folder, both in the result-store layout (``run.json``, ``tasks/
 plan.json, result.json}``, ``index.sqlite``):
 
 * real: a 106-task job (a 12-op ONNX network written with onnx.helper × pixel6, galaxy_s22 ×
-  map/GA and split/NSGA-II × 26 seeds, plus two tasks that fail) run by
+  map/GA and split/NSGA-II × 26 seeds, plus a task that fails when it runs (a corrupt ``.onnx``
+  file) and a split under a 1 kB phone memory limit, which only the all-on-the-server split meets) run by
   :func:`optimizer.batch.run_job` on 2 worker processes;
 * synthetic: 120 and 480 tasks recorded through :class:`optimizer.batch.ResultStore` with
   schema-valid plans whose metrics come from a seeded generator (5 % failed), for size scaling.
@@ -103,11 +104,13 @@ def build_real_run(root: Path, seeds: int = 26) -> int:
     from optimizer.batch import run_job
 
     model = str(write_residual_onnx(root.parent / "tinynet.onnx"))
+    broken = root.parent / "broken.onnx"  # a name the up-front check resolves; the task fails on reading it
+    broken.write_bytes(b"not an ONNX protobuf")
     job = JobSpec.model_validate({
         "name": "bench_real",
         "grid": {"models": [model], "devices": list(DEVICES), "seeds": list(range(seeds)),
                  "map": {"solvers": ["ga"]}, "split": {"networks": ["wifi_10"], "solvers": ["nsga2"]}},
-        "tasks": [{"kind": "map", "model": "no_such_model", "device": "pixel6"},
+        "tasks": [{"kind": "map", "model": str(broken), "device": "pixel6"},
                   {"kind": "split", "model": model, "device": "pixel6", "network": "wifi_10",
                    "memory_limit": "1 kB"}]})
     summary = run_job(job, ResultStore(root), workers=2)
