@@ -1,7 +1,7 @@
 """Peak memory and time of the ONNX export of zoo networks (graph/convert.py ``keras_to_onnx``).
 
 Each network is built (Keras seed 0) and exported in a fresh process; the peak is that process's
-``ru_maxrss``, the SHA-256 prefix lets two runs (or two versions) compare their files. The
+high-water mark (``peak_rss_bytes``, as the quantize report gives it), the SHA-256 prefix lets two runs (or two versions) compare their files. The
 ``bytes/weight`` column is (peak - 1 GB) / float weight bytes, the slope of the refusal estimate
 (``TF2ONNX_BYTES_PER_WEIGHT_BYTE``).
 
@@ -13,25 +13,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 
 CHILD = r"""
-import hashlib, json, os, resource, sys, time
+import hashlib, json, sys, time
 import keras
 keras.utils.set_random_seed(0)
 from optimizer.graph.convert import keras_to_onnx
 from optimizer.graph.zoo import build_keras
+from optimizer.quantize.parallel_calibration import peak_rss_bytes
 model = build_keras(sys.argv[1])
 weights = 4.0 * model.count_params()
 t0 = time.perf_counter()
 keras_to_onnx(model, sys.argv[2])
 seconds = time.perf_counter() - t0
 digest = hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest()[:16]
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"weights": weights, "seconds": seconds, "peak": peak, "sha256": digest}))
+print(json.dumps({"weights": weights, "seconds": seconds, "peak": peak_rss_bytes(), "sha256": digest}))
 """
 
 
@@ -53,7 +52,6 @@ def main() -> None:
             slope = (r["peak"] - 1e9) / r["weights"]
             print(f"{model:<14}{r['weights'] / 1e6:>11.0f}{r['peak'] / 1e9:>9.2f}{slope:>14.1f}"
                   f"{r['seconds']:>10.1f}  {r['sha256']}", flush=True)
-    print(f"(this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB)")
 
 
 if __name__ == "__main__":
