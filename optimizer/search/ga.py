@@ -61,7 +61,6 @@ import hashlib
 import itertools
 import json
 import os
-import pickle
 import random
 import sys
 import threading
@@ -83,7 +82,8 @@ from .pipeline_baselines import flops_split
 from .problem import build_result
 from .result import Candidate, SearchResult
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: JSON data with a content hash (1 was a pickle)
+CHECKPOINT_FORMAT = "dnnplan-ga-checkpoint"
 _PENALTY = 1e9
 _WINDOW = 8  # layers either side a polishing line search tries (:meth:`PipelineGA.refine`)
 
@@ -653,26 +653,59 @@ def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop:
                      cache: dict[tuple[int, ...], Any],
                      gen: int, stall: int, top: list[Any], history: list[Any],
                      refined: dict[tuple[int, ...], int] | None = None) -> None:
+    """Write the run's state as JSON data (never code: see :func:`_load_checkpoint`)."""
     if path is None:
         return
-    state = {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "generation": gen, "stall": stall,
-             "top": top, "history": history, "population": [list(i) for i in pop], "cache": cache,
+    version, internal, gauss = random.getstate()
+    state = {"fingerprint": fingerprint, "generation": gen, "stall": stall, "top": [list(k) for k in top],
+             "history": history, "population": [list(i) for i in pop],
+             "cache": [[list(k), list(F), G] for k, (F, G) in cache.items()],
              "crowding": [getattr(i.fitness, "crowding_dist", None) for i in pop],
-             "random_state": random.getstate(), "refined": refined or {}}
-    atomic_write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+             "random_state": [version, list(internal), gauss],
+             "refined": [[list(k), level] for k, level in (refined or {}).items()]}
+    state = json.loads(json.dumps(state, default=_plain))  # numpy scalars as plain numbers, as read back
+    doc = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "sha256": _state_digest(state),
+           "state": state}
+    atomic_write_bytes(path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
+
+
+def _plain(value: Any) -> Any:
+    """JSON form of a numpy scalar (mappings hold numpy ints and floats)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _state_digest(state: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(state, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def _load_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str) -> dict[str, Any]:
+    """The state of a checkpoint written by :func:`_save_checkpoint`, read as JSON: a checkpoint
+    is data, so a crafted file cannot run code. Refused in one line: another format (an older,
+    pickled checkpoint), a version or content hash that differs, another problem or seed."""
     p = Path(str(path))
     if not p.is_file():
         raise InputFileError(f"{p}: no such checkpoint file to resume from")
     try:
-        state = pickle.loads(p.read_bytes())
-    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        raise InputFileError(f"{p}: not a dnnplan GA checkpoint (cannot be read)") from None
-    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
-        raise InputFileError(f"{p}: not a version-{CHECKPOINT_VERSION} dnnplan GA checkpoint")
-    if state["fingerprint"] != fingerprint:
+        doc = json.loads(p.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT or doc.get("version") != CHECKPOINT_VERSION:
+        raise InputFileError(f"{p}: not a version-{CHECKPOINT_VERSION} dnnplan GA checkpoint (an older "
+                             "checkpoint or another file); re-run without --resume")
+    state = doc.get("state")
+    if not isinstance(state, dict) or doc.get("sha256") != _state_digest(state):
+        raise InputFileError(f"{p}: the checkpoint is damaged or was altered (its content hash differs); "
+                             "re-run without --resume")
+    if state.get("fingerprint") != fingerprint:
         raise ConfigError(f"{p}: checkpoint was written for a different problem, settings or seed; "
                           "rerun with the same model, device, options and --seed, or drop --resume")
-    return state
+    try:
+        version, internal, gauss = state["random_state"]
+        return {**state, "random_state": (int(version), tuple(int(v) for v in internal), gauss),
+                "top": [tuple(k) for k in state["top"]],
+                "cache": {tuple(int(v) for v in k): (tuple(float(f) for f in F), float(G)) for k, F, G in state["cache"]},
+                "refined": {tuple(int(v) for v in k): int(level) for k, level in state["refined"]}}
+    except (KeyError, TypeError, ValueError):
+        raise InputFileError(f"{p}: the checkpoint's state is incomplete; re-run without --resume") from None
