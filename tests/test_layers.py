@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "optimizer"
 LAYER = {
     "errors": 0, "fileio": 0, "yamlio": 0, "lazy": 0, "shipped": 0,
-    "workers": 0,
+    "workers": 0, "confine": 0, "folderlock": 0, "memory": 0, "npyfile": 0, "bounds": 0,
     "graph": 1, "hardware": 1, "quantize": 1,
     "measure": 2, "cost": 2,
     "thermal": 3,

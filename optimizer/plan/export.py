@@ -404,7 +404,7 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
         arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
     else:
         p = Path(calib)
-        arrays = read_npz(p, "no such calibration file; give an .npz file or 'synthetic'")
+        arrays = read_npz(p, "no such calibration file; give an .npz file or 'synthetic'", max_rows=samples)
         info = Calibration(source=p.name, samples=samples, seed=seed, file_sha256=sha256_file(p))
     data = {}
     keys = list(arrays)
