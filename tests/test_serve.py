@@ -195,7 +195,7 @@ def _corrupt_frames(valid: bytes, rng: np.random.Generator, n: int):
             yield wire.encode(wire.REQUEST, i, {"x": np.zeros((1, 3), np.int64)}), "error"
         else:
             b = bytearray(body)
-            b[4] = 2  # version 2
+            b[4] = 3  # version 3 (this end speaks 1 and 2)
             yield struct.pack("<I", len(b)) + bytes(b), "error"
 
 
