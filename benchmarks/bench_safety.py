@@ -271,15 +271,19 @@ def case_kill_workers(repo: Path, work: Path, fx: dict[str, Path]) -> Outcome:
 
     job = _job(work, fx["chain"], solver="ga", settings=", settings: {max_generations: 100000, patience: 100000}")
     proc = _cli(repo, work, "batch", "run", str(job), "--out", "run", "--workers", "2")
-    main = psutil.Process(proc.pid)
-    pool_workers(main, 2)
-    family = main.children(recursive=True)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    time.sleep(5)
-    alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in alive:
-        p.kill()
+    main, family = psutil.Process(proc.pid), []
+    try:
+        pool_workers(main, 2)
+        family = main.children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(5)
+        alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    finally:  # never leave the run or its workers behind
+        for p in [main] * (proc.poll() is None) + family:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        proc.wait()
     return Outcome(not alive, f"{len(alive)} of {len(family)} child processes still running 5 s after kill -9")
 
 
@@ -377,7 +381,7 @@ CASES: list[tuple[str, str, Callable[[Path, Path, dict[str, Path]], Outcome]]] =
     ("job-name-dotdot", "job named '..', the run fails before a task finishes", case_job_dotdot),
     ("out-dotdot", "batch run --out missing/.., the run fails", case_out_dotdot),
     ("manifest-outside", "manifest part file ../outside.onnx", case_manifest_outside),
-    ("checkpoint-pickle", "map --resume from a crafted 80-byte pickle", case_checkpoint),
+    ("checkpoint-pickle", "map --resume from a crafted pickle (about 100 bytes)", case_checkpoint),
     ("learned-pickle", "learned cost model file that is a crafted pickle", case_learned),
     ("trace-100gbps", "3-row t_s,mbps trace at 100 Gbps (split --bandwidth-trace)", case_trace_fast),
     ("trace-csv-rows", "10^7-row t_s,mbps trace", case_trace_rows),
@@ -420,10 +424,11 @@ def main() -> int:
                 cells.append(f"{o.cell()} ({time.perf_counter() - t0:.0f} s)")
                 print(f"{cid:18s} {label:6s} {cells[-1]}", file=sys.stderr, flush=True)
             rows.append((cid, what, cells))
-    head = " | ".join(label for label, _ in repos)
-    print(f"| case | input | {head} |\n|---|---|{'---|' * len(repos)}")
-    for cid, what, cells in rows:
-        print(f"| {cid} | {what} | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        head = " | ".join(label for label, _ in repos)
+        print(f"| case | input | {head} |\n|---|---|{'---|' * len(repos)}")
+        for cid, what, cells in rows:  # temporary paths left out
+            print(f"| {cid} | {what} | " + " | ".join(c.replace(f"{tmp}/", "").replace("|", "\\|") for c in cells)
+                  + " |")
     return 0
 
 

@@ -4,6 +4,7 @@ checked by hash."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -49,6 +50,7 @@ def test_a_second_run_on_a_held_folder_exits_2_naming_the_holder(tmp_path, tiny_
     assert not (run / "tasks").exists()
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_compute_each_task_once(tmp_path, chain_onnx):
     """Before: both runs computed every task."""
     job = _job(tmp_path, chain_onnx, seeds=1, solver="ga", settings=", settings: {max_generations: 15, patience: 15}")
@@ -101,19 +103,24 @@ def test_pool_workers_die_when_the_run_is_killed(tmp_path, chain_onnx):
 
     job = _job(tmp_path, chain_onnx, solver="ga", settings=", settings: {max_generations: 100000, patience: 100000}")
     proc = _start("batch", "run", str(job), "--out", "run", "--workers", "2", cwd=tmp_path)
-    workers = pool_workers(psutil.Process(proc.pid), 2)
-    assert len(workers) >= 2, "the workers did not start"
-    family = psutil.Process(proc.pid).children(recursive=True)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 10
-    alive = family
-    while alive and time.time() < deadline:
-        time.sleep(0.2)
-        alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in alive:
-        p.kill()
-    assert not alive, [p.cmdline()[-1][:80] for p in alive]
+    main, family = psutil.Process(proc.pid), []
+    try:
+        workers = pool_workers(main, 2)
+        assert len(workers) >= 2, "the workers did not start"
+        family = main.children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.time() + 10
+        alive = family
+        while alive and time.time() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [p.cmdline()[-1][:80] for p in alive]
+    finally:  # never leave the run or its workers behind
+        for p in [main] * (proc.poll() is None) + family:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="module")
