@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dataclasses import replace  # noqa: E402
 
 from optimizer.errors import ConfigError  # noqa: E402
-from optimizer.thermal.fit import _split_for_validation, evaluate, fit_model  # noqa: E402
+from optimizer.thermal.fit import evaluate, fit_model, split_for_validation  # noqa: E402
 from optimizer.thermal.phone_log import make_phone_log  # noqa: E402
 from optimizer.thermal.trace import Trace, read_trace  # noqa: E402
 
@@ -147,7 +147,7 @@ def _try_window(trace: Trace, a, b) -> tuple:
 def _validation_score(train: Trace, kind: str, fit_step: float | None) -> float:
     """60-step RMSE on the training data's validation part (its last segment, or last quarter when
     it has one segment: the split the fits use to choose their step) of a model fitted on the rest."""
-    fit_part, held = _split_for_validation(train)
+    fit_part, held = split_for_validation(train)
     try:
         m = fit_model(fit_part, kind, fit_step_s=fit_step)
     except ConfigError:

@@ -223,14 +223,14 @@ def test_discrete_model_gets_the_trace_resampled_onto_its_step_at_any_ratio(synt
 def test_matrix_logarithm_cases_say_which_model_was_written():
     """Exact logarithm; negative-axis modes reflected with the other modes and the steady state
     kept; unstable fits left discrete (issue 32 item 1)."""
-    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, _continuous_from_discrete
+    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, continuous_from_discrete
     from optimizer.thermal.rc import zoh
 
     V = np.array([[1.0, 0.4], [0.3, 1.0]])
     Bd, c = np.array([[0.2], [0.1]]), np.array([0.5, 0.3])
     for lam, kind in (((0.9, 0.3), EXACT), ((0.9, -0.3), APPROXIMATE), ((1.02, 0.3), DISCRETE_ONLY)):
         Ad = V @ np.diag(lam) @ np.linalg.inv(V)
-        cont, how = _continuous_from_discrete(Ad, Bd, c, 2.0)
+        cont, how = continuous_from_discrete(Ad, Bd, c, 2.0)
         assert how.startswith(kind), how
         if kind == DISCRETE_ONLY:
             assert cont is None and "1.02" in how
