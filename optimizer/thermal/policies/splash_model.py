@@ -24,19 +24,29 @@ from ..plant import ThermalPlant
 from .workload import CLOUD, WorkerProfiles
 
 
+def thermal_input_of(worker: str) -> str:
+    """The thermal spec's processor a worker heats: the radio (``modem``) for the cloud."""
+    return "modem" if worker == CLOUD else worker
+
+
+def heated_node(spec: ThermalSpec, worker: str) -> str:
+    """The RC node whose temperature a worker reads: the one its thermal input heats most."""
+    heats = spec.processors[thermal_input_of(worker)].heats
+    return max(heats, key=heats.__getitem__)
+
+
 def heat_nodes(spec: ThermalSpec, profiles: WorkerProfiles) -> tuple[list[int], list[int]]:
     """Per worker: the thermal input (processor) index and the node whose temperature it reads."""
     inputs = spec.processor_names
     worker_input, worker_node = [], []
     for w in profiles.workers:
-        name = "modem" if w == CLOUD else w
+        name = thermal_input_of(w)
         if name not in inputs:
             what = "radio ('modem' processor)" if w == CLOUD else f"processor {w!r}"
             raise UnknownNameError("thermal input", name, inputs,
                                    where=f"thermal spec {spec.device!r} (needed for the {what})")
         worker_input.append(inputs.index(name))
-        heats = spec.processors[name].heats
-        worker_node.append(spec.node_index(max(heats, key=heats.get)))
+        worker_node.append(spec.node_index(heated_node(spec, w)))
     return worker_input, worker_node
 
 

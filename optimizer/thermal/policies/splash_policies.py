@@ -28,11 +28,13 @@ class Policy(ABC):
 
     ``choose(workers, total_s, heat_c)`` gets the available workers (in worker order), each one's
     estimated completion time ``wait + exec`` and its predicted temperature rise ``ΔT_w``; ties go
-    to the first worker. ``cloud`` says whether the cloud worker may be used.
+    to the first worker. ``cloud`` says whether the cloud worker may be used, ``requires_cloud``
+    whether the rule means nothing without it.
     """
 
     name = ""
     cloud = True
+    requires_cloud = False
 
     def __init__(self, eta: float, fps: float) -> None:
         self.eta, self.fps, self.slo = eta, fps, 1.0 / fps
@@ -88,6 +90,7 @@ class HeftCloud(Heft):
 
     name = "heft-cloud"
     cloud = True
+    requires_cloud = True
 
 
 def first_min(workers: list[int], scores: list[float]) -> int:
