@@ -145,11 +145,11 @@ def _try_window(trace: Trace, a, b) -> tuple:
 
 
 def _validation_score(train: Trace, kind: str, fit_step: float | None) -> float:
-    """60-step RMSE on the training data's validation part (its last segment, or last quarter when
+    """60-step RMSE on the training data's held-out portion (its last segment, or last quarter when
     it has one segment: the split the fits use to choose their step) of a model fitted on the rest."""
-    fit_part, held = split_for_validation(train)
+    training, held = split_for_validation(train)
     try:
-        m = fit_model(fit_part, kind, fit_step_s=fit_step)
+        m = fit_model(training, kind, fit_step_s=fit_step)
     except ConfigError:
         return float("inf")
     return evaluate(m, held, [60])[0].rmse_c["overall"]

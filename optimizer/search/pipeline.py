@@ -444,13 +444,13 @@ class PipelineProblem:
         prep = self.prepare()
         K, L = prep.K, prep.L
         for k in range(1, K + 1):
-            cuts = _combinations(L - 1, k - 1) + 1  # [C, k-1] sorted inner boundaries in 1..L-1
-            bounds = np.hstack([np.zeros((len(cuts), 1), np.int64), cuts, np.full((len(cuts), 1), L)])
+            inner = _combinations(L - 1, k - 1) + 1  # [C, k-1] sorted inner boundaries in 1..L-1
+            bounds = np.hstack([np.zeros((len(inner), 1), np.int64), inner, np.full((len(inner), 1), L)])
             counts = np.diff(bounds, axis=1)
-            counts = np.hstack([counts, np.zeros((len(cuts), K - k), np.int64)])
+            counts = np.hstack([counts, np.zeros((len(inner), K - k), np.int64)])
             orders = np.array(list(itertools.permutations(prep.allowed.tolist(), k)), dtype=np.int64)
             orders = np.hstack([orders, np.full((len(orders), K - k), -1, np.int64)])
-            step = max(1, chunk // max(1, len(cuts)))
+            step = max(1, chunk // max(1, len(inner)))
             for s in range(0, len(orders), step):
                 o = orders[s:s + step]
                 X = np.hstack([np.tile(counts, (len(o), 1)), np.repeat(o, len(counts), axis=0)])

@@ -110,16 +110,16 @@ def evaluate_thermal_model(request: ThermalEvalRequest) -> ThermalEvaluation:
     return ThermalEvaluation(request, model, trace, described, note, scores, train)
 
 
-def horizon_steps(parts: tuple[str, ...], dt: float, max_steps: int, label: str) -> list[int]:
+def horizon_steps(horizons: tuple[str, ...], dt: float, max_steps: int, label: str) -> list[int]:
     """Horizons in steps of ``dt`` from step counts (``10``) or durations (``60s``); each within
     ``[1, max_steps]`` (the longest segment's steps: a longer horizon has no start to score)."""
     out = []
-    for part in parts:
-        steps = round(float(part[:-1]) / dt) if part.endswith("s") else int(part)
+    for horizon in horizons:
+        steps = round(float(horizon[:-1]) / dt) if horizon.endswith("s") else int(horizon)
         if steps < 1:
-            raise ConfigError(f"{label}: {part!r} is shorter than one step ({dt:g} s)")
+            raise ConfigError(f"{label}: {horizon!r} is shorter than one step ({dt:g} s)")
         if steps > max_steps:
-            raise ConfigError(f"{label}: {part!r} is {steps} steps, longer than the trace's longest segment "
+            raise ConfigError(f"{label}: {horizon!r} is {steps} steps, longer than the trace's longest segment "
                               f"({max_steps} steps of {dt:g} s): no start can be scored; give at most {max_steps}")
         out.append(steps)
     return out

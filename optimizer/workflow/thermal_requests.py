@@ -109,17 +109,17 @@ class ThermalEvalRequest(_ThermalRequest):
     @classmethod
     def _horizons(cls, v: Any, info: ValidationInfo) -> Any:
         label = field_label(info, "horizons")
-        parts = [p.strip() for p in v.split(",")] if isinstance(v, str) else [str(p).strip() for p in v]
-        parts = [p for p in parts if p]
-        for part in parts:
+        items = [h.strip() for h in v.split(",")] if isinstance(v, str) else [str(h).strip() for h in v]
+        items = [h for h in items if h]
+        for item in items:
             try:
-                if not math.isfinite(float(part[:-1]) if part.endswith("s") else int(part)):
-                    raise ValueError(part)
+                if not math.isfinite(float(item[:-1]) if item.endswith("s") else int(item)):
+                    raise ValueError(item)
             except (ValueError, OverflowError):
-                raise ConfigError(f"{label}: {part!r} is not a step count (e.g. 10) or a duration (e.g. 60s)") from None
-        if not parts:
+                raise ConfigError(f"{label}: {item!r} is not a step count (e.g. 10) or a duration (e.g. 60s)") from None
+        if not items:
             raise ConfigError(f"{label} is empty")
-        return parts
+        return items
 
     @property
     def windowed(self) -> bool:

@@ -260,20 +260,20 @@ def fit_rc(trace: Trace, hidden: int | str = "auto", *, seed: int = 0, fit_step_
     linear = fit_linear(trace, fit_step_s=fit_step_s, progress=progress)
     q = int(round(linear.info["fit_step_s"] / trace.dt_s))
 
-    def fit_candidates(part: Trace, most: int) -> dict[int, ThermalModel]:
-        """The fits of ``part`` with 0 and (``most`` 1) 1 hidden node, by hidden-node count."""
-        no_hidden, th0 = fit_rc_equation_error(at_step(part, q), linear.A, max_nfev, progress)
+    def fit_candidates(portion: Trace, most: int) -> dict[int, ThermalModel]:
+        """The fits of ``portion`` with 0 and (``most`` 1) 1 hidden node, by hidden-node count."""
+        no_hidden, th0 = fit_rc_equation_error(at_step(portion, q), linear.A, max_nfev, progress)
         if most == 0:
             return {0: no_hidden}
         return {0: no_hidden,
-                1: fit_rc_equation_error(at_step(part, q), None, max_nfev, progress, hidden=1, th0=th0)[0]}
+                1: fit_rc_equation_error(at_step(portion, q), None, max_nfev, progress, hidden=1, th0=th0)[0]}
 
     table = []
     if auto:
-        fit_part, held = split_for_validation(trace)
+        training, held = split_for_validation(trace)
         try:
             table = [{"hidden_nodes": h, "held_out_open_loop_rmse_c": open_loop_rmse(m, held)}
-                     for h, m in fit_candidates(fit_part, 1).items()]
+                     for h, m in fit_candidates(training, 1).items()]
         except (ConfigError, np.linalg.LinAlgError, ValueError) as exc:   # too little data to hold out
             _log.info("rc: hidden-node validation skipped (%s); 0 hidden nodes", exc)
             hidden = 0

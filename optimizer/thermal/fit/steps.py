@@ -4,8 +4,8 @@ One-step least squares at a fast logging step (0.1 s on the Odroid-XU3) mostly f
 quantisation noise and biases the slow poles. The fits therefore run at a multiple ``q`` of the
 trace's step (:data:`FIT_STEP_FACTORS`), with every sample decimated and the inputs averaged over
 each new step (:func:`decimate`, :func:`at_step`); ``q`` is the one whose model, fitted on all
-but a held-out part of the trace (:func:`split_for_validation`), predicts that part best open
-loop (:func:`select_step`). docs/METHODS.md section 11 gives the method.
+but a held-out portion of the trace (:func:`split_for_validation`), predicts that portion best
+open loop (:func:`select_step`). docs/METHODS.md section 11 gives the method.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def at_trace_step(model: ThermalModel, dt: float) -> ThermalModel:
 
 
 def split_for_validation(trace: Trace) -> tuple[Trace, Trace]:
-    """(fit part, held-out part): the last segment if there are several, else the last quarter."""
+    """(training portion, held-out portion): the last segment if there are several, else the last quarter."""
     if len(trace.segments) >= 2:
         return replace(trace, segments=trace.segments[:-1]), replace(trace, segments=trace.segments[-1:])
     s = trace.segments[0]
@@ -78,7 +78,7 @@ def open_loop_rmse(model: ThermalModel, trace: Trace) -> float:
 
 def select_step(trace: Trace, fit_at: FitAtStep, n_par: int, fit_step_s: float | None, label: str,
                 progress: ProgressFn | None) -> tuple[int, list[dict]]:
-    """The decimation factor whose model, fitted on the fit part, predicts the held-out part best
+    """The decimation factor whose model, fitted on the training portion, predicts the held-out portion best
     open loop (or the one giving ``fit_step_s``); returns it and the validation table."""
     if fit_step_s is not None:
         q = int(round(fit_step_s / trace.dt_s))
@@ -86,15 +86,15 @@ def select_step(trace: Trace, fit_at: FitAtStep, n_par: int, fit_step_s: float |
             raise ConfigError(f"--fit-step {fit_step_s:g} s must be a whole multiple of the trace's "
                               f"{trace.dt_s:g} s step")
         return q, []
-    fit_part, held = split_for_validation(trace)
+    training, held = split_for_validation(trace)
     table = []
     candidates = [q for q in FIT_STEP_FACTORS
-                  if sum(len(s) // q for s in fit_part.segments) >= 3 * n_par or q == 1]
+                  if sum(len(s) // q for s in training.segments) >= 3 * n_par or q == 1]
     for i, q in enumerate(candidates):
         if progress:
             progress(f"{label}: validating fit step {q * trace.dt_s:g} s", i, len(candidates))
         try:
-            err = open_loop_rmse(fit_at(fit_part, q), held)
+            err = open_loop_rmse(fit_at(training, q), held)
         except (ConfigError, np.linalg.LinAlgError):
             err = math.inf
         table.append({"fit_step_s": q * trace.dt_s, "held_out_open_loop_rmse_c": err})
