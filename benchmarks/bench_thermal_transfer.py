@@ -1,4 +1,4 @@
-"""Thermal models that transfer (issue 32): fit on some data, score on held-out data logged at
+"""Thermal models that transfer: fit on some data, score on held-out data logged at
 another step, next to persistence and a ridge reference fitted on the same training data.
 
 The one licensed public smartphone log found (what was searched is in

@@ -80,7 +80,7 @@ def test_manifest_validates_against_the_shipped_schema_and_hashes(pipeline_expor
     d = pipeline_export["dir"]
     from optimizer.fileio import _umask
 
-    assert d.stat().st_mode & 0o777 == 0o777 & ~_umask()  # issue 33: an ordinary folder, not mkdtemp's 0700
+    assert d.stat().st_mode & 0o777 == 0o777 & ~_umask()  # an ordinary folder, not mkdtemp's 0700
     data = json.loads((d / "manifest.json").read_text())
     jsonschema.validate(data, shipped_manifest_schema())
     assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "reference.int8.tflite", "stage0.tflite",

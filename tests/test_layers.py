@@ -1,7 +1,7 @@
-"""DESIGN.md's layering, checked: no module imports a higher layer, not even inside a function.
+"""The layering of docs/ARCHITECTURE.md, checked: no module imports a higher layer, not even inside a function.
 
 graph/hardware -> cost -> thermal -> search -> plan -> workflow -> simulate/runtime/report -> batch -> cli
-(issue 21). Shared leaf modules (errors, fileio, yamlio, lazy, shipped) sit below everything. ``quantize``
+. Shared leaf modules (errors, fileio, yamlio, lazy, shipped) sit below everything. ``quantize``
 reads and writes model files (TFLite flatbuffers, INT8 conversion) beside ``graph``; ``measure``
 produces measured cost tables, so it sits with ``cost``."""
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_the_walker_sees_function_level_and_relative_imports(tmp_path, monkeypat
 
 
 def test_no_function_over_80_lines():
-    """Issue 21: functions in optimizer/ stay short enough to read (signature and docstring included)."""
+    """Functions in optimizer/ stay short enough to read (signature and docstring included)."""
     long = []
     for path in sorted(ROOT.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -1,4 +1,4 @@
-"""Play It Cool dynamic model shifting (issue 9)."""
+"""Play It Cool dynamic model shifting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPLASH scheduling (issue 9): workloads, policies on the simulated Pixel 4, bad input."""
+"""SPLASH scheduling: workloads, policies on the simulated Pixel 4, bad input."""
 
 from __future__ import annotations
 

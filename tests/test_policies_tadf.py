@@ -1,4 +1,4 @@
-"""TADF frequency selection and HSWD layer splitting on the Jetson Nano (issue 9)."""
+"""TADF frequency selection and HSWD layer splitting on the Jetson Nano."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_cli_tadf(run_cli):
 
 
 def test_a_throttled_tadf_run_names_the_governor_rules(run_cli):
-    """Issue 33: the model and simulator temperatures are labelled, and a throttled run says which
+    """The model and simulator temperatures are labelled, and a throttled run says which
     rules of the thermal spec tripped (galaxy_s20's skin trips at 40, 42, 44 °C)."""
     res = tadf("galaxy_s20", 25.0, 85.0)
     assert res.throttled and res.throttle_rules[0] == "skin >= 40 °C" and 0.0 < res.time_to_throttle_s

@@ -1,4 +1,4 @@
-"""Issue 32 item 5: not splitting (all on the phone, COS; all on the server, COC) is in every
+"""Not splitting (all on the phone, COS; all on the server, COC) is in every
 split solver's space by default; ``interior_only`` restores SmartSplit's boundaries 1..L-1."""
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
 
 
 def check_tasks(job_name: str, tasks: list[TaskSpec]) -> None:
-    """Resolve every name of every task before anything is created or run (issue 33): model,
+    """Resolve every name of every task before anything is created or run: model,
     device, network, server and bandwidth trace, and the request each task becomes (objectives,
     solver, risk, settings). Each distinct name is resolved once.
 

@@ -36,7 +36,7 @@ Granularity = Literal["op", "kernel", "block"]
 GRANULARITIES: tuple[str, ...] = ("op", "kernel", "block")
 #: op families a runtime folds into the kernel that produces their input: TFLite folds batch-norms
 #: into the convolution and fuses activations into conv/add kernels, reshapes and dropout move no
-#: data (METHODS.md section 8); the cost models charge them nothing of their own
+#: data (docs/METHODS.md section 8); the cost models charge them nothing of their own
 FUSED_FAMILIES: tuple[str, ...] = ("act", "norm", "reshape", "other")
 INPUT_PRODUCER = -1  # producer index of graph inputs: they exist before boundary 0
 
@@ -359,7 +359,7 @@ def fused_anchors(ops: Sequence[LayerSpec | Layer], graph_outputs: Iterable[str]
     An op of a :data:`FUSED_FAMILIES` family with a single input runs in the kernel of the op
     that produces that input when that op has one output which nothing else reads and which is
     no graph output: the runtime then never materialises the tensor between them (TFLite's
-    batch-norm folding and activation fusion, METHODS.md section 8). Chains follow
+    batch-norm folding and activation fusion, docs/METHODS.md section 8). Chains follow
     (conv -> batch-norm -> ReLU6 is one kernel).
     """
     uses = Counter(t for op in ops for t in op.inputs)

@@ -1,6 +1,6 @@
 """DEAP adapter: the genetic algorithm of Park & Ha (IEEE Access 2024) for pipeline mapping.
 
-Published settings (METHODS.md §2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
+Published settings (docs/METHODS.md section 2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
 crossover of the layer-count genes and/or the processor genes with p = 0.9, mutation of layer
 counts or processors with p = 0.8, population 32, stop when the best 20 chromosomes are unchanged
 for 10 consecutive generations or at a generation cap (200-300 by network size; default 300).

@@ -1,4 +1,4 @@
-"""Pipeline mapping problem (Park & Ha, IEEE Access 2024; METHODS.md §2).
+"""Pipeline mapping problem (Park & Ha, IEEE Access 2024; docs/METHODS.md section 2).
 
 The application is a pipeline: a CPU pre-processing stage (2 threads), up to K inference
 stages (default 3), each running consecutive layers (execution order) on its own processor,

@@ -1,4 +1,4 @@
-"""Dynamic model shifting: Play It Cool (Zhou, Liang, Chin, Marculescu; METHODS.md §6).
+"""Dynamic model shifting: Play It Cool (Zhou, Liang, Chin, Marculescu; docs/METHODS.md section 6).
 
 A weight-sharing network offers a large and a small variant (slimmable ResNet50 1.0×/0.25×,
 top-1 0.768/0.638, Yu et al. ICLR 2019; BERT width/depth variants). The controller samples the
@@ -32,13 +32,13 @@ import numpy as np
 from ...errors import ConfigError
 from ..plant import PlantLog, ThermalPlant
 
-#: Play It Cool's published controller parameters (METHODS.md §6)
+#: Play It Cool's published controller parameters (docs/METHODS.md section 6)
 ALPHA, BETA = 0.995, 0.99
 LIMITS: dict[str, dict[str, tuple[float, float]]] = {
     "phone": {"cnn": (73.0, -0.07), "bert": (73.0, -0.07)},
     "raspberry_pi4": {"cnn": (77.0, -0.02), "bert": (77.0, -0.012)},
 }
-#: default variants and their top-1 accuracy (None: not published in METHODS.md)
+#: default variants and their top-1 accuracy (None: not published)
 VARIANTS: dict[str, dict[str, Any]] = {
     "slimmable_resnet50": {"large": {"width": 1.0}, "small": {"width": 0.25},
                            "accuracy": (0.768, 0.638), "family": "cnn"},
