@@ -52,7 +52,7 @@ def test_hswd_beats_baselines(model, chosen, zoo_graph):
             assert 0 < la["gpu_share"] < 1
 
 
-def test_cli_tadf(run_cli):
+def test_tadf_command_keeps_the_die_under_tmax_and_refuses_ambient_above_it(run_cli):
     r = run_cli("tadf", "alexnet", "--device", "jetson_nano", "--ambient", "40", "--json")
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)

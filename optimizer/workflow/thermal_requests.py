@@ -191,8 +191,6 @@ class TadfRequest(_ThermalRequest):
     theta_c: float = Field(default=0.5, description="Bisection tolerance θ (°C)")
     dtype: str = "fp32"
 
-    _ambient = field_validator("ambient_c")(_ambient)
-
     @field_validator("theta_c")
     @classmethod
     def _theta(cls, v: float, info: ValidationInfo) -> float:
