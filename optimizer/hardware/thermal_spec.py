@@ -271,6 +271,12 @@ class ThermalSpec(_Model):
             raise UnknownNameError("thermal node", name, self.node_names, where=f"thermal spec {self.device!r}")
         return self.node_names.index(name)
 
+    def heated_node(self, processor: str) -> str:
+        """The node ``processor`` heats most: the one whose temperature it reads (a die, or the
+        modem for the radio)."""
+        heats = self.processors[processor].heats
+        return max(heats, key=heats.__getitem__)
+
     @property
     def processor_names(self) -> tuple[str, ...]:
         """Processor names in the order of every per-processor array (power limits, caps)."""

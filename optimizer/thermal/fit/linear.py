@@ -58,7 +58,7 @@ def fit_linear(trace: Trace, ridge: float = 0.0, window: int | None = None, fit_
     if n_transitions < n_par:
         raise ConfigError(f"{trace.path}: {n_transitions} transitions to fit, but the linear model has {n_par} "
                           f"parameters per sensor; give more rows (or fewer columns)")
-    q, table = select_step(trace, lambda portion, q_: _least_squares_at_trace_step(at_step(portion, q_), ridge, None),
+    q, table = select_step(trace, lambda portion, factor: _least_squares_at_trace_step(at_step(portion, factor), ridge, None),
                            n_par, fit_step_s, "linear", progress)
     model = at_trace_step(_least_squares_at_trace_step(at_step(trace, q), ridge, window), trace.dt_s)
     model.info.update(fit_step_s=q * trace.dt_s, validation=table)

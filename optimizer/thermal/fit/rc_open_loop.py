@@ -75,8 +75,8 @@ class OpenLoopRCProblem:
             U = np.column_stack([sg.inputs, np.ones(len(sg))])     # [K, M+1]
             # F[k, l, j] = sum_{i<k} a_l^{k-1-i} U[i, j] * gain_l  (k = 1..K-1)
             F = np.empty((len(sg) - 1, n, M + 1))
-            for l_ in range(n):
-                F[:, l_, :] = lfilter([1.0], [1.0, -a[l_]], U[:-1], axis=0) * gain[l_]
+            for mode in range(n):
+                F[:, mode, :] = lfilter([1.0], [1.0, -a[mode]], U[:-1], axis=0) * gain[mode]
             # forced response of column (i, m): Vo @ (F[:, :, m] * Vinv[:, i] * drive)
             modal_b = Vinv @ col_b                                  # [n modes, cols]
             src = np.concatenate([np.tile(np.arange(M), n), [M]])

@@ -31,8 +31,7 @@ def thermal_input_of(worker: str) -> str:
 
 def heated_node(spec: ThermalSpec, worker: str) -> str:
     """The RC node whose temperature a worker reads: the one its thermal input heats most."""
-    heats = spec.processors[thermal_input_of(worker)].heats
-    return max(heats, key=heats.__getitem__)
+    return spec.heated_node(thermal_input_of(worker))
 
 
 def heat_nodes(spec: ThermalSpec, profiles: WorkerProfiles) -> tuple[list[int], list[int]]:
