@@ -346,7 +346,7 @@ class PipelineProblem:
         energy = energy + in_j.sum(axis=1) + final_j + host_j
 
         weights = ct.cum_weight_bytes[b] - ct.cum_weight_bytes[a]
-        mem = np.where(used, weights + _range_max(prep.live_sparse, a, b), 0.0)
+        mem = np.where(used, weights + range_max(prep.live_sparse, a, b), 0.0)
         violation = np.where(used, np.maximum(0.0, mem - prep.caps[procs]), 0.0).sum(axis=1)
 
         out: dict[str, np.ndarray] = {
@@ -541,7 +541,7 @@ def _sparse_max_table(values: np.ndarray) -> np.ndarray:
     return table
 
 
-def _range_max(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def range_max(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``max(values[a:b])`` elementwise (0 where the range is empty)."""
     length = np.maximum(b - a, 1)
     j = np.floor(np.log2(length)).astype(np.int64)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .pipeline import PipelineProblem, _range_max
+from .pipeline import PipelineProblem, range_max
 from .problem import build_result
 from .result import Candidate, SearchResult
 
@@ -57,7 +57,7 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
         cpu_users = cpu_users + ((cpu_s > 0) | (p == cpu))
         if finite_caps:
             mem = (ct.cum_weight_bytes[b_arr] - ct.cum_weight_bytes[a_arr]
-                   + _range_max(prep.live_sparse, a_arr, b_arr))
+                   + range_max(prep.live_sparse, a_arr, b_arr))
             feasible = feasible & (mem <= prep.caps[p])
     threads = (np.maximum(problem.host_threads, problem.cpu_threads * np.minimum(cpu_users, 1)) if serial
                else 2 * problem.host_threads + problem.cpu_threads * cpu_users)
