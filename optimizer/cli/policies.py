@@ -146,41 +146,43 @@ def tadf(
 
     request = parse_request(TadfRequest, {"model": model, "device": device, "ambient_c": ambient, "tmax_c": tmax,
                                           "theta_c": theta, "dtype": dtype}, labels=TADF_OPTIONS)
-    res, h = run_tadf_request(request)
+    clocks, splits = run_tadf_request(request)
     if as_json:
-        print_json({"tadf": res.to_dict(), "hswd": h.to_dict()})
+        print_json({"tadf": clocks.to_dict(), "hswd": splits.to_dict()})
         return
     from rich.table import Table
 
-    clocks = ", ".join(f"{p} {f / 1e6:.0f} MHz (max {res.max_clock_hz[p] / 1e6:.0f})" for p, f in res.clock_hz.items())
-    co = res.coefficients
-    console.print(f"[bold]TADF on {res.device} at {res.ambient_c:g} °C, T_max {res.tmax_c:g} °C:[/] {clocks}"
-                  f"{' (max clocks fit)' if res.at_max else ''}")
-    console.print(f"T_inf = {co['a1']:g}·T_env + {co['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
-                  f"{co['a3_at_max_c']:.2f}·(fG/fGmax)³ + {co['a0']:.2f}  (node {co['node']}, derived from the "
-                  "RC network and power model)")
-    node, model_c = max(res.predicted_steady_c.items(), key=lambda kv: kv[1])
-    throttled = (f"; THROTTLED at {res.time_to_throttle_s:.0f} s by the thermal spec's governor rule(s) "
-                 f"{', '.join(res.throttle_rules) or '(status only)'}, whose caps hold the die below the unthrottled "
-                 "steady state" if res.throttled else "; not throttled")
+    clock_text = ", ".join(f"{p} {f / 1e6:.0f} MHz (max {clocks.max_clock_hz[p] / 1e6:.0f})"
+                           for p, f in clocks.clock_hz.items())
+    coefficients = clocks.coefficients
+    console.print(f"[bold]TADF on {clocks.device} at {clocks.ambient_c:g} °C, T_max {clocks.tmax_c:g} °C:[/] {clock_text}"
+                  f"{' (max clocks fit)' if clocks.at_max else ''}")
+    console.print(f"T_inf = {coefficients['a1']:g}·T_env + {coefficients['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
+                  f"{coefficients['a3_at_max_c']:.2f}·(fG/fGmax)³ + {coefficients['a0']:.2f}  "
+                  f"(node {coefficients['node']}, derived from the RC network and power model)")
+    node, model_c = max(clocks.predicted_steady_c.items(), key=lambda kv: kv[1])
+    throttled = (f"; THROTTLED at {clocks.time_to_throttle_s:.0f} s by the thermal spec's governor rule(s) "
+                 f"{', '.join(clocks.throttle_rules) or '(status only)'}, whose caps hold the die below the unthrottled "
+                 "steady state" if clocks.throttled else "; not throttled")
     console.print(f"steady temperature: TADF model {model_c:.1f} °C ({node}, no governor), simulator "
-                  f"{res.simulated_peak_die_c:.1f} °C (hottest die, with the governor){throttled}", highlight=False)
+                  f"{clocks.simulated_peak_die_c:.1f} °C (hottest die, with the governor){throttled}", highlight=False)
     if layers and not STATE.quiet:
-        t = Table(title=f"HSWD decisions: {h.model}", header_style="bold")
+        t = Table(title=f"HSWD decisions: {splits.model}", header_style="bold")
         for c in ("layer", "op", "choice", "GPU share", "CPU ms", "GPU ms", "split ms"):
             t.add_column(c, justify="right")
-        for la in h.layers:
-            t.add_row(la["name"], la["op"], la["choice"], f"{la['gpu_share']:.2f}", f"{la['t_cpu_ms']:.2f}",
-                      f"{la['t_gpu_ms']:.2f}", "-" if la["t_split_ms"] is None else f"{la['t_split_ms']:.2f}")
+        for layer in splits.layers:
+            t.add_row(layer["name"], layer["op"], layer["choice"], f"{layer['gpu_share']:.2f}",
+                      f"{layer['t_cpu_ms']:.2f}", f"{layer['t_gpu_ms']:.2f}",
+                      "-" if layer["t_split_ms"] is None else f"{layer['t_split_ms']:.2f}")
         console.print(t)
-    d = h.to_dict()["decisions"]
+    d = splits.to_dict()["decisions"]
     console.print(f"HSWD decisions: {d['split']} split, {d['cpu']} CPU, {d['gpu']} GPU")
-    t = Table(title=f"{h.model} whole-network latency", header_style="bold")
+    t = Table(title=f"{splits.model} whole-network latency", header_style="bold")
     for c in ("method", "ms", "HSWD speed-up"):
         t.add_column(c, justify="right")
-    sp = h.speedups()
-    for k, v in h.latency_s.items():
-        t.add_row(k, f"{1e3 * v:.1f}", "-" if k == "hswd" else f"×{sp[k]:.2f}")
+    speedups = splits.speedups()
+    for k, v in splits.latency_s.items():
+        t.add_row(k, f"{1e3 * v:.1f}", "-" if k == "hswd" else f"×{speedups[k]:.2f}")
     console.print(t)
 
 

@@ -57,20 +57,20 @@ def fit_cmd(
         "ridge": ridge, "hidden": hidden, "fit_step_s": fit_step, "shooting_s": shooting, "train_from_s": train_from,
         "train_to_s": train_to, "gap_factor": gap_factor, "seed": seed}, labels=FIT_OPTIONS)
     with _progress() as progress:
-        m, tr = fit_thermal_model(request, progress)
-    save_model(m, out)
+        fitted, training = fit_thermal_model(request, progress)
+    save_model(fitted, out)
     if not STATE.quiet:
-        taus = ", ".join(f"{t:.3g}" for t in m.time_constants_s()[:4])
-        how = ("continuous-time: predicts traces at any step" if m.continuous_time else
-               f"discrete-time at {m.dt_s:g} s: traces at other steps are resampled onto it")
-        hid = f", {m.n_hidden} hidden node(s)" if model == "rc" else ""
-        console_err.print(f"trace: {tr.describe()}", highlight=False)
-        console_err.print(f"{model} model: {len(m.temp_names)} sensors, {len(m.input_names)} inputs{hid}, "
-                          f"fitted at a {m.info.get('fit_step_s') or m.dt_s:.4g} s step, {how}; "
+        taus = ", ".join(f"{t:.3g}" for t in fitted.time_constants_s()[:4])
+        how = ("continuous-time: predicts traces at any step" if fitted.continuous_time else
+               f"discrete-time at {fitted.dt_s:g} s: traces at other steps are resampled onto it")
+        hidden_nodes = f", {fitted.n_hidden} hidden node(s)" if model == "rc" else ""
+        console_err.print(f"trace: {training.describe()}", highlight=False)
+        console_err.print(f"{model} model: {len(fitted.temp_names)} sensors, {len(fitted.input_names)} inputs{hidden_nodes}, "
+                          f"fitted at a {fitted.info.get('fit_step_s') or fitted.dt_s:.4g} s step, {how}; "
                           f"time constants {taus} s -> {out}", highlight=False)
-        how_ct = m.info.get("discretisation", "")
-        if how_ct and not how_ct.startswith(EXACT):
-            console_err.print(f"note: the {model} model written is {how_ct}", highlight=False)
+        discretisation = fitted.info.get("discretisation", "")
+        if discretisation and not discretisation.startswith(EXACT):
+            console_err.print(f"note: the {model} model written is {discretisation}", highlight=False)
 
 
 @contextmanager
@@ -114,7 +114,7 @@ def eval_cmd(
         "time": time, "gap_factor": gap_factor, "train": None if train is None else str(train),
         "ridge_reference": not no_ridge}, labels=EVAL_OPTIONS)
     evaluation = evaluate_thermal_model(request)
-    m, tr, scores, train_tr = evaluation.model, evaluation.trace, evaluation.scores, evaluation.train
+    fitted, scored, scores = evaluation.model, evaluation.trace, evaluation.scores
     if as_json:
         print_json(evaluation.to_dict())
         return
@@ -125,15 +125,15 @@ def eval_cmd(
             console_err.print(evaluation.ridge_reference, highlight=False, markup=False)
     from rich.table import Table
 
-    cols = "model / ridge / persistence" if train_tr is not None else "model / persistence"
-    table = Table(title=f"{m.kind} model on {trace.name} ({tr.n_rows} rows, step {tr.dt_s:g} s): RMSE °C ({cols})")
+    cols = "model / ridge / persistence" if evaluation.train is not None else "model / persistence"
+    table = Table(title=f"{fitted.kind} model on {trace.name} ({scored.n_rows} rows, step {scored.dt_s:g} s): RMSE °C ({cols})")
     table.add_column("horizon")
-    for name in [*m.temp_names, "overall"]:
+    for name in [*fitted.temp_names, "overall"]:
         table.add_column(name, justify="right")
     for s in scores:
         label = s.label if s.seconds is None else f"{s.steps} ({s.seconds:g} s)"
         table.add_row(label, *[" / ".join(f"{d[k]:.3f}" for d in (s.rmse_c, s.ridge_rmse_c, s.persistence_rmse_c)
-                                          if d is not None) for k in [*m.temp_names, "overall"]])
+                                          if d is not None) for k in [*fitted.temp_names, "overall"]])
     console.print(table)
     summary = Table(title="overall RMSE °C: does the model beat the learned reference and persistence?")
     for c in ("horizon", "model", "ridge", "persistence", "persistence ÷ model", "model ÷ ridge"):
