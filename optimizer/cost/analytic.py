@@ -51,10 +51,10 @@ def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.nda
 
 def executed_dtype(kind: str, dtype: str) -> str:
     """The dtype a processor really computes ``dtype`` in: the TFLite GPU delegate runs INT8
-    models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8); NNAPI accelerators
+    models in FP16 (TFLite GPU delegate documentation; docs/METHODS.md section 8); NNAPI accelerators
     (tpu, npu) run FP32 models with relaxed FP16 precision (Android NNAPI
     ``setRelaxComputationFloat32toFloat16``); a DSP's delegate (Hexagon/QNN HTP) runs an FP32 graph
-    in FP16 (owner decision, METHODS.md section 8b). A processor without an FP16 peak computes
+    in FP16 (owner decision, docs/METHODS.md section 8b). A processor without an FP16 peak computes
     ``dtype`` itself (see :func:`native_latency`)."""
     if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu", "dsp") and dtype == "fp32"):
         return "fp16"
@@ -63,7 +63,7 @@ def executed_dtype(kind: str, dtype: str) -> str:
 
 def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None, dtype: str) -> np.ndarray:
     """[L] fraction of its ``dtype`` peak ``proc`` reaches on every layer: its efficiency for the
-    layer's kernel family (conv1x1, dwconv_s2, ...; METHODS.md section 8b), else for its coarse op
+    layer's kernel family (conv1x1, dwconv_s2, ...; docs/METHODS.md section 8b), else for its coarse op
     family, else its default, times the shared core-class rate of its op family where the
     processor declares core clusters (:func:`optimizer.hardware.cores.family_scales`)."""
     kernels = arrays.kernel_index if arrays.kernel_index is not None else np.full(len(arrays.macs), -1)
@@ -81,7 +81,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     A processor without a peak at ``dtype`` gets ``inf`` (it cannot run the layer natively).
     Fused layers (batch-norm, activation, padding, reshapes: ``arrays.dispatched`` False) cost
     no dispatch and no memory pass of their own: TFLite folds them into the preceding kernel
-    (METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile, and
+    (docs/METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile, and
     a CPU that declares its core clusters runs at the shared core table's rate for them
     (:func:`optimizer.hardware.cores.family_scales`).
     """

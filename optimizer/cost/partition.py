@@ -3,7 +3,7 @@
 A TFLite delegate (GPU, NNAPI, Hexagon) claims the graph's supported operators and groups each
 maximal run of consecutive supported operators into one *delegate partition*; the operators in
 between run on the CPU (TFLite delegate documentation, "Delegate partitioning"; Park & Ha, IEEE
-Access 2024: unsupported operators fall back to the CPU, costing transfers; METHODS.md sections 1,
+Access 2024: unsupported operators fall back to the CPU, costing transfers; docs/METHODS.md sections 1,
 2). For a stage running layers ``a..b-1`` on processor ``p`` this module charges:
 
 * every layer at its native time on ``p`` when it belongs to a delegated partition, else at the

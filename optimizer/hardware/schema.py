@@ -37,7 +37,7 @@ DTYPES: tuple[str, ...] = ("fp32", "fp16", "int8")
 
 #: core microarchitectures a CPU processor's clusters may declare (Arm Cortex names; ``x86`` for
 #: desktop/server cores); efficiency per (class, runtime) is shared across devices
-#: (``search_spaces/calibration/cores.yaml``, :mod:`optimizer.hardware.cores`; METHODS.md section 8b)
+#: (``search_spaces/calibration/cores.yaml``, :mod:`optimizer.hardware.cores`; docs/METHODS.md section 8b)
 CORE_CLASSES: tuple[str, ...] = ("A53", "A55", "A57", "A72", "A73", "A75", "A76", "A77", "A78", "X1", "X2",
                                  "A510", "A710", "x86")
 #: vendor core names -> the Arm core they derive from (Qualcomm product briefs; AnandTech reviews)
@@ -120,7 +120,7 @@ class CoreCluster(_Model):
 
 class RuntimeProfile(_Model):
     """How one processor performs under a runtime other than its device's default one (e.g.
-    PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; METHODS.md section 8). Fields left
+    PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; docs/METHODS.md section 8). Fields left
     out keep the processor's own values; ``efficiency`` replaces the efficiency table's shape.
     Where the shared core table (:mod:`optimizer.hardware.cores`) rates the processor's clusters
     under this runtime, those rates set the overall level unless ``override`` gives the sourced
@@ -161,7 +161,7 @@ class Processor(_Model):
     #: supported ops stay on the CPU (TFLite GPU delegate default 1, NNAPI 3)
     max_delegated_partitions: Annotated[int, Field(ge=0)] = 0
     #: on-chip parameter cache: a stage whose weights exceed it streams the excess from DRAM at
-    #: ``memory_bandwidth`` on every call (Coral, "Edge TPU parameter data caching"; METHODS.md 8b)
+    #: ``memory_bandwidth`` on every call (Coral, "Edge TPU parameter data caching"; docs/METHODS.md section 8b)
     parameter_cache_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="parameter_cache")
     #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
     runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")

@@ -1,4 +1,4 @@
-"""``quantize``: model → quantized ``.tflite`` + :class:`QuantizeReport` (METHODS.md §1)."""
+"""``quantize``: model → quantized ``.tflite`` + :class:`QuantizeReport` (docs/METHODS.md section 1)."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     if scheme in INTEGER_SCHEMES:
         warnings = list(prep.warnings)
         say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
-    else:  # fp16 and dynamic read no calibration data: no warning about it (issue 33)
+    else:  # fp16 and dynamic read no calibration data: no warning about it
         warnings = [w for w in prep.warnings if w not in cal.notes]
         if cal.source == "synthetic":
             warnings.append(f"the {scheme} scheme uses no calibration data; its fidelity figures compare "

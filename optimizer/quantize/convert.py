@@ -1,6 +1,6 @@
 """TFLite conversion: model reference → SavedModel → FP32 / INT8 / FP16 / dynamic-range ``.tflite``.
 
-Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, METHODS.md §1):
+Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, docs/METHODS.md section 1):
 
 ``per-channel`` (default)
     Full-integer PTQ: activations asymmetric per tensor, conv/depthwise weights symmetric per

@@ -6,7 +6,7 @@ accelerator falls back to the CPU at each one (mediapipe's landmark models have 
 builtin PRELU has an INT8 kernel (``tensorflow/lite/kernels/prelu.cc``: INT8 input, output and
 slope, output rescaled by ``s_in/s_out`` on the positive side and ``s_in·s_alpha/s_out`` on the
 negative side), which is what the TFLite converter emits for PReLU in full-integer PTQ (Jacob et
-al., CVPR 2018, §2; METHODS.md §1).
+al., CVPR 2018, §2; docs/METHODS.md section 1).
 
 :func:`integer_prelu` rewrites each ``DEQUANTIZE → PRELU → QUANTIZE`` chain into one INT8 PRELU:
 input = the ``DEQUANTIZE``'s INT8 input (its calibrated scale), output = the ``QUANTIZE``'s INT8

@@ -94,7 +94,7 @@ class LatencyReport(_Strict):
 
 
 class QuantizeReport(_Strict):
-    """Everything ``dnnplan quantize`` measured (Park & Ha, IEEE Access 2024, METHODS.md §1)."""
+    """Everything ``dnnplan quantize`` measured (Park & Ha, IEEE Access 2024, docs/METHODS.md section 1)."""
 
     model: str
     weights: str

@@ -3,7 +3,7 @@
 Engineers often hold a float ``.tflite`` and not the network it came from. Such a file cannot go
 back through the TFLite converter, so it is quantized in the flatbuffer itself by Google's
 AI Edge Quantizer (``ai-edge-quantizer``), with recipes matching the converter's schemes
-(Park & Ha, IEEE Access 2024; METHODS.md §1):
+(Park & Ha, IEEE Access 2024; docs/METHODS.md section 1):
 
 * ``per-channel``: ``static_wi8_ai8`` — INT8 weights symmetric per output channel (fully
   connected: per tensor, as the converter path), INT8 activations asymmetric per tensor,

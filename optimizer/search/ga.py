@@ -1,6 +1,6 @@
 """DEAP adapter: the genetic algorithm of Park & Ha (IEEE Access 2024) for pipeline mapping.
 
-Published settings (METHODS.md §2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
+Published settings (docs/METHODS.md section 2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
 crossover of the layer-count genes and/or the processor genes with p = 0.9, mutation of layer
 counts or processors with p = 0.8, population 32, stop when the best 20 chromosomes are unchanged
 for 10 consecutive generations or at a generation cap (200-300 by network size; default 300).
@@ -32,8 +32,8 @@ Implementation choices (documented, not from the paper):
   optima: Friedrich & Wagner, "Seeding the initial population of multi-objective evolutionary
   algorithms: a computational study", Applied Soft Computing 2015). NSGA-II's crowding distance is
   infinite at the ends of a front, so they stay until something dominates them. Without it NSGA-II's
-  tournaments lose the max-throughput end onto another processor order in about 15 % of runs on
-  fallback-heavy tables (``benchmarks/bench_ga_front.py``);
+  tournaments can lose the max-throughput end onto another processor order on fallback-heavy
+  tables (``benchmarks/bench_ga_front.py`` measures how often);
 * infeasible mappings (memory) get the penalty ``1e9 + violation in MB`` on every objective;
 * memetic step (modeled fitness, one objective; ``local_search``, default 3, 0 = off): generation
   0 holds the FLOPs-balanced split of up to population-2 processor orders, and each order's best
@@ -43,11 +43,11 @@ Implementation choices (documented, not from the paper):
   reach replaces them (Lamarckian; Moscato, "On evolution, search, optimization, genetic
   algorithms and martial arts: towards memetic algorithms", Caltech C3P 826, 1989). Every move is
   an evaluation through the same cache, so ``evaluations`` still counts each distinct mapping
-  once. On the zoo × pixel4/pixel6/galaxy_s22 (``benchmarks/bench_map_optimality.py``) the plain
-  GA reached 0.99 of the exact optimum in 97 % of seeded runs, worst 0.905 (a stage boundary
-  stuck next to a better one, or orders within 1-3 % of each other never refined enough to
-  compare); with the step 99.6 %, worst 0.987. Measured fitness (a phone or host in the loop)
-  keeps the plain GA: there every move would be a measurement.
+  once. The step is there because the plain GA misses in two ways: a stage boundary stuck next to
+  a better one that only a joint move reaches, and processor orders within a few per cent of each
+  other never refined enough to compare (``benchmarks/bench_map_optimality.py`` measures both
+  against the exact optimum; figures in BENCHMARKS.md). Measured fitness (a phone or host in the
+  loop) keeps the plain GA: there every move would be a measurement.
 
 DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and this
 module) are pointed at a private generator seeded with ``seed`` (see :func:`_private_random`),
@@ -106,7 +106,7 @@ def _private_random(seed: int | None) -> Iterator[None]:
 
     DEAP's operators call the module-level :mod:`random` functions, and so does our code; other
     threads of the same process (a Dask worker's event loop, for one) draw from that shared
-    generator too, which made runs irreproducible. During a run the name ``random`` in these
+    generator too, so a run drawing from it would not be reproducible. During a run the name ``random`` in these
     modules is bound to a private generator instead (``getstate``/``setstate`` included, so the
     checkpoint stores its state); the lock keeps two runs in one process from interleaving.
     """
