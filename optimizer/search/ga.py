@@ -10,12 +10,9 @@ seeding runs below share that cache).
 
 Implementation choices (documented, not from the paper):
 
-* layer counts are crossed and mutated as cut points (the K-1 inner stage boundaries), which
-  keeps ``sum n_k = L``: DEAP's ``cxUniform`` swaps cut points between parents, and mutation
-  (70 % of mutations) moves one cut (3 in 4) or every cut by a step of random scale (1 layer to L/4, or
-  anywhere) before sorting; processors are crossed with ``cxOnePoint`` and mutated by swapping
-  two genes or switching to an unused processor; duplicates are repaired so the K processor
-  genes stay distinct;
+* the chromosome and its operators (layer counts crossed and mutated as stage boundaries,
+  processor genes repaired to stay distinct) are in :mod:`optimizer.search.ga_operators`, the
+  checkpoint in :mod:`optimizer.search.ga_checkpoint`;
 * the initial population holds the FLOPs-balanced split (the paper's profiling-based baseline,
   :func:`~optimizer.search.pipeline_baselines.flops_split`) of up to half of the processor
   orders, the rest random mappings;
@@ -50,16 +47,14 @@ Implementation choices (documented, not from the paper):
   loop) keeps the plain GA: there every move would be a measurement.
 
 DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and this
-module) are pointed at a private generator seeded with ``seed`` (see :func:`_private_random`),
+module) are pointed at a private generator seeded with ``seed`` (see :func:`private_random`),
 whose state is stored in the checkpoint so a resumed run continues the exact same random
 sequence (same final plan as an uninterrupted run), whatever other threads do meanwhile.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import os
 import random
 import sys
@@ -68,40 +63,31 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from deap import base, creator, tools
+from deap import tools
 
-from ..errors import ConfigError, InputFileError
-from ..fileio import atomic_write_bytes
+from ..errors import ConfigError
+from . import ga_operators
 from .evaluators import ModeledEvaluator
+from .ga_checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, run_fingerprint, save_checkpoint
+from .ga_operators import GeneOperators, individual_class
 from .pipeline import PipelineProblem
 from .pipeline_baselines import flops_split
 from .problem import build_result
 from .result import Candidate, SearchResult
 
-CHECKPOINT_VERSION = 2  # 2: JSON data with a content hash (1 was a pickle)
-CHECKPOINT_FORMAT = "dnnplan-ga-checkpoint"
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "PipelineGA", "Termination", "solve_pipeline_ga"]
 _PENALTY = 1e9
 _WINDOW = 8  # layers either side a polishing line search tries (:meth:`PipelineGA.refine`)
-
-
-def _individual_class(m: int) -> type:
-    fname, iname = f"DnnplanPipelineFitness{m}", f"DnnplanPipelineIndividual{m}"
-    if not hasattr(creator, fname):
-        creator.create(fname, base.Fitness, weights=(-1.0,) * m)
-    if not hasattr(creator, iname):
-        creator.create(iname, list, fitness=getattr(creator, fname))
-    return getattr(creator, iname)
 
 
 _RANDOM_LOCK = threading.Lock()
 
 
 @contextmanager
-def _private_random(seed: int | None) -> Iterator[None]:
+def private_random(seed: int | None) -> Iterator[None]:
     """Give this module and DEAP's operator modules a private ``random.Random(seed)`` for a run.
 
     DEAP's operators call the module-level :mod:`random` functions, and so does our code; other
@@ -112,7 +98,7 @@ def _private_random(seed: int | None) -> Iterator[None]:
     """
     from deap.tools import crossover, emo, mutation, selection
 
-    modules = [sys.modules[__name__], crossover, emo, mutation, selection]
+    modules = [sys.modules[__name__], ga_operators, crossover, emo, mutation, selection]
     with _RANDOM_LOCK:
         saved = [m.random for m in modules]
         rng = random.Random(seed)
@@ -123,82 +109,6 @@ def _private_random(seed: int | None) -> Iterator[None]:
         finally:
             for m, r in zip(modules, saved):
                 m.random = r
-
-
-class _Operators:
-    """Crossover, mutation and repair on 2K-gene chromosomes (lists of ints)."""
-
-    def __init__(self, L: int, K: int, allowed: list[int]) -> None:
-        self.L, self.K, self.allowed = L, K, allowed
-
-    def cuts(self, ind: list[int]) -> list[int]:
-        return list(itertools.accumulate(ind[:self.K - 1]))
-
-    def set_cuts(self, ind: list[int], cuts: list[int]) -> None:
-        bounds = [0, *sorted(min(self.L, max(0, c)) for c in cuts), self.L]
-        ind[:self.K] = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-
-    def repair(self, ind: list[int]) -> None:
-        procs = ind[self.K:]
-        seen: set[int] = set()
-        for k, p in enumerate(procs):
-            if p in seen or p not in self.allowed:
-                procs[k] = random.choice([q for q in self.allowed if q not in procs and q not in seen])
-            seen.add(procs[k])
-        ind[self.K:] = procs
-
-    def crossover(self, a: list[int], b: list[int]) -> None:
-        mode = random.random()
-        if mode < 2 / 3 and self.K > 1:  # layer-count genes (as cut points)
-            ca, cb = self.cuts(a), self.cuts(b)
-            tools.cxUniform(ca, cb, 0.5)
-            self.set_cuts(a, ca)
-            self.set_cuts(b, cb)
-        if mode >= 1 / 3 and self.K > 1:  # processor genes
-            pa, pb = a[self.K:], b[self.K:]
-            tools.cxOnePoint(pa, pb)
-            a[self.K:], b[self.K:] = pa, pb
-            self.repair(a)
-            self.repair(b)
-
-    def mutate(self, ind: list[int]) -> None:
-        if self.K > 1 and random.random() < 0.7:  # layer counts: move one or every cut point
-            cuts = self.cuts(ind)
-            moved = [random.randrange(len(cuts))] if random.random() < 0.75 else range(len(cuts))
-            for i in moved:
-                if random.random() < 0.1:
-                    cuts[i] = random.randint(0, self.L)
-                else:
-                    scale = self.L ** random.random() / 4 if self.L > 4 else 1.0
-                    step = int(round(random.gauss(0.0, max(1.0, scale))))
-                    cuts[i] += step if step != 0 else random.choice((-1, 1))
-            self.set_cuts(ind, cuts)
-        else:  # processors
-            procs = ind[self.K:]
-            spare = [q for q in self.allowed if q not in procs]
-            if spare and (self.K == 1 or random.random() < 0.5):
-                procs[random.randrange(self.K)] = random.choice(spare)
-            elif self.K > 1:
-                i, j = random.sample(range(self.K), 2)
-                procs[i], procs[j] = procs[j], procs[i]
-            ind[self.K:] = procs
-
-    def random_individual(self) -> list[int]:
-        cuts = [random.randint(0, self.L) for _ in range(self.K - 1)]
-        ind = [0] * self.K + random.sample(self.allowed, self.K)
-        self.set_cuts(ind, cuts)
-        return ind
-
-
-def _fingerprint(problem: PipelineProblem, settings: dict[str, Any], seed: int | None) -> str:
-    ct = problem.cost_table
-    h = hashlib.sha256()
-    for arr in (ct.latency_s, ct.energy_j, ct.cut_bytes, ct.weight_bytes, ct.live_bytes,
-                ct.handoff_latency_s, ct.handoff_s_per_byte, ct.memory_capacity_bytes):
-        h.update(np.ascontiguousarray(arr, dtype=np.float64).tobytes())
-    h.update(json.dumps([ct.processors, problem.get_params(), settings, seed], sort_keys=True,
-                        default=str).encode())
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -246,7 +156,7 @@ class PipelineGA:
     (2 objectives), a :class:`Termination` rule and a resumable checkpoint per generation.
 
     Build it with the settings, then :meth:`run`. Random choices come from the module-level
-    :mod:`random` functions, which :func:`_private_random` binds to a generator seeded per run.
+    :mod:`random` functions, which :func:`private_random` binds to a generator seeded per run.
     """
 
     def __init__(self, problem: PipelineProblem, *, seed: int | None, population: int, cx_prob: float,
@@ -278,8 +188,8 @@ class PipelineGA:
             self.settings["local_search"] = local_search
         if self.anchors:
             self.settings["anchors"] = "single-objective GA best per objective"
-        self.Individual = _individual_class(self.n_obj)
-        self.ops = _Operators(self.prep.L, self.prep.K, self.prep.allowed.tolist())
+        self.Individual = individual_class(self.n_obj)
+        self.ops = GeneOperators(self.prep.L, self.prep.K, self.prep.allowed.tolist())
         self.niches = population // 2
         self.niche_cap = max(2, population // 4)
         self.cache: dict[tuple[int, ...], tuple[tuple[float, ...], float]] = {}
@@ -386,13 +296,13 @@ class PipelineGA:
         n = self.prep.K - 1
         dirs = [tuple(int(j == i) for j in range(n)) for i in range(n)]
         dirs += [tuple(int(j in (i, i + 1)) for j in range(n)) for i in range(n - 1)]
-        cuts, moves = ops.cuts(ind), []
+        boundaries, moves = ops.boundaries(ind), []
         for d in dirs:
             for off in offsets:
-                c = [a + off * b for a, b in zip(cuts, d)]
+                c = [a + off * b for a, b in zip(boundaries, d)]
                 if 0 <= c[0] and c[-1] <= L and all(x <= y for x, y in zip(c, c[1:])):
                     child = self.Individual(list(ind))
-                    ops.set_cuts(child, c)
+                    ops.set_boundaries(child, c)
                     moves.append(child)
         return moves
 
@@ -523,10 +433,10 @@ class PipelineGA:
         """Initialise (or resume from ``checkpoint``), step until :attr:`termination` says stop,
         checkpoint after every generation; the result holds the best mapping (and the front)."""
         t0 = time.perf_counter()
-        fingerprint = _fingerprint(self.problem, self.settings, self.seed)
-        state = _load_checkpoint(checkpoint, fingerprint) if resume else None
+        fingerprint = run_fingerprint(self.problem, self.settings, self.seed)
+        state = load_checkpoint(checkpoint, fingerprint) if resume else None
         anchors = self.anchor_mappings() if self.anchors and state is None else []
-        with _private_random(self.seed):
+        with private_random(self.seed):
             if state is not None:
                 self.restore(state)
             else:
@@ -542,8 +452,8 @@ class PipelineGA:
         return self.result(stop, time.perf_counter() - t0)
 
     def _save(self, checkpoint: str | os.PathLike[str] | None, fingerprint: str) -> None:
-        _save_checkpoint(checkpoint, fingerprint, self.pop, self.cache, self.gen, self.stall, self.top, self.history,
-                         self.refined)
+        save_checkpoint(checkpoint, fingerprint, pop=self.pop, cache=self.cache, generation=self.gen, stall=self.stall,
+                        top=self.top, history=self.history, refined=self.refined, random_state=random.getstate())
 
     def result(self, stopped_by: str, wall_s: float) -> SearchResult:
         """The :class:`SearchResult`: the best mapping (1 objective) or the feasible first front
@@ -647,65 +557,3 @@ def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict[tuple[int,
         out.append(type(c)(decision=c.decision, objectives=objectives, feasible=c.feasible,
                            violation=c.violation, metrics=metrics))
     return out
-
-
-def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop: list[Any],
-                     cache: dict[tuple[int, ...], Any],
-                     gen: int, stall: int, top: list[Any], history: list[Any],
-                     refined: dict[tuple[int, ...], int] | None = None) -> None:
-    """Write the run's state as JSON data (never code: see :func:`_load_checkpoint`)."""
-    if path is None:
-        return
-    version, internal, gauss = random.getstate()
-    state = {"fingerprint": fingerprint, "generation": gen, "stall": stall, "top": [list(k) for k in top],
-             "history": history, "population": [list(i) for i in pop],
-             "cache": [[list(k), list(F), G] for k, (F, G) in cache.items()],
-             "crowding": [getattr(i.fitness, "crowding_dist", None) for i in pop],
-             "random_state": [version, list(internal), gauss],
-             "refined": [[list(k), level] for k, level in (refined or {}).items()]}
-    state = json.loads(json.dumps(state, default=_plain))  # numpy scalars as plain numbers, as read back
-    doc = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "sha256": _state_digest(state),
-           "state": state}
-    atomic_write_bytes(path, json.dumps(doc, separators=(",", ":")).encode("utf-8"))
-
-
-def _plain(value: Any) -> Any:
-    """JSON form of a numpy scalar (mappings hold numpy ints and floats)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def _state_digest(state: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(state, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
-
-
-def _load_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str) -> dict[str, Any]:
-    """The state of a checkpoint written by :func:`_save_checkpoint`, read as JSON: a checkpoint
-    is data, so a crafted file cannot run code. Refused in one line: another format (an older,
-    pickled checkpoint), a version or content hash that differs, another problem or seed."""
-    p = Path(str(path))
-    if not p.is_file():
-        raise InputFileError(f"{p}: no such checkpoint file to resume from")
-    try:
-        doc = json.loads(p.read_bytes())
-    except (ValueError, UnicodeDecodeError):
-        doc = None
-    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT or doc.get("version") != CHECKPOINT_VERSION:
-        raise InputFileError(f"{p}: not a version-{CHECKPOINT_VERSION} dnnplan GA checkpoint (an older "
-                             "checkpoint or another file); re-run without --resume")
-    state = doc.get("state")
-    if not isinstance(state, dict) or doc.get("sha256") != _state_digest(state):
-        raise InputFileError(f"{p}: the checkpoint is damaged or was altered (its content hash differs); "
-                             "re-run without --resume")
-    if state.get("fingerprint") != fingerprint:
-        raise ConfigError(f"{p}: checkpoint was written for a different problem, settings or seed; "
-                          "rerun with the same model, device, options and --seed, or drop --resume")
-    try:
-        version, internal, gauss = state["random_state"]
-        return {**state, "random_state": (int(version), tuple(int(v) for v in internal), gauss),
-                "top": [tuple(k) for k in state["top"]],
-                "cache": {tuple(int(v) for v in k): (tuple(float(f) for f in F), float(G)) for k, F, G in state["cache"]},
-                "refined": {tuple(int(v) for v in k): int(level) for k, level in state["refined"]}}
-    except (KeyError, TypeError, ValueError):
-        raise InputFileError(f"{p}: the checkpoint's state is incomplete; re-run without --resume") from None
