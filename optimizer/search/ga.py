@@ -236,7 +236,7 @@ class PipelineGA:
 
     def initialise(self, anchors: Sequence[list[int]] = ()) -> None:
         """Generation 0: ``anchors`` (2 objectives: the ends of the front), FLOPs-balanced splits
-        of up to half of the processor orders, random fill."""
+        of :attr:`seeded_orders` processor orders, random fill; then the memetic step."""
         problem, operators, population, Individual = self.problem, self.operators, self.population, self.Individual
         orders = list(itertools.permutations(operators.allowed, self.prepared.K))
         random.shuffle(orders)
