@@ -114,7 +114,6 @@ SPLIT_PENDING = {
     "optimizer/plan/export.py": "plan to parts, Keras cutting, TFLite conversion, calibration store, INT8 "
                                 "alignment, manifest, a plan builder for tests",
     "optimizer/measure/profile_import.py": "three profile formats, and matching rows to layers",
-    "optimizer/search/ga.py": "operators, fitness cache, niching, mating, memetic search, checkpoint",
 }
 MAX_MODULE_LINES = 600
 #: a docstring that says why a module must stay whole starts a sentence with this
