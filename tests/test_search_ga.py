@@ -36,7 +36,7 @@ class StageTimeEvaluator:
 ])
 def test_ga_golden_results_per_seed(seed, counts, procs, evaluations, generations):
     """Recorded with the closure-based solve_pipeline_ga before it became PipelineGA (identical);
-    evaluation counts re-recorded after the issue-17 partition model changed the problem's repair of
+    evaluation counts re-recorded after the delegate-partition model changed the problem's repair of
     unsupported layers (same optimum found)."""
     pb = PipelineProblem(synthetic_table(50, seed=3), stages=3)
     r = solve(pb, "ga", seed=seed, evaluator=StageTimeEvaluator())
