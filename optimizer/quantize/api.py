@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
@@ -276,71 +277,43 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                             "outputs on synthetic held-out inputs")
         say(f"quantizing ({scheme}, no calibration data)")
     out_path = Path(out)
-    plan = None
-    if scheme in INTEGER_SCHEMES and src.tflite is None:
-        plan = plan_calibration(cal.size(), prep.memory_budget, frame_bytes_of(prep.fp32, cal.frame_bytes()),
-                                len(prep.fp32), calib_workers)
-        if plan.estimate() > plan.budget_bytes:
-            warnings.append(f"calibrating in batches of {plan.batch} on {plan.workers} process"
-                            f"{'es' if plan.workers != 1 else ''} needs about {plan.estimate() / 1e9:.1f} GB, "
-                            f"more than --memory-budget {plan.budget_bytes / 1e9:.1f} GB")
+    plan = _calibration_plan(prep, scheme, calib_workers, warnings)
     say(f"quantizing ({scheme}, {cal.size()} calibration samples"
         + (f", batches of {plan.batch} on {plan.workers} process{'es' if plan.workers != 1 else ''})" if plan else ")"))
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
     integer = scheme in INTEGER_SCHEMES
     store: dict[str, Any] | None = {} if integer and mixed == "auto" else None
-    converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info, calibrated=store)
-    if integer:
-        converted, n_rsqrt = reciprocal_sqrt_as_rsqrt(converted, src.name)
-        if n_rsqrt:
-            warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
-                            "refuses a zero divisor; RSQRT takes it)")
-    as_converted = compact_model(converted, src.name) if compact else converted
-    qbytes, rewrites = (rewrite_for_xnnpack(as_converted, src.name) if integer and rewrite
-                        else (as_converted, {}))
+
+    quantized = functools.partial(_convert_int8, src, scheme, cal, io, plan, compact=compact, rewrite=rewrite,
+                                  store=store)
+    converted, as_converted, qbytes, rewrites, n_rsqrt = quantized(calib_info=calib_info)
+    if n_rsqrt:
+        warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
+                        "refuses a zero divisor; RSQRT takes it)")
     conversion_s = time.perf_counter() - t0
     ops = analyse_tflite(qbytes, src.name)
     if scheme in INTEGER_SCHEMES and ops.float_ops and not allow_float_ops:
-        first = ops.float_ops[0]
-        names = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in Counter(o.op for o in ops.float_ops).items())
-        raise UnsupportedOperatorError(
-            f"{src.name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
-            f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
+        _refuse_float_ops(ops, src.name)
     mixed_info = None
     if integer and mixed == "auto":
         say("choosing operators to keep in float (mixed precision)")
-
-        def requantize(names: list[str]) -> bytes:
-            data = convert_quantized(src, scheme, cal, io, plan, float_nodes=names, calibrated=store)
-            data = reciprocal_sqrt_as_rsqrt(data, src.name)[0]
-            data = compact_model(data, src.name) if compact else data
-            return rewrite_for_xnnpack(data, src.name)[0] if rewrite else data
-
-        chosen = choose_float_ops(qbytes, fp32, requantize, _timing_sample(cal),
-                                  lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup)
-        qbytes = chosen.model
-        mixed_info = MixedInfo(
-            mode=mixed, float_op_counts=dict(Counter(o.op for o in analyse_tflite(qbytes, src.name).float_ops)),
-            int8_mac_share=int8_mac_share(qbytes, src.name),
-            trials=[MixedTrialInfo(op=t.op, ops=t.ops, current_ms=_finite(t.current_ms),
-                                   candidate_ms=_finite(t.candidate_ms), sqnr_db=t.sqnr_db, kept=t.kept,
-                                   note=t.note) for t in chosen.trials])
+        qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
+                                              threads, runs, warmup)
+        ops = analyse_tflite(qbytes, src.name)
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
     if fidelity is None:
         warnings.append("no held-out samples: fidelity not measured")
-    latency = None
     if measure_latency_:
         say("timing FP32 vs quantized inference")
-        latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup)
-    delegation = None
+    latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup) if measure_latency_ else None
+    delegation, summary, slow_or_split = None, None, False
     if integer:
         say("reading which operators XNNPACK runs")
         delegation = delegation_report(fp32, as_converted, qbytes, rewrites, threads,
                                        runs if measure_latency_ else 0, warmup)
-    summary, slow_or_split = (speed_summary(delegation, latency, mixed_info, mixed) if delegation is not None
-                              else (None, False))
+        summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed)
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
@@ -363,6 +336,60 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         delegation=delegation, mixed=mixed_info, summary=summary, summary_warns=slow_or_split)
     atomic_write_bytes(out_path, qbytes)
     return report
+
+
+def _calibration_plan(prep: Prepared, scheme: str, calib_workers: int | None, warnings: list[str]) -> Any:
+    """Batch and processes of an integer scheme's calibration (None for a ``.tflite`` source or a
+    scheme without calibration); a plan over ``--memory-budget`` adds a warning."""
+    src, cal = prep.src, prep.cal
+    if scheme not in INTEGER_SCHEMES or src.tflite is not None:
+        return None
+    plan = plan_calibration(cal.size(), prep.memory_budget, frame_bytes_of(prep.fp32, cal.frame_bytes()),
+                            len(prep.fp32), calib_workers)
+    if plan.estimate() > plan.budget_bytes:
+        warnings.append(f"calibrating in batches of {plan.batch} on {plan.workers} process"
+                        f"{'es' if plan.workers != 1 else ''} needs about {plan.estimate() / 1e9:.1f} GB, "
+                        f"more than --memory-budget {plan.budget_bytes / 1e9:.1f} GB")
+    return plan
+
+
+def _refuse_float_ops(ops: OpsAnalysis, name: str) -> None:
+    first = ops.float_ops[0]
+    names = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in Counter(o.op for o in ops.float_ops).items())
+    raise UnsupportedOperatorError(
+        f"{name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
+        f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
+
+
+def _convert_int8(src: ModelSource, scheme: str, cal: CalibrationSet, io: str, plan: Any, *, compact: bool,
+                  rewrite: bool, store: dict[str, Any] | None, float_nodes: list[str] | None = None,
+                  calib_info: dict[str, Any] | None = None) -> tuple[bytes, bytes, bytes, dict[str, int], int]:
+    """Quantize (operators ``float_nodes`` kept in float), then for integer schemes rewrite
+    ``DIV(1, SQRT)`` as ``RSQRT``, compact, and apply the XNNPACK rewrites. Returns the converter's
+    bytes, the compacted model before the XNNPACK rewrites, the final model, the rewrite counts
+    and the number of ``RSQRT`` rewrites."""
+    converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info, float_nodes=float_nodes,
+                                  calibrated=store)
+    integer, n_rsqrt = scheme in INTEGER_SCHEMES, 0
+    if integer:
+        converted, n_rsqrt = reciprocal_sqrt_as_rsqrt(converted, src.name)
+    as_converted = compact_model(converted, src.name) if compact else converted
+    final, rewrites = (rewrite_for_xnnpack(as_converted, src.name) if integer and rewrite else (as_converted, {}))
+    return converted, as_converted, final, rewrites, n_rsqrt
+
+
+def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: bytes,
+                     requantize: Callable[[list[str]], bytes], threads: int, runs: int,
+                     warmup: int) -> tuple[bytes, MixedInfo]:
+    """The model :func:`.mixed.choose_float_ops` keeps (``--mixed auto``) and its report."""
+    chosen = choose_float_ops(full, fp32, requantize, _timing_sample(cal),
+                              lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup)
+    info = MixedInfo(
+        mode="auto", float_op_counts=dict(Counter(o.op for o in analyse_tflite(chosen.model, src.name).float_ops)),
+        int8_mac_share=int8_mac_share(chosen.model, src.name),
+        trials=[MixedTrialInfo(op=t.op, ops=t.ops, current_ms=_finite(t.current_ms), candidate_ms=_finite(t.candidate_ms),
+                               sqnr_db=t.sqnr_db, kept=t.kept, note=t.note) for t in chosen.trials])
+    return chosen.model, info
 
 
 def _timing_sample(cal: Any) -> dict[str, np.ndarray]:
