@@ -75,7 +75,7 @@ class Delegation:
         return out
 
 
-def _interpreter(data: bytes, threads: int, delegates: bool) -> Any:
+def _interpreter(data: bytes, threads: int, delegates: bool, allocate: bool = True) -> Any:
     from .. import lazy
 
     cls = lazy.litert_interpreter()
@@ -84,7 +84,8 @@ def _interpreter(data: bytes, threads: int, delegates: bool) -> Any:
     resolver = OpResolverType.AUTO if delegates else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     with lazy.silenced_stderr():
         interp = cls(model_content=data, num_threads=threads, experimental_op_resolver_type=resolver)
-        interp.allocate_tensors()
+        if allocate:
+            interp.allocate_tensors()
     return interp
 
 
@@ -92,7 +93,9 @@ def host_delegation(data: bytes, threads: int = 1) -> Delegation:
     """Where LiteRT runs each operator of ``data`` on this host: XNNPACK partitions or builtin
     kernels (see the module docstring for how it is read)."""
     with_delegate = _interpreter(data, threads, True)
-    plain = _interpreter(data, threads, False)
+    # the model's own node count; not allocated: a custom operator only XNNPACK implements
+    # (MediaPipe's Convolution2DTransposeBias) has no builtin kernel to prepare
+    plain = _interpreter(data, threads, False, allocate=False)
     w = with_delegate._interpreter
     n_ops, n_all = plain._interpreter.NumNodes(), w.NumNodes()
     producer = {int(t): k for k in range(n_ops) for t in w.NodeOutputs(k) if t >= 0}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import UnsupportedOperatorError
+from ..errors import MeasurementError, UnsupportedOperatorError
 from .delegation import host_delegation
 from .evaluate import TfliteRunner, measure_latency_pair
 
@@ -79,12 +79,12 @@ def choose_float_ops(full: bytes, fp32: bytes, requantize: Callable[[list[str]],
         trial_names = result.float_nodes + names
         try:
             candidate = requantize(trial_names)
-        except UnsupportedOperatorError as exc:
+            current_lat, candidate_lat = measure_latency_pair(TfliteRunner(result.model, threads),
+                                                              TfliteRunner(candidate, threads), sample, runs, warmup)
+        except (UnsupportedOperatorError, MeasurementError) as exc:  # the quantizer or LiteRT refused it
             result.trials.append(MixedTrial(op, len(names), float("nan"), float("nan"), None, False,
                                             str(exc)[:200]))
             continue
-        current_lat, candidate_lat = measure_latency_pair(TfliteRunner(result.model, threads),
-                                                          TfliteRunner(candidate, threads), sample, runs, warmup)
         kept = candidate_lat.median_s < (1.0 - MIN_GAIN) * current_lat.median_s
         result.trials.append(MixedTrial(op, len(names), current_lat.median_s * 1e3, candidate_lat.median_s * 1e3,
                                         fidelity(candidate), kept))
