@@ -200,15 +200,15 @@ def _seq(values: Any) -> list[int]:
 
 
 def random_feed(interp: Any, seed: int = 0) -> None:
-    """Set every input of ``interp`` to values drawn in its type's range (timing only)."""
+    """Set every input of ``interp`` to values drawn in its type's range (timing only; a dynamic
+    dimension is taken as 1)."""
     rng = np.random.default_rng(seed)
     for d in interp.get_input_details():
         dtype = np.dtype(d["dtype"])
-        shape = tuple(int(s) for s in d["shape"])
+        shape = [int(s) if s > 0 else 1 for s in d["shape"]]
         if np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
-            lo, hi = max(int(info.min), -128), min(int(info.max), 127)
-            x = rng.integers(lo, hi + 1, size=shape).astype(dtype)
+            x = rng.integers(max(int(info.min), -128), min(int(info.max), 127) + 1, size=shape).astype(dtype)
         elif dtype == np.bool_:
             x = rng.random(shape) > 0.5
         else:
@@ -216,8 +216,8 @@ def random_feed(interp: Any, seed: int = 0) -> None:
         interp.set_tensor(d["index"], x)
 
 
-def time_invokes(interp: Any, runs: int, warmup: int) -> float:
-    """Median seconds of ``runs`` invokes after ``warmup`` untimed ones (inputs already set)."""
+def invoke_times(interp: Any, runs: int, warmup: int) -> np.ndarray:
+    """Seconds of each of ``runs`` invokes after ``warmup`` untimed ones (inputs already set)."""
     for _ in range(warmup):
         interp.invoke()
     times = np.empty(runs)
@@ -225,7 +225,12 @@ def time_invokes(interp: Any, runs: int, warmup: int) -> float:
         t0 = time.perf_counter()
         interp.invoke()
         times[i] = time.perf_counter() - t0
-    return float(np.median(times))
+    return times
+
+
+def time_invokes(interp: Any, runs: int, warmup: int) -> float:
+    """Median seconds of ``runs`` invokes after ``warmup`` untimed ones (inputs already set)."""
+    return float(np.median(invoke_times(interp, runs, warmup)))
 
 
 def time_segments(data: bytes, threads: int = 2, runs: int = 20, warmup: int = 3,
