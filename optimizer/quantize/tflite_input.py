@@ -152,7 +152,7 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list
         return bytes(result.quantized_model)
     from .prelu import integer_prelu
 
-    return integer_prelu(bytes(result.quantized_model), what)[0]
+    return integer_prelu(bytes(result.quantized_model), what, frozenset(float_nodes or ()))[0]
 
 
 def _recipe(recipe: Any, scheme: str, float_nodes: list[str] | None = None) -> list[dict[str, Any]]:
