@@ -59,11 +59,29 @@ def float_candidates(quantized: bytes, fp32: bytes, threads: int) -> dict[str, l
     ref = host_delegation(fp32, threads)
     names = {o.output for o in ref.ops if o.partition is not None}
     types = {o.op for o in ref.ops if o.partition is not None}
+    float_name = _float_names(quantized)
     groups: dict[str, list[str]] = {}
     for o in outside:
-        if o.output and (o.output in names or o.op in types):
-            groups.setdefault(o.op, []).append(o.output)
+        name = float_name.get(o.output, o.output)
+        if name and (name in names or o.op in types):
+            groups.setdefault(o.op, []).append(name)
     return dict(sorted(groups.items(), key=lambda kv: -len(kv[1])))
+
+
+def _float_names(quantized: bytes) -> dict[str, str]:
+    """INT8 output name -> the float model's name, for operators whose output the converter renamed
+    because a float-interface ``DEQUANTIZE`` took the graph output's name (``StatefulPartitionedCall:01``
+    -> ``StatefulPartitionedCall:0``); the quantizers' denylists take the float model's names."""
+    from ..graph.tflite_flatbuffer import read_model
+    from .rewrites import Graph
+
+    g = Graph(read_model(quantized, "quantized model"))
+    out = {}
+    for op in g.sg.operators:
+        if g.op_name(op) == "DEQUANTIZE" and int(op.outputs[0]) in {int(t) for t in g.sg.outputs}:
+            src, dst = g.tensor(int(op.inputs[0])).name, g.tensor(int(op.outputs[0])).name
+            out[src.decode(errors="replace")] = dst.decode(errors="replace")
+    return out
 
 
 def choose_float_ops(full: bytes, fp32: bytes, requantize: Callable[[list[str]], bytes],
@@ -85,12 +103,22 @@ def choose_float_ops(full: bytes, fp32: bytes, requantize: Callable[[list[str]],
             result.trials.append(MixedTrial(op, len(names), float("nan"), float("nan"), None, False,
                                             str(exc)[:200]))
             continue
+        if _float_count(candidate) <= _float_count(result.model):
+            result.trials.append(MixedTrial(op, len(names), float("nan"), float("nan"), None, False,
+                                            "the quantizer kept these operators in INT8 (names not matched)"))
+            continue
         kept = candidate_lat.median_s < (1.0 - MIN_GAIN) * current_lat.median_s
         result.trials.append(MixedTrial(op, len(names), current_lat.median_s * 1e3, candidate_lat.median_s * 1e3,
                                         fidelity(candidate), kept))
         if kept:
             result.model, result.float_nodes = candidate, trial_names
     return result
+
+
+def _float_count(data: bytes) -> int:
+    from .inspect import analyse_tflite
+
+    return len(analyse_tflite(data).float_ops)
 
 
 def int8_mac_share(data: bytes, name: str = "model") -> float:
