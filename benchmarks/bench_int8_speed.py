@@ -10,9 +10,11 @@ Two phases, both resumable (models already done are skipped), results under
 * ``time`` (run under ``/work/bin/quiet``): the three models timed interleaved (median of
   ``--runs``, same threads), XNNPACK partitions and operators outside it read from LiteRT.
 
-``table`` prints the Markdown table of everything timed so far.
+``table`` prints the Markdown table of everything timed so far; ``all`` (the default) runs the
+three on ``--models`` (default ``public``: the real-model set; ``zoo``: the zoo's convolutional
+networks; or names) and exits 1 when a timed model's final INT8 is slower than FP32.
 
-    python benchmarks/bench_int8_speed.py convert [--models a,b] [--samples 32]
+    python benchmarks/bench_int8_speed.py convert [--models public|zoo|a,b] [--samples 32]
     python benchmarks/bench_int8_speed.py time [--runs 50] [--threads 2]
     python benchmarks/bench_int8_speed.py table
 """
@@ -47,6 +49,8 @@ MODELS: dict[str, tuple[str, dict[str, tuple[int, ...]] | None]] = {
         "efficientdet_lite0", "ssd_mobilenet_v2_fpnlite", "ssd_mobilenet_v1_fpn", "ssd_resnet50_fpn",
         "slimmable_resnet50", "alexnet", "vgg11", "vgg13", "vgg16")},
 }
+ZOO = [name for name, (ref, _) in MODELS.items() if ref == name]
+GROUPS = {"public": [name for name in MODELS if name not in ZOO], "zoo": ZOO}
 
 
 def convert(names: list[str], samples: int, heldout: int) -> None:
@@ -122,9 +126,11 @@ def _ops(d: dict) -> str:
     return ", ".join(f"{k} x{v}" for k, v in d.items()) or "-"
 
 
-def table(threads: int) -> None:
-    print(f"| model | FP32 ms | INT8 before ms (x) | partitions before | outside XNNPACK before | INT8 after ms (x) "
-          f"| partitions after | outside after | float ops kept | INT8 MACs | SQNR dB / top-1 before | after |")
+def table(threads: int) -> int:
+    """Print the table; returns how many timed models run slower in INT8 than in FP32."""
+    slower = 0
+    print("| model | FP32 ms | INT8 before ms (x) | partitions before | outside XNNPACK before | INT8 after ms (x) "
+          "| partitions after | outside after | float ops kept | INT8 MACs | SQNR dB / top-1 before | after |")
     print("|---|---:|---:|---:|---|---:|---:|---|---|---:|---|---|")
     for name in MODELS:
         t, r = CACHE / name / f"timing_t{threads}.json", CACHE / name / "reports.json"
@@ -132,34 +138,39 @@ def table(threads: int) -> None:
             continue
         row, rep = json.loads(t.read_text()), json.loads(r.read_text())
         m = row["median_ms"]
+        slower += m["int8_after"] > m["fp32"]
         kept = (rep["after"].get("mixed") or {}).get("float_op_counts") or {}
         print(f"| {name} | {m['fp32']:.2f} | {m['int8_before']:.2f} (x{m['fp32'] / m['int8_before']:.2f}) | "
               f"{row['int8_before']['partitions']} | {_ops(row['int8_before']['outside'])} | "
               f"{m['int8_after']:.2f} (x{m['fp32'] / m['int8_after']:.2f}) | {row['int8_after']['partitions']} | "
               f"{_ops(row['int8_after']['outside'])} | {_ops(kept)} | {100 * row['int8_mac_share']:.1f} % | "
               f"{_fid(rep['before'])} | {_fid(rep['after'])} |")
+    return slower
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("phase", choices=("convert", "time", "table"))
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("phase", nargs="?", default="all", choices=("all", "convert", "time", "table"))
+    ap.add_argument("--models", default="public", help="public, zoo or comma-separated names")
     ap.add_argument("--samples", type=int, default=32, help="calibration samples (speed does not depend on them)")
     ap.add_argument("--heldout", type=int, default=16)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    names = [n for n in args.models.split(",") if n]
+    names = [m for n in args.models.split(",") if n for m in GROUPS.get(n, [n])]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model {unknown[0]!r}; expected one of {', '.join(MODELS)}")
-    if args.phase == "convert":
+    if args.phase in ("all", "convert"):
         convert(names, args.samples, args.heldout)
-    elif args.phase == "time":
+    if args.phase in ("all", "time"):
         time_models(names, args.runs, args.threads)
-    else:
-        table(args.threads)
+    if args.phase in ("all", "table"):
+        slower = table(args.threads)
+        if args.phase == "all" and slower:
+            print(f"{slower} model(s) slower in INT8 than in FP32")
+            sys.exit(1)
 
 
 if __name__ == "__main__":
