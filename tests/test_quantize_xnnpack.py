@@ -68,14 +68,16 @@ def _cases():
         "clamp": (("MINIMUM", "RELU"), lambda y: y * tf.clip_by_value(tf.reduce_mean(y, [1, 2], keepdims=True) * 0.2 + 0.5, 0.0, 1.0)),
         "scalar_add": ("ADD", lambda y: y * tf.sigmoid(y) + 1e-6),
         "resize_nearest": ("RESIZE_NEAREST_NEIGHBOR", lambda y: tf.image.resize(y, (32, 32), "nearest")),
+        "tile_broadcast": ("TILE", lambda y: tf.reshape(
+            tf.tile(tf.reshape(y, (1, 16, 1, 16, 8)), (1, 1, 2, 1, 1)), (1, 32, 16, 8))),
         "transposed_concat": ("TRANSPOSE", lambda y: tf.transpose(tf.concat(
             [tf.transpose(y, [0, 3, 1, 2]), tf.transpose(y * 0.5, [0, 3, 1, 2])], 1), [0, 2, 3, 1])),
         "global_average_pool": ("AVERAGE_POOL_2D", lambda y: tf.nn.avg_pool2d(y, 16, 16, "VALID")),
     }
 
 
-@pytest.mark.parametrize("rule", ["hard_swish", "clamp", "scalar_add", "resize_nearest", "transposed_concat",
-                                  "global_average_pool"])
+@pytest.mark.parametrize("rule", ["hard_swish", "clamp", "scalar_add", "resize_nearest", "tile_broadcast",
+                                  "transposed_concat", "global_average_pool"])
 def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
     from optimizer.quantize.delegation import host_delegation
     from optimizer.quantize.rewrites import rewrite_for_xnnpack
@@ -100,11 +102,11 @@ def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
 
 
 def test_resize_and_concat_rewrites_are_exact():
-    """Nearest resize and the transposed concatenation move bytes only: bit-identical outputs."""
+    """Nearest resize, tile and the transposed concatenation move bytes only: bit-identical outputs."""
     from optimizer.quantize.rewrites import rewrite_for_xnnpack
 
     xs = [np.random.default_rng(7).normal(size=SHAPE).astype(np.float32)]
-    for rule in ("resize_nearest", "transposed_concat"):
+    for rule in ("resize_nearest", "tile_broadcast", "transposed_concat"):
         int8 = _convert(_cases()[rule][1])
         rewritten, _ = rewrite_for_xnnpack(int8, rule, only=(rule,))
         assert np.array_equal(_outputs(int8, xs), _outputs(rewritten, xs)), rule

@@ -28,6 +28,8 @@ exactly from the calibrated ones (no second calibration):
   or without half-pixel centres, which select the same source pixel for integer factors) as
   ``RESHAPE`` to ``[1, H, 1, W, 1, C]``, ``MUL`` by a ones tensor ``[1, 1, kh, 1, kw, 1]``
   (scale 1, so the copy is exact) and ``RESHAPE`` to ``[1, kh·H, kw·W, C]``.
+* ``tile_broadcast``: ``TILE`` that repeats only axes of size 1 (Keras' nearest ``UpSampling2D``
+  lowers to ``RESHAPE``, ``TILE``, ``RESHAPE``) as the same broadcast ``MUL`` by ones.
 * ``transposed_concat``: ``TRANSPOSE(p)`` of every input of a ``CONCATENATION`` whose only reader
   is the inverse ``TRANSPOSE``: one ``CONCATENATION`` on the permuted axis (onnx2tf leaves these
   around NCHW concatenations).
@@ -327,6 +329,34 @@ def resize_nearest(g: Graph) -> int:
     return done
 
 
+def tile_broadcast(g: Graph) -> int:
+    """``TILE`` that repeats only size-1 axes (Keras' nearest upsampling lowers to RESHAPE, TILE,
+    RESHAPE) as a broadcast ``MUL`` by a ones tensor of the multiples' shape (scale 1: exact)."""
+    done = 0
+    types = g.schema.TensorType
+    for k, op in enumerate(g.sg.operators):
+        if k in g.removed or g.op_name(op) != "TILE" or len(_ints(op.inputs)) != 2:
+            continue
+        x, reps, y = *_ints(op.inputs), _ints(op.outputs)[0]
+        m = g.constant(reps)
+        shape = [int(d) for d in g.tensor(x).shape]
+        if m is None or len(m.reshape(-1)) != len(shape) or len(shape) > 6:
+            continue
+        mult = [int(v) for v in m.reshape(-1)]
+        if any(r > 1 and d != 1 for r, d in zip(mult, shape, strict=True)):
+            continue
+        int8 = g.is_int8(x) and g.is_int8(y) and g.quant(x) == g.quant(y)
+        if int8:
+            ones = g.int8_constant(_name(g, y, "ones"), np.ones(mult), 1.0)
+        elif g.tensor(x).type == types.FLOAT32:
+            ones = g.add_tensor(_name(g, y, "ones"), mult, types.FLOAT32, data=np.ones(mult, np.float32))
+        else:
+            continue
+        g.replace(k, [g.new_op("MUL", [x, ones], [y], g.binary_options("Mul"), 2)])
+        done += 1
+    return done
+
+
 def _perm(g: Graph, op: Any) -> list[int] | None:
     if g.op_name(op) != "TRANSPOSE" or len(_ints(op.inputs)) != 2:
         return None
@@ -387,7 +417,8 @@ def global_average_pool(g: Graph) -> int:
 
 REWRITES: dict[str, Callable[[Graph], int]] = {
     "hard_swish": hard_swish, "clamp": clamp, "scalar_add": scalar_add, "resize_nearest": resize_nearest,
-    "transposed_concat": transposed_concat, "global_average_pool": global_average_pool,
+    "tile_broadcast": tile_broadcast, "transposed_concat": transposed_concat,
+    "global_average_pool": global_average_pool,
 }
 
 
