@@ -313,7 +313,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         say("reading which operators XNNPACK runs")
         delegation = delegation_report(fp32, as_converted, qbytes, rewrites, threads,
                                        runs if measure_latency_ else 0, warmup)
-        summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed)
+        summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed, rewrite)
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
@@ -482,7 +482,7 @@ def _outside_text(info: DelegateInfo) -> str:
 
 
 def speed_summary(delegation: DelegationReport, latency: LatencyReport | None, mixed_info: MixedInfo | None,
-                  mixed: str) -> tuple[str, bool]:
+                  mixed: str, rewrite: bool = True) -> tuple[str, bool]:
     """One line: host speed-up and partitions of the final model, the operators XNNPACK left out
     (those of the quantizer's model when the final one is clean) and what was done about them;
     and whether the final model is slower than FP32 or split into more than
@@ -500,7 +500,7 @@ def speed_summary(delegation: DelegationReport, latency: LatencyReport | None, m
             "s" if final.partitions != 1 else "")
         cause = (f"; the quantizer's model had {before.partitions} partitions, outside {before.delegate}: "
                  f"{_outside_text(before)}" if before.ops_outside else "")
-    done = []
+    done = [] if rewrite or not (slow or split) else ["XNNPACK rewrites are off (--no-rewrite)"]
     if delegation.rewrites:
         done.append("rewrote " + ", ".join(f"{k} x{v}" for k, v in delegation.rewrites.items()))
     if mixed_info is not None and mixed_info.float_op_counts:
