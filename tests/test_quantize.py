@@ -142,7 +142,7 @@ def test_tensorflow_noise_does_not_reach_terminal(digits, tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     # only our own warnings: synthetic data, no TensorFlow/absl/XNNPACK log lines
     assert lines and all(ln.startswith("warning:") for ln in lines), proc.stderr
-    assert "Saved artifact" not in proc.stdout and "XNNPACK" not in proc.stdout
+    assert "Saved artifact" not in proc.stdout and "XNNPACK delegate for CPU" not in proc.stdout
 
 
 # ---------------------------------------------------------------- calibration sources (no TF)
