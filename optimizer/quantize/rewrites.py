@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..graph.tflite_flatbuffer import drop_unused_tensors, read_model, tflite_schema, write_model
-from .flatbuffer import _opcode_index
+from .flatbuffer import opcode_index
 
 #: XNNPACK's INT8 binary operators take input/output scale ratios in [2^-10, 2^8)
 #: (``xnn_create_add_nd_qs8``, XNNPACK ``src/operators/binary-elementwise-nd.c``)
@@ -146,7 +146,7 @@ class Graph:
     def new_op(self, opname: str, inputs: list[int], outputs: list[int], options: Any = None,
                version: int = 1) -> Any:
         op = self.schema.OperatorT()
-        op.opcodeIndex = _opcode_index(self.model, self.schema, getattr(self.schema.BuiltinOperator, opname), version)
+        op.opcodeIndex = opcode_index(self.model, self.schema, getattr(self.schema.BuiltinOperator, opname), version)
         op.inputs, op.outputs = list(inputs), list(outputs)
         if options is not None:
             op.builtinOptionsType = getattr(self.schema.BuiltinOptions, type(options).__name__[:-1])
