@@ -320,7 +320,7 @@ def test_cli_run_split_against_server_with_bandwidth_shaping(split_export, serve
 
 @pytest.mark.slow
 def test_cli_serve_refuses_a_manifest_naming_a_processor_its_device_lacks(split_export, run_cli, tmp_path):
-    """Issue 33: serve checks the export's device parts against its device before listening."""
+    """Serve checks the export's device parts against its device before listening."""
     import shutil
 
     art = tmp_path / "art"

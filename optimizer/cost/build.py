@@ -101,7 +101,7 @@ def build_cost_table(
         meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", runtime)
                                                 for p in device.processors]),
         max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
-        **_parameter_cache(device, dtype, runtime),
+        fallback_cpu_s=costs.fallback_cpu_s, **_parameter_cache(device, dtype, runtime),
     )
 
 

@@ -1,8 +1,8 @@
 """Accuracy of a deployed split configuration on a labelled set: head dtype, wire dtype, tail dtype.
 
 A split at boundary ``l`` runs the head (layers ``0..l-1``) on the phone and the tail on the
-server; the crossing tensors (the DAG cut, :func:`optimizer.plan.export.part_io`) travel in the
-wire dtype. For each configuration the network is cut with the exporter's own machinery
+server; the tensors crossing the boundary (:func:`optimizer.plan.export.part_io`) travel in the
+wire dtype. For each configuration the network is divided with the exporter's own machinery
 (:class:`~optimizer.plan.export.KerasCutter`, :func:`~optimizer.plan.export.convert_part`) and run:
 
 * head ``int8``: the head part converted with full-integer post-training quantization (Jacob et

@@ -67,7 +67,7 @@ def plan_sha256(plan: Plan) -> str:
     """SHA-256 of the plan's deployment fields (``kind, model, device, stages, split``) as
     canonical JSON: what a manifest records. Predictions, search info and provenance are left
     out, so re-stamping a plan does not invalidate its artifacts; ``split.result`` counts only when
-    set (it was added later: artifacts of plans without it stay valid)."""
+    set, so a plan that leaves it unset hashes as if the field did not exist."""
     import json
 
     data = plan.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS))

@@ -1,7 +1,7 @@
 """Calibration and held-out input sets for post-training quantization.
 
 Park & Ha (IEEE Access 2024) calibrate on 1000 samples drawn at random from the training
-distribution, normalised and resized exactly like inference inputs (METHODS.md §1). Four
+distribution, normalised and resized exactly like inference inputs (docs/METHODS.md section 1). Four
 sources are accepted:
 
 * a directory of images (searched recursively), decoded with Pillow, converted to the model's

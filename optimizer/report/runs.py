@@ -10,7 +10,7 @@ with the write side)::
 
 The task folders are the source of truth: a row is built from ``task.json`` and
 ``result.json`` only, so reading needs neither the batch package nor a writable folder.
-``report/`` sits below ``batch/`` (DESIGN.md): batch imports this module, never the reverse.
+``report/`` sits below ``batch/`` (docs/ARCHITECTURE.md, "Layers"): batch imports this module, never the reverse.
 """
 
 from __future__ import annotations

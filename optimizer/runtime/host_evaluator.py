@@ -1,6 +1,6 @@
 """Measured pipeline search on this host: candidate mappings run for real, one core per stage.
 
-Park & Ha's device-in-the-loop fitness (METHODS.md §2), with this workstation as the device:
+Park & Ha's device-in-the-loop fitness (docs/METHODS.md section 2), with this workstation as the device:
 the processors of ``search_spaces/devices/host_cores.yaml`` are its cores (``cpu0``, ``cpu1``),
 and a candidate mapping (consecutive layer ranges on distinct cores) is measured by executing
 it with the reference runtime (:func:`optimizer.runtime.run_plan`: one thread per stage,
