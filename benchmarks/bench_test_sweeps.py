@@ -9,6 +9,11 @@ Checks (pick with ``--only NAME,...``):
   The test (``tests/test_quantize_onnx.py::test_tf2onnx_se_network_converts_without_transposes``)
   runs the same path on a 3-block MBConv network.
 
+* ``importers_resnet50``: full-width ResNet-50 (224x224) converted by tf2onnx and the TFLite
+  converter; the ONNX and TFLite importers give the Keras graph's MACs and parameters (1 %, 3 %),
+  its weighted-layer count and its input and output sizes. The test
+  (``tests/test_importers.py::test_keras_onnx_tflite_agree``) runs ResNet-50 at quarter width.
+
 Run: ``.venv/bin/python benchmarks/bench_test_sweeps.py [--only efficientnet_se]``.
 Exit status 1 when a check fails.
 """
@@ -52,7 +57,33 @@ def efficientnet_se(tmp: Path) -> bool:
     return passed
 
 
-CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se}
+def importers_resnet50(tmp: Path) -> bool:
+    """Full-width ResNet-50 through the ONNX and TFLite importers agrees with its Keras graph."""
+    import math
+
+    from optimizer.graph import load_graph
+    from optimizer.graph.convert import keras_to_onnx, keras_to_tflite
+    from optimizer.graph.zoo import build_keras
+
+    keras_g = load_graph("resnet50")
+    model = build_keras("resnet50")
+    ok = True
+    for g in (load_graph(keras_to_onnx(model, tmp / "resnet50.onnx")),
+              load_graph(keras_to_tflite(model, tmp / "resnet50.tflite"))):
+        macs, params = g.total_macs / keras_g.total_macs, g.total_params / keras_g.total_params
+        weighted = [g.count("conv", "dwconv", "dense"), keras_g.count("conv", "dwconv", "dense")]
+        sizes = ([math.prod(s) for s in g.input_shapes + g.output_shapes]
+                 == [math.prod(s) for s in keras_g.input_shapes + keras_g.output_shapes])
+        passed = abs(macs - 1) <= 0.01 and abs(params - 1) <= 0.03 and weighted[0] == weighted[1] and sizes
+        print(f"resnet50 {g.fmt}: MACs x{macs:.4f}, params x{params:.4f} of Keras, weighted layers "
+              f"{weighted[0]}/{weighted[1]}, input/output sizes {'equal' if sizes else 'DIFFER'}  "
+              f"{'ok' if passed else 'FAIL'}", flush=True)
+        ok &= passed
+    return ok
+
+
+CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se,
+                                              "importers_resnet50": importers_resnet50}
 
 
 def main() -> int:
