@@ -58,16 +58,16 @@ def compare_outputs(name: str, parts_out: np.ndarray, ref: np.ndarray) -> Output
     """Top-1 agreement, max |diff| and SQNR of ``parts_out`` against ``ref`` (both ``[N, ...]``),
     accumulated frame by frame in float64: a 640x640 SSD's class logits are 4.7 M values per frame,
     and whole-array float64 copies of 20 frames took 3 GB."""
-    p, r = parts_out.reshape(len(parts_out), -1), ref.reshape(len(ref), -1)
+    got_rows, want_rows = parts_out.reshape(len(parts_out), -1), ref.reshape(len(ref), -1)
     same, worst, signal, noise = 0, 0.0, 0.0, 0.0
-    for pi, ri in zip(p, r, strict=True):
-        pf, rf = pi.astype(np.float64), ri.astype(np.float64)
-        same += int(np.argmax(pf) == np.argmax(rf))
-        diff = rf - pf
+    for got_row, want_row in zip(got_rows, want_rows, strict=True):
+        got, want = got_row.astype(np.float64), want_row.astype(np.float64)
+        same += int(np.argmax(got) == np.argmax(want))
+        diff = want - got
         worst = max(worst, float(np.max(np.abs(diff)))) if diff.size else worst
-        signal += float(np.dot(rf, rf))
+        signal += float(np.dot(want, want))
         noise += float(np.dot(diff, diff))
-    return OutputCheck(name, same / max(len(p), 1), worst, _sqnr_from(signal, noise))
+    return OutputCheck(name, same / max(len(got_rows), 1), worst, _sqnr_from(signal, noise))
 
 
 def _sqnr_db(ref: np.ndarray, test: np.ndarray) -> float | None:
