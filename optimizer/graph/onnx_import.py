@@ -35,7 +35,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import (
+    ConfigError,
+    CustomOperatorWarning,
+    InputFileError,
+    InputShapeNote,
+    ModelFormatError,
+    UnsupportedOperatorError,
+)
 from ..fileio import sha256_file
 from .input_shapes import InputShapes, resolve_input_shapes, shape_refused, shapes_flag
 from .layergraph import LayerGraph, LayerSpec, build_graph
@@ -117,10 +124,23 @@ def graph_from_onnx(
     ModelFormatError
         The model fails ``onnx.checker`` or has tensors without an inferable shape.
     """
+    where = source or name
+    pinned, custom = _prepared(model, input_shapes, where)
+    dims = _static_shapes(pinned, where, input_shapes)
+    graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
+    if input_shapes:
+        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
+        graph = dataclasses.replace(graph, served_input_shapes=served)
+    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
+    return graph
+
+
+def _prepared(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, dict[str, int]]:
+    """The model the importer reads (local functions inlined, nodes in topological order, checked,
+    input shapes fixed) and its custom-domain operator counts."""
     import onnx
     import onnx.inliner
 
-    where = source or name
     if not isinstance(model, onnx.ModelProto) or not model.graph.node:
         raise ModelFormatError(f"{where}: the ONNX model has no graph nodes; expected an ONNX "
                                "ModelProto with at least one operator")
@@ -133,14 +153,17 @@ def graph_from_onnx(
     except onnx.checker.ValidationError as exc:
         raise ModelFormatError(f"{where}: invalid ONNX model ({str(exc).strip().splitlines()[0][:200]}); "
                                "re-export it with a current exporter") from exc
-    pinned = pin_input_shapes(model, input_shapes, where)
-    dims = _static_shapes(pinned, where, input_shapes)
-    graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
-    if input_shapes:
-        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
-        graph = dataclasses.replace(graph, served_input_shapes=served)
-    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
-    return graph
+    return pin_input_shapes(model, input_shapes, where), custom
+
+
+def prepared_model(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, dict[str, list[int | None] | None]]:
+    """The model :func:`graph_from_onnx` builds its layers from (local functions inlined, nodes in
+    topological order, input shapes fixed; a dynamic batch alone becomes 1 silently) and the full
+    dims of its tensors (:func:`static_dims`): what an exporter cutting the file needs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputShapeNote)
+        pinned, _ = _prepared(model, input_shapes, where)
+    return pinned, _static_shapes(pinned, where, input_shapes)
 
 
 def declared_input_dims(model: Any) -> dict[str, list[int | None] | None]:

@@ -1019,19 +1019,24 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
 def plan_for_cuts(model: str, cuts: list[int], *, kind: str = "pipeline", dtype: str = "fp32",
                   granularity: str = "op", variant: dict[str, Any] | None = None,
                   processors: list[str] | None = None, threads: int = 1, device: str = "host",
-                  solver: str = "manual", input_shapes: dict[str, tuple[int, ...]] | None = None) -> Plan:
+                  solver: str = "manual", input_shapes: dict[str, tuple[int, ...]] | None = None,
+                  graph: LayerGraph | None = None) -> Plan:
     """A plan with hand-chosen boundaries (for tests, demos and benchmarks).
 
     ``cuts`` are boundaries in the ``granularity`` view: a pipeline gets ``len(cuts) + 1``
     stages on ``processors`` (default ``cpu0, cpu1, ...``); a split takes ``cuts[0]`` as its
     boundary, with the crossing tensors of :meth:`LayerGraph.cut_tensors`. ``input_shapes``: of a
     model file with dynamic dims (``--input-shape``), recorded in ``model.input_shapes``.
+    ``graph``: the op-view graph of ``model`` when the caller has it already (not imported again).
     """
     from ..graph import load_graph
     from .schema import CrossingTensor, ModelRef, SearchInfo, Split, Stage, model_input_shapes, new_provenance
 
     variant = dict(variant or {})
-    graph = load_graph(model, granularity, input_shapes=input_shapes, **variant)
+    if graph is None:
+        graph = load_graph(model, granularity, input_shapes=input_shapes, **variant)
+    else:
+        graph = graph.with_granularity(granularity)
     n = len(graph)
     ref = ModelRef(name=graph.name, sha256=graph.source_sha256, layers=n, granularity=granularity,
                    dtype=dtype, source=graph.source or None, variant=variant, input_shapes=model_input_shapes(graph))

@@ -182,16 +182,15 @@ class OnnxCutter:
             model = onnx.load(str(path))
         except Exception as exc:  # protobuf DecodeError and friends
             raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it") from None
-        from ..graph.onnx_import import constant_folded, pin_input_shapes
+        from ..graph.onnx_folding import fold_shape_arithmetic
+        from ..graph.onnx_import import prepared_model
 
-        if graph.served_input_shapes:  # parts take the shapes the graph was imported at
-            model = pin_input_shapes(model, graph.served_input_shapes, str(path))
-        folded = constant_folded(model)
+        # the model the graph was built from: functions inlined, sorted, at the graph's input shapes
+        model, self.dims = prepared_model(model, graph.served_input_shapes, str(path))
+        folded = fold_shape_arithmetic(model, self.dims)
         self.constants: set[str] = set()
         if folded is not None:  # shape vectors computed from the fixed input shapes: folded away
-            computed = {t for node in folded.graph.node for t in node.output}
-            self.constants = {t for node in model.graph.node for t in node.output if t and t not in computed}
-            model = folded
+            model, self.constants = folded
         model = onnx.shape_inference.infer_shapes(model)
         self.extractor = onnx.utils.Extractor(model)
         self.graph = graph
