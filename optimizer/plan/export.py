@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
 from ..fileio import atomic_write_json, read_npz, sha256_bytes, sha256_file, staged_folder
 from ..graph.layergraph import LayerGraph
+from .int8_scales import unify_same_scale
 from .manifest import (
     MANIFEST_FILE,
     Calibration,
@@ -391,6 +392,20 @@ def manifest_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: 
                 threads=pr.threads, dtype=pr.dtype, location=pr.location, inputs=inputs, outputs=outputs)
 
 
+def checked_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: list[TensorSpec],
+                 note: Callable[[str], None] | None = None) -> Part:
+    """:func:`manifest_part` of a part just written, after loading it and running it once on zeros
+    (:func:`~optimizer.plan.part_load.check_part_runs`, which raises
+    :class:`~optimizer.errors.PartLoadError`); a part that cannot run here for want of a custom
+    kernel is reported through ``note``."""
+    from .part_load import check_part_runs
+
+    skipped = check_part_runs(path, pr.name, inputs)
+    if skipped and note:
+        note(skipped)
+    return manifest_part(pr, path, inputs, outputs)
+
+
 # ---------------------------------------------------------------- calibration
 def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -> tuple[dict[str, np.ndarray], Calibration]:
     """Calibration batches for the graph inputs: ``synthetic`` (uniform in [-1, 1], i.e. the
@@ -700,6 +715,7 @@ class _Int8Reference:
                 t.quantization = copy.deepcopy(self.inputs[tid])
         for ti, ri in out_ref.items():
             sg.tensors[ti].quantization = copy.deepcopy(self.model.subgraphs[0].tensors[ri].quantization)
+        unify_same_scale(pm)  # where the single file fused a PAD/RESHAPE away, its two sides came apart
         atomic_write_bytes(path, write_model(pm))  # identical vectors stored once, buffers aligned
 
 
@@ -807,7 +823,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         calibration tensors stay on disk (:class:`CalibrationStore`), not growing with ``samples``.
     progress, note : callable, optional
         Called with a short message before each conversion; with what the user should know
-        about the plan (:func:`kernel_splits`).
+        (:func:`kernel_splits`, parts :func:`checked_part` could not run here).
     """
     import tempfile
 
@@ -818,7 +834,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     out = Path(out_dir)
     _prepare_out_dir(out)
     if (file_model := _model_file(plan, model)) is not None:
-        return _export_file(plan, out, file_model, progress)
+        return _export_file(plan, out, file_model, progress, note)
     keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed, memory_budget=budget)
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
@@ -845,8 +861,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
                 store.predict(sub, ins, outs, frames_per_call(op_graph, pr.first_op, pr.end_op, budget))
-            manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
-                                                part_tensor_specs(tmp / fname, outs, "outputs")))
+            manifest_parts.append(checked_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
+                                               part_tensor_specs(tmp / fname, outs, "outputs"), note))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if keep_reference and ref_info is None:
             ref_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress, budget)
@@ -924,7 +940,8 @@ def _model_file(plan: Plan, model: Any) -> Path | None:
     return path
 
 
-def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], None] | None) -> Manifest:
+def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], None] | None,
+                 note: Callable[[str], None] | None = None) -> Manifest:
     """Export a plan of a ``.tflite``/``.onnx`` file: parts cut in the file's own format
     (:mod:`optimizer.plan.export_files`), in the file's dtype, no conversion."""
     from .. import __version__
@@ -949,7 +966,7 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
                 progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{note}")
             fname = f"{pr.name}{cutter.suffix}"
             in_specs, out_specs = cutter.write(pr.first_op, pr.end_op, ins, outs, tmp / fname, pr.name, len(parts))
-            manifest_parts.append(manifest_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs))
+            manifest_parts.append(checked_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs, note))
         manifest = build_manifest(plan, op_graph, manifest_parts, None, None, __version__)
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))

@@ -14,7 +14,9 @@ the single-file check (:func:`~optimizer.runtime.pipeline.run_plan`), recording 
 * ``refused``: export refused the cut with one line saying why it is impossible (a boundary
   through a variable tensor, a control-flow subgraph, a part computing only constants);
 * ``failed``: a part does not load or run, or export broke without such a line;
-* ``disagrees``: the parts run but compute something else than the single-file model.
+* ``disagrees``: the parts run but compute something else than the single-file model;
+* ``no kernel``: a part holds a custom operator this LiteRT has no kernel for, so neither it nor
+  the single file can run here (export says so and keeps it).
 
 Results are kept in a JSON-lines journal, rewritten atomically after each case: an interrupted
 sweep resumes where it stopped (:func:`export_sweep`).
@@ -34,11 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DnnplanError, PartLoadError
+from ..plan.part_load import NO_KERNEL
 from ..graph.layergraph import LayerGraph
 
 #: interior boundaries chosen by default besides 0 and L
 DEFAULT_BETWEEN = 8
 KINDS = ("split", "pipeline2", "pipeline3")
+#: boundaries placed only to spread the sweep over the network (each farthest from those chosen)
+SPREAD = 3
 #: operator types that compute shapes rather than activations (ONNX, TFLite)
 SHAPE_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Range", "SHAPE", "RANGE", "FILL"})
 
@@ -88,57 +93,50 @@ class CaseResult:
         return asdict(self)
 
 
-def _crossing_kinds(graph: LayerGraph, b: int) -> list[str]:
-    """Reasons boundary ``b`` is interesting by what crosses it."""
-    tensors = graph.cut_tensors(b)
-    why = []
-    if len(tensors) > 1:
-        why.append(f"inside a block ({len(tensors)} tensors cross)")
-    if any(len(t.shape) < 2 for t in tensors):
-        why.append("a scalar or vector crosses")
-    return why
-
-
 def sweep_boundaries(graph: LayerGraph, between: int = DEFAULT_BETWEEN) -> list[Boundary]:
-    """0, L and at least ``between`` interior boundaries of ``graph`` (see the module docstring),
-    in increasing order; fewer when the graph has fewer interior boundaries."""
+    """0, L and at least ``between`` interior boundaries of the op-view ``graph`` (see the module
+    docstring), in increasing order; every boundary when the graph has fewer.
+
+    Boundaries between runtime kernels are preferred (``LayerGraph.kernel_anchors``: a cut that
+    separates a batch-norm or activation from its convolution makes the parts compute one more
+    INT8 rounding than the single file, which ``export`` notes); one such kernel split is chosen
+    on purpose."""
     n = len(graph)
     if n < 1:
         raise ConfigError(f"{graph.name}: the graph has no layers to cut")
-    chosen: dict[int, str] = {0: "all on the server (0)", n: f"whole model on the phone ({n})"}
+    anchors = graph.kernel_anchors
+    chosen: dict[int, str] = {0: "server only", n: "phone only"}
 
-    def pick(cands: list[int], why: str, most: int) -> None:
-        """Up to ``most`` of ``cands`` spread over the network (first, middle, last...)."""
-        cands = sorted(set(c for c in cands if 0 < c < n and c not in chosen))
-        if not cands:
-            return
-        step = max(1, len(cands) // most)
-        for c in cands[len(cands) // (2 * most) if len(cands) >= most else 0::step][:most]:
-            chosen[c] = why
+    def clean(b: int) -> bool:
+        return b >= n or int(anchors[b]) == b
+
+    def pick(cands: Iterable[int], why: str, most: int, kernels_only: bool = True) -> None:
+        """Up to ``most`` of ``cands`` spread over the network."""
+        found = sorted({c for c in cands if 0 < c < n and c not in chosen and (clean(c) or not kernels_only)})
+        for k in range(most):
+            if found:
+                chosen[found[(2 * k + 1) * len(found) // (2 * most)]] = why
 
     layers = graph.layers
-    pick([k for k in range(1, n) if len(graph.cut_tensors(k)) > 1], "inside a residual block", 2)
-    pick([k + 1 for k, la in enumerate(layers) if la.op == "reshape"], "after a reshape", 2)
+    crossing = {k: graph.cut_tensors(k) for k in range(1, n)}
+    pick((k for k, ts in crossing.items() if len(ts) > 1), "inside a block", 2)
+    pick((k + 1 for k, la in enumerate(layers) if la.op == "reshape"), "after a reshape", 2)
     custom = [k for k, la in enumerate(layers) if la.op == "custom"]
-    pick(custom, "before a custom operator", 1)
-    pick([k + 1 for k in custom], "after a custom operator", 1)
-    pick([k + 1 for k, la in enumerate(layers) if la.op_type in SHAPE_OPS], "after a shape-computing operator", 2)
-    pick([k for k in range(1, n) if any(len(t.shape) < 2 for t in graph.cut_tensors(k))],
-         "a scalar or vector crosses", 1)
-    interior = [k for k in chosen if 0 < k < n]
-    even = [round(k * n / (between + 1)) for k in range(1, between + 1)]
-    for k in even:
-        if len(interior) >= between:
+    pick(custom, "before a custom op", 1, kernels_only=False)
+    pick((k + 1 for k in custom), "after a custom op", 1, kernels_only=False)
+    pick((k + 1 for k, la in enumerate(layers) if la.op_type in SHAPE_OPS), "after a shape op", 2,
+         kernels_only=False)
+    pick((k for k, ts in crossing.items() if any(len(t.shape) < 2 for t in ts)), "a vector crosses", 1)
+    pick((k for k in range(1, n) if not clean(k)), "inside a kernel", 1, kernels_only=False)
+    spread = 0
+    while spread < SPREAD or len(chosen) - 2 < min(between, n - 1):
+        spots = ([b for b in range(1, n) if clean(b) and b not in chosen]
+                 or [b for b in range(1, n) if b not in chosen])  # kernel splits only when nothing else is left
+        if not spots:
             break
-        if 0 < k < n and k not in chosen:
-            chosen[k] = "evenly spaced"
-            interior.append(k)
-    k = 1
-    while len(interior) < min(between, n - 1) and k < n:  # small graphs: every boundary
-        if k not in chosen:
-            chosen[k] = "evenly spaced"
-            interior.append(k)
-        k += 1
+        far = max(spots, key=lambda b: min(abs(b - c) for c in chosen))  # farthest from every chosen one
+        chosen[far] = "spread"
+        spread += 1
     return [Boundary(k, chosen[k]) for k in sorted(chosen)]
 
 
@@ -189,9 +187,12 @@ def _first_line(exc: BaseException) -> str:
 
 def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, dtype: str = "fp32",
              input_shapes: dict[str, tuple[int, ...]] | None = None, variant: dict[str, Any] | None = None,
-             frames: int = 3, min_agreement: float = 0.99, seed: int = 0, samples: int = 16) -> CaseResult:
+             frames: int = 3, min_agreement: float = 0.99, seed: int = 0, samples: int = 16,
+             keras_model: Any = None) -> CaseResult:
     """Export ``case`` of ``model`` into a folder under ``workdir`` and run it with the
-    single-file check (see the module docstring for the statuses); the folder is removed."""
+    single-file check (see the module docstring for the statuses); the folder is removed.
+    ``keras_model``: the zoo network already built (:func:`~optimizer.plan.export.load_plan_model`),
+    so that every case does not build it and re-estimate its batch norm again."""
     from ..plan.export import export_plan, plan_for_cuts
     from .pipeline import run_plan
 
@@ -203,8 +204,10 @@ def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, d
             warnings.simplefilter("ignore")
             plan = plan_for_cuts(model, list(case.cuts), kind=case.kind, dtype=dtype, variant=variant,
                                  input_shapes=input_shapes, graph=graph)
+            notes: list[str] = []
             try:
-                manifest = export_plan(plan, art, seed=seed, samples=samples, keep_reference=True)
+                manifest = export_plan(plan, art, model=keras_model, seed=seed, samples=samples,
+                                       keep_reference=True, note=notes.append)
             except PartLoadError as exc:
                 res.reason = f"export: {_first_line(exc)}"
                 return res
@@ -214,6 +217,10 @@ def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, d
             res.parts = len(manifest.parts)
             res.crossing = [{"name": t.name, "dtype": t.dtype, "shape": t.shape}
                             for p in manifest.parts[1:] for t in p.inputs]
+            unrunnable = [line for line in notes if NO_KERNEL in line]
+            if unrunnable:
+                res.status, res.reason = "no kernel", unrunnable[0]
+                return res
             report = run_plan(plan, art, frames=frames, pin=False, seed=seed, check_min_agreement=min_agreement)
         check = report.check
         assert check is not None
@@ -256,6 +263,11 @@ def export_sweep(model: str, graph: LayerGraph, cases: list[SweepCase], *, dtype
 
     done = read_journal(journal)
     results = []
+    keras_model = None
+    if graph.fmt == "zoo" and any(f"{graph.name}|{dtype}|{c.key}" not in done for c in cases):
+        from ..plan.export import load_plan_model, plan_for_cuts
+
+        keras_model, _, _ = load_plan_model(plan_for_cuts(model, [], variant=variant, graph=graph), seed=seed)
     with tempfile.TemporaryDirectory(prefix="dnnplan-sweep-") as work:
         for case in cases:
             key = f"{graph.name}|{dtype}|{case.key}"
@@ -267,7 +279,8 @@ def export_sweep(model: str, graph: LayerGraph, cases: list[SweepCase], *, dtype
             if progress:
                 progress(case, None)
             res = run_case(model, graph, case, Path(work), dtype=dtype, input_shapes=input_shapes, variant=variant,
-                           frames=frames, min_agreement=min_agreement, seed=seed, samples=samples)
+                           frames=frames, min_agreement=min_agreement, seed=seed, samples=samples,
+                           keras_model=keras_model)
             results.append(res)
             done[key] = res
             if journal is not None:
