@@ -962,8 +962,8 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
             ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
             custom = sorted({la.op_type for la in op_graph.layers[pr.first_op:pr.end_op] if la.op == "custom"})
             if progress:
-                note = f"; keeps custom operators {', '.join(custom)} (CPU kernels)" if custom else ""
-                progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{note}")
+                keeps = f"; keeps custom operators {', '.join(custom)} (CPU kernels)" if custom else ""
+                progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{keeps}")
             fname = f"{pr.name}{cutter.suffix}"
             in_specs, out_specs = cutter.write(pr.first_op, pr.end_op, ins, outs, tmp / fname, pr.name, len(parts))
             manifest_parts.append(checked_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs, note))

@@ -231,7 +231,13 @@ class OnnxCutter:
             for k, t in enumerate(names):
                 tt = by_name[t].type.tensor_type
                 dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
-                shape = dims if tt.HasField("shape") and dims and min(dims) > 0 else [1, *self.graph.tensors[t].shape]
+                known = self.dims.get(t)
+                if tt.HasField("shape") and all(d > 0 for d in dims):  # a scalar's dims are []
+                    shape = dims
+                elif known is not None and all(d is not None and d > 0 for d in known):
+                    shape = [int(d or 0) for d in known]
+                else:
+                    shape = [1, *self.graph.tensors[t].shape]
                 out.append(TensorSpec(name=t, signature_name=t, index=k, shape=shape,
                                       dtype=np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name))
             return out

@@ -24,7 +24,7 @@ from .manifest import TensorSpec
 #: words of the note for a part that cannot run here for want of a custom kernel
 NO_KERNEL = "has no kernel for its custom operator"
 _UNRESOLVED = re.compile(r"unresolved custom op: ([^.\s]+)", re.IGNORECASE)
-_NODE_NUMBER = re.compile(r"Node number (\d+)")
+_NODE_NUMBER = re.compile(r"Node number (\d+) \((\w+)\)")
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 _ORT_LOAD = re.compile(r"^Load model from .*? failed:\s*")
 
@@ -67,7 +67,7 @@ def _zeros(specs: list[TensorSpec]) -> dict[str, np.ndarray]:
 def _tflite_node(path: Path, message: str) -> str:
     """``"node 6 (PAD, output 'block_3_pad')"`` for a LiteRT message naming ``Node number 6``."""
     m = _NODE_NUMBER.search(message)
-    if not m:
+    if not m or "Delegate" in m.group(2):  # a delegate's node stands for many operators
         return ""
     from ..graph.tflite_flatbuffer import read_model, tflite_schema
 
@@ -109,20 +109,37 @@ def check_part_runs(path: Path, part: str, inputs: list[TensorSpec]) -> str | No
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
             raise PartLoadError(f"{where} does not run in onnxruntime ({_ort_reason(exc)}); {fix}") from None
         return None
-    from ..lazy import litert_interpreter, silenced_stderr
-
     try:
-        with silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
-            interp = litert_interpreter()(model_path=str(path), num_threads=1)
-            interp.allocate_tensors()
-            interp.get_signature_runner("serving_default")(**_zeros(inputs))
+        _litert_run(path, inputs)
     except (ValueError, RuntimeError) as exc:
-        text = str(exc)
-        missing = _UNRESOLVED.search(text)
+        missing = _UNRESOLVED.search(str(exc))
         if missing:
             return (f"part {part} was not run at export: LiteRT here {NO_KERNEL} {missing.group(1)} (a runtime "
                     "that registers it runs the part)")
-        node = _tflite_node(path, text)
+        node = _tflite_node(path, str(exc)) or _node_without_delegate(path, inputs)
         raise PartLoadError(f"{where} does not run in LiteRT ({first_line(exc)}{'; ' + node if node else ''}); "
                             f"{fix}") from None
     return None
+
+
+def _litert_run(path: Path, inputs: list[TensorSpec], delegates: bool = True) -> None:
+    """Load ``path`` in LiteRT (with its default XNNPACK delegate, as ``dnnplan run`` does, or
+    with the builtin kernels only) and run its signature once on zeros."""
+    from ai_edge_litert.interpreter import OpResolverType
+
+    from ..lazy import litert_interpreter, silenced_stderr
+
+    resolver = OpResolverType.AUTO if delegates else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    with silenced_stderr():  # LiteRT's "Created ... XNNPACK delegate" line
+        interp = litert_interpreter()(model_path=str(path), num_threads=1, experimental_op_resolver_type=resolver)
+        interp.allocate_tensors()
+        interp.get_signature_runner("serving_default")(**_zeros(inputs))
+
+
+def _node_without_delegate(path: Path, inputs: list[TensorSpec]) -> str:
+    """The node the builtin kernels fail on (the delegate's message names only its own node)."""
+    try:
+        _litert_run(path, inputs, delegates=False)
+    except (ValueError, RuntimeError) as exc:
+        return _tflite_node(path, str(exc))
+    return "the builtin kernels run it; the XNNPACK delegate does not"
