@@ -5,7 +5,8 @@ Exporters compute ``Reshape`` targets, slice bounds and broadcast shapes from ``
 Once the input shapes are fixed (``--input-shape``), every such tensor is a constant. This module
 finds them and computes their values:
 
-* a tensor is *foldable* when its node is deterministic, has no subgraph, and either reads only
+* a tensor is *foldable* when its node is deterministic, has no subgraph, is no quantize/dequantize
+  or sequence operator (:data:`KEPT`), and either reads only
   constants (initializers, ``Constant`` outputs, foldable tensors) or is ``Shape``/``Size`` of a
   tensor whose shape is static at the fixed input shapes (the dims the importer inferred,
   :func:`optimizer.graph.onnx_import.static_dims`);
@@ -31,6 +32,12 @@ from typing import Any
 #: operators whose output is not a function of their inputs
 NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                               "Multinomial", "Bernoulli", "Dropout"})
+#: operators left as they are: runtimes fuse quantize/dequantize pairs into integer kernels (a
+#: folded ``DequantizeLinear`` of weights would turn onnxruntime's QLinearConv into a float Conv),
+#: and sequence/optional values are no tensors an initializer can hold
+KEPT = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "SequenceConstruct",
+                  "SequenceEmpty", "SequenceInsert", "SequenceAt", "SplitToSequence", "Optional",
+                  "OptionalGetElement", "OptionalHasElement"})
 SHAPE_READERS = frozenset({"Shape", "Size"})
 _DEFAULT = ("", "ai.onnx")
 
@@ -55,7 +62,8 @@ def foldable_nodes(model: Any, dims: Mapping[str, Sequence[int | None] | None]) 
         if standard and node.op_type == "Constant":
             const.update(node.output)
             continue
-        if not standard or node.op_type in NONDETERMINISTIC or _has_subgraph(node) or not node.input:
+        if (not standard or node.op_type in NONDETERMINISTIC or node.op_type in KEPT or _has_subgraph(node)
+                or not node.input):
             continue
         if node.op_type in SHAPE_READERS:
             ok = _static(dims.get(node.input[0])) or node.input[0] in const
