@@ -16,7 +16,8 @@ Each model and dtype runs in its own process (its peak resident memory, VmHWM, i
 cases are journalled in ``results/bench/export_sweep/`` so an interrupted run resumes (delete the
 folder to start over). INT8 files are cached in ``results/cache/export_sweep/``.
 
-Run: ``python benchmarks/bench_export_sweep.py [--only rec,mobilenet] [--dtypes fp32,int8] [--frames 8]``
+Run: ``python benchmarks/bench_export_sweep.py [--only rec,mobilenet] [--dtypes fp32,int8] [--frames 8]
+[--journals DIR]``
 Exit status: 1 when a case failed or disagrees, else 0.
 """
 
@@ -40,6 +41,8 @@ INT8_CACHE = ROOT / "results" / "cache" / "export_sweep"
 #: zoo networks: name -> builder arguments (small inputs keep the many TFLite conversions short)
 ZOO = {"mobilenet_v2": {"input_size": 96}, "efficientnet_b0": {"input_size": 96},
        "ssd_mobilenet_v2_fpnlite": {"input_size": 128}}
+#: ``dnnplan quantize`` options a file needs (its custom transposed convolution stays float)
+QUANTIZE_ARGS = {"selfie_segmentation": ["--allow-float-ops"]}
 
 
 def models() -> dict[str, tuple[str, str | None, dict]]:
@@ -68,7 +71,7 @@ def int8_file(name: str, path: str, shape: str | None) -> str:
     if not out.is_file():
         INT8_CACHE.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "optimizer.cli", "--quiet", "quantize", path, "--out", str(out)]
-        cmd += ["--input-shape", shape] if shape else []
+        cmd += (["--input-shape", shape] if shape else []) + QUANTIZE_ARGS.get(name, [])
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env())
         if res.returncode != 0:
             raise RuntimeError(f"dnnplan quantize {Path(path).name}: {res.stderr.strip().splitlines()[-1]}")
@@ -79,7 +82,7 @@ def _env() -> dict[str, str]:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
 
 
-def worker(name: str, dtype: str, frames: int) -> None:
+def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS) -> None:
     """Sweep one model at one dtype (in this process); print a JSON line with the summary."""
     from optimizer.graph import load_graph
     from optimizer.quantize.parallel_calibration import peak_rss_bytes
@@ -95,17 +98,17 @@ def worker(name: str, dtype: str, frames: int) -> None:
         graph = load_graph(model, "op", input_shapes=shapes, **variant)
     chosen = sweep_boundaries(graph)
     cases = sweep_cases([b.index for b in chosen], len(graph))
-    JOURNALS.mkdir(parents=True, exist_ok=True)
+    journals.mkdir(parents=True, exist_ok=True)
     results = export_sweep(model, graph, cases, dtype=plan_dtype, input_shapes=shapes, variant=variant,
-                           frames=frames, journal=JOURNALS / f"{name}-{dtype}.jsonl")
+                           frames=frames, journal=journals / f"{name}-{dtype}.jsonl")
     print(json.dumps({"name": name, "dtype": dtype, "layers": len(graph), "format": graph.fmt,
                       "boundaries": [[b.index, b.why] for b in chosen], "results": [r.to_dict() for r in results],
                       "wall_s": time.perf_counter() - t0, "peak_rss_bytes": peak_rss_bytes()}))
 
 
-def run_worker(name: str, dtype: str, frames: int) -> dict:
+def run_worker(name: str, dtype: str, frames: int, journals: Path) -> dict:
     """One model and dtype in a child process; its summary (or the error that stopped it)."""
-    cmd = [sys.executable, __file__, "--worker", name, dtype, "--frames", str(frames)]
+    cmd = [sys.executable, __file__, "--worker", name, dtype, "--frames", str(frames), "--journals", str(journals)]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env())
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("{"):
@@ -137,20 +140,21 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated substrings of model names")
     ap.add_argument("--dtypes", default="fp32,int8")
     ap.add_argument("--frames", type=int, default=8, help="frames each plan runs with --check")
+    ap.add_argument("--journals", type=Path, default=JOURNALS, help="folder of the resumable case journals")
     ap.add_argument("--worker", nargs=2, metavar=("NAME", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(*args.worker, args.frames)
+        worker(*args.worker, args.frames, args.journals)
         return 0
     keep = [k for k in (args.only or "").split(",") if k]
     names = [n for n in models() if not keep or any(k in n for k in keep)]
     print("| model | dtype | op layers | boundaries | split / 2-stage / 3-stage | status | min top-1 | "
           "exact | min SQNR dB | s | peak RSS GB |")
-    print("|---|---|---:|---|---|---|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---|---|---|---:|---:|---:|---:|---:|", flush=True)
     summaries = []
     for name in names:
         for dtype in args.dtypes.split(","):
-            s = run_worker(name, dtype, args.frames)
+            s = run_worker(name, dtype, args.frames, args.journals)
             summaries.append(s)
             print(_row(s), flush=True)
     print("\nCases that did not pass:\n")
