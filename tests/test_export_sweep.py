@@ -208,3 +208,29 @@ def test_int8_part_ending_at_a_pad_loads_and_equals_the_single_file(tmp_path):
         export_plan(plan, tmp_path / "art", samples=8, keep_reference=True)
         report = run_plan(plan, tmp_path / "art", frames=4, pin=False, check_min_agreement=1.0)
     assert report.check.agreement == 1.0 and report.check.outputs[0].max_abs_diff == 0.0
+
+
+def test_int8_boundaries_inside_a_kernel_move_to_its_end(zoo_graph):
+    """A split between block_8_depthwise_BN and its ReLU6 agreed with the single INT8 file on 75 %
+    of frames (SQNR 19 dB): INT8 parts keep the kernel whole; a stage made only of fused operators
+    is refused in one line."""
+    from optimizer.errors import ModelFormatError
+    from optimizer.plan.export import PartRange, op_boundaries
+    from optimizer.plan.kernel_cuts import whole_kernels
+
+    g = zoo_graph("mobilenet_v2")
+    names = [la.name for la in g.layers]
+    dw, relu, project = (names.index(f"block_8_{s}") for s in ("depthwise", "depthwise_relu", "project"))
+
+    def parts(*cuts: int) -> list[PartRange]:
+        bounds = [0, *cuts, len(g)]
+        return [PartRange(f"stage{k}", "stage", a, b - 1, a, b, "cpu", 1, "int8", "device")
+                for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+
+    moved, lines = whole_kernels(g, parts(relu), op_boundaries(g))
+    assert [(p.first_op, p.end_op) for p in moved] == [(0, project), (project, len(g))]
+    assert moved[0].last_layer == project - 1 and moved[1].first_layer == project
+    assert len(lines) == 1 and "inside the kernel of 'block_8_depthwise'" in lines[0]
+    assert whole_kernels(g, parts(project), op_boundaries(g)) == (parts(project), [])
+    with pytest.raises(ModelFormatError, match="stage1 .* holds only operators fused into the kernel of 'block_8_depth"):
+        whole_kernels(g, parts(dw + 1, relu), op_boundaries(g))

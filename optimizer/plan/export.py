@@ -142,6 +142,22 @@ def kernel_splits(plan_graph: LayerGraph, parts: list[PartRange]) -> list[str]:
     return lines
 
 
+def _kernel_parts(op_graph: LayerGraph, plan_graph: LayerGraph, parts: list[PartRange],
+                  note: Callable[[str], None] | None) -> list[PartRange]:
+    """``parts`` of a Keras export: with INT8 parts, every kernel kept whole
+    (:func:`~optimizer.plan.kernel_cuts.whole_kernels`); float parts may divide a kernel
+    (:func:`kernel_splits` says where). What moved or divides is passed to ``note``."""
+    from .kernel_cuts import whole_kernels
+
+    if any(p.dtype == "int8" for p in parts):
+        parts, lines = whole_kernels(op_graph, parts, op_boundaries(plan_graph))
+    else:
+        lines = kernel_splits(plan_graph, parts)
+    for line in lines if note else ():
+        note(line)
+    return parts
+
+
 def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
                     memory_budget: float | None = None) -> tuple[Any, LayerGraph, int | None]:
     """The Keras model of ``plan``, its op-view LayerGraph, and the weight seed used.
@@ -838,9 +854,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed, memory_budget=budget)
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
-    parts = plan_parts(plan, plan_graph)
-    for line in kernel_splits(plan_graph, parts) if note else ():
-        note(line)
+    parts = _kernel_parts(op_graph, plan_graph, plan_parts(plan, plan_graph), note)
     needs_int8 = any(p.dtype == "int8" for p in parts)
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
