@@ -26,7 +26,7 @@ def calibrate(
     out: Optional[str] = typer.Option(None, "--out", "-o", callback=output_file, help="With --from-profile: write the fitted device YAML here."),
     input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
-    """Fidelity report of the device models (METHODS.md sections 1-8); exit 1 when a row fails that
+    """Fidelity report of the device models (docs/METHODS.md sections 1-8); exit 1 when a row fails that
     is not a known failure (``known_failures`` of the published data; all rows with --strict).
     With --from-profile, fit a processor of --device to profiles and print per op family the
     profiled, modeled-before and modeled-after times."""

@@ -62,6 +62,8 @@ class BackendCosts:
     supported: np.ndarray
     arrays: LayerArrays | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: [L] the CPU's time of each layer when a delegate hands it over (None: ``latency_s`` of the CPU)
+    fallback_cpu_s: np.ndarray | None = None
 
 
 BackendFn = Callable[..., BackendCosts]
