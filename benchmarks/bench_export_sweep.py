@@ -18,7 +18,8 @@ cases are journalled in ``results/bench/export_sweep/`` so an interrupted run re
 folder to start over). INT8 files are cached in ``results/cache/export_sweep/``.
 
 Run: ``python benchmarks/bench_export_sweep.py [--only rec,mobilenet] [--dtypes fp32,int8] [--frames 8]
-[--journals DIR]``
+[--journals DIR] [--kinds split] [--no-spread]`` (the last two make a shorter sweep: the zoo
+networks' exports convert Keras to TFLite, a minute or two a case on two cores)
 Exit status: 1 when a case failed or disagrees, else 0.
 """
 
@@ -83,8 +84,12 @@ def _env() -> dict[str, str]:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
 
 
-def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS) -> None:
-    """Sweep one model at one dtype (in this process); print a JSON line with the summary."""
+def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS, kinds: str = "",
+           no_spread: bool = False) -> None:
+    """Sweep one model at one dtype (in this process); print a JSON line with the summary.
+
+    ``kinds`` (comma-separated, empty for all) and ``no_spread`` (keep 0, L and the structural
+    boundaries, not those spread over the rest) make a shorter sweep."""
     from optimizer.graph import load_graph
     from optimizer.quantize.parallel_calibration import peak_rss_bytes
     from optimizer.runtime.cut_sweep import export_sweep, sweep_boundaries, sweep_cases
@@ -97,8 +102,8 @@ def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS) -> Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = load_graph(model, "op", input_shapes=shapes, **variant)
-    chosen = sweep_boundaries(graph)
-    cases = sweep_cases([b.index for b in chosen], len(graph))
+    chosen = [b for b in sweep_boundaries(graph) if not (no_spread and b.why == "spread")]
+    cases = sweep_cases([b.index for b in chosen], len(graph), *([kinds.split(",")] if kinds else []))
     journals.mkdir(parents=True, exist_ok=True)
     results = export_sweep(model, graph, cases, dtype=plan_dtype, input_shapes=shapes, variant=variant,
                            frames=frames, journal=journals / f"{name}-{dtype}.jsonl")
@@ -110,9 +115,10 @@ def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS) -> Non
                       "wall_s": time.perf_counter() - t0, "peak_rss_bytes": peak}))
 
 
-def run_worker(name: str, dtype: str, frames: int, journals: Path) -> dict:
+def run_worker(name: str, dtype: str, frames: int, journals: Path, kinds: str = "", no_spread: bool = False) -> dict:
     """One model and dtype in a child process; its summary (or the error that stopped it)."""
-    cmd = [sys.executable, __file__, "--worker", name, dtype, "--frames", str(frames), "--journals", str(journals)]
+    cmd = [sys.executable, __file__, "--worker", name, dtype, "--frames", str(frames), "--journals", str(journals),
+           "--kinds", kinds] + (["--no-spread"] if no_spread else [])
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env())
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("{"):
@@ -146,10 +152,13 @@ def main() -> int:
     ap.add_argument("--dtypes", default="fp32,int8")
     ap.add_argument("--frames", type=int, default=8, help="frames each plan runs with --check")
     ap.add_argument("--journals", type=Path, default=JOURNALS, help="folder of the resumable case journals")
+    ap.add_argument("--kinds", default="", help="some of split,pipeline2,pipeline3 (default all)")
+    ap.add_argument("--no-spread", action="store_true",
+                    help="only 0, L and the structural boundaries (blocks, reshapes, kernels, ...), none spread")
     ap.add_argument("--worker", nargs=2, metavar=("NAME", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(*args.worker, args.frames, args.journals)
+        worker(*args.worker, args.frames, args.journals, args.kinds, args.no_spread)
         return 0
     keep = [k for k in (args.only or "").split(",") if k]
     names = [n for n in models() if not keep or any(k in n for k in keep)]
@@ -159,7 +168,7 @@ def main() -> int:
     summaries = []
     for name in names:
         for dtype in args.dtypes.split(","):
-            s = run_worker(name, dtype, args.frames, args.journals)
+            s = run_worker(name, dtype, args.frames, args.journals, args.kinds, args.no_spread)
             summaries.append(s)
             print(_row(s), flush=True)
     print("\nCases that did not pass:\n")
