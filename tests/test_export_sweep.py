@@ -126,6 +126,32 @@ def test_export_refuses_a_part_that_does_not_run(tmp_path, run_cli):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hand_recrop_broken.tflite", "plan.json"]
 
 
+def test_an_onnx_part_onnxruntime_refuses_is_an_export_error_naming_its_node(tmp_path):
+    """The form of the failure the sweep was built for: a part whose fixed shapes make a node's
+    dimensions incompatible. onnxruntime refuses it at load; the error names the part, its file
+    and the node, in one line."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.errors import PartLoadError
+    from optimizer.plan.manifest import TensorSpec
+    from optimizer.plan.part_load import check_part_runs
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["y"], name="p2o.Add.240")], "part",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("bias", TensorProto.FLOAT, [78], np.zeros(78, np.float32))])
+    path = tmp_path / "stage1.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    spec = TensorSpec(name="x", signature_name="x", index=0, shape=[1, 40], dtype="float32")
+    with pytest.raises(PartLoadError) as err:
+        check_part_runs(path, "stage1", [spec])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("export: part stage1 (stage1.onnx) does not run in onnxruntime")
+    assert "p2o.Add.240" in message and "choose other boundaries" in message
+
+
 def test_export_notes_parts_without_a_kernel(tmp_path, run_cli):
     """MediaPipe's Landmarks2TransformMatrix has no LiteRT kernel here: export keeps the part and
     says it was not run; the part without it was run."""
