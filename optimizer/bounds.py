@@ -28,6 +28,9 @@ quantize --heldout     [0, 4096]           as --samples
 quantize --runs        [1, 10000]
 quantize --warmup      [0, 1000]
 export --samples       [1, 4096]           as quantize --samples
+export-sweep --between [1, 100]            each boundary is two to three exports and runs
+export-sweep --frames  [1, 1000]           as run --frames, for every plan of the sweep
+export-sweep --samples [1, 4096]           as quantize --samples
 map --generations      [1, 100000]
 map --population       [2, 10000]
 map --measure-frames   [1, 5000]           as run --frames
@@ -99,6 +102,9 @@ BOUNDS: dict[tuple[str, str], Bound] = {
     ("quantize", "--runs"): Bound(1, 10_000, "runs"),
     ("quantize", "--warmup"): Bound(0, 1000, "runs"),
     ("export", "--samples"): Bound(1, 4096, "samples", why="calibration samples are held in memory"),
+    ("export-sweep", "--between"): Bound(1, 100, "boundaries", why="each is two to three exports and runs"),
+    ("export-sweep", "--frames"): Bound(1, 1000, "frames", why="inputs are held in memory for every plan"),
+    ("export-sweep", "--samples"): Bound(1, 4096, "samples", why="calibration samples are held in memory"),
     ("map", "--generations"): Bound(1, 100_000),
     ("map", "--population"): Bound(2, 10_000),
     ("map", "--measure-frames"): Bound(1, 5000, "frames", why="inputs are held in memory"),

@@ -21,6 +21,11 @@ class ModelFormatError(DnnplanError):
     """A model file is corrupt or not the format its name says."""
 
 
+class PartLoadError(ModelFormatError):
+    """A part ``dnnplan export`` wrote does not load or run in its runtime (onnxruntime, LiteRT):
+    a fault of the cut, not of the user's input; the message names the part and the node."""
+
+
 class UnknownNameError(DnnplanError):
     """A name (zoo network, device, processor, network link...) is not known."""
 

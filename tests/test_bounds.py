@@ -92,7 +92,8 @@ def _args(cmd: str, tmp_path) -> list[str]:
     return {"simulate": ["simulate", plan], "schedule": ["schedule", "person_finder"], "shift": ["shift"],
             "tadf": ["tadf", "alexnet"], "run": ["run", plan, "--artifacts", out],
             "quantize": ["quantize", "mobilenet_v2", "--out", out + ".tflite"],
-            "export": ["export", plan, "--out", out], "map": ["map", "mobilenet_v2"],
+            "export": ["export", plan, "--out", out], "export-sweep": ["export-sweep", "mobilenet_v2"],
+            "map": ["map", "mobilenet_v2"],
             "split": ["split", "mobilenet_v2"], "measure": ["measure", "mobilenet_v2"]}[cmd]
 
 

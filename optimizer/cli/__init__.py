@@ -60,7 +60,7 @@ app = typer.Typer(
 )
 
 # command modules register themselves on `app` when imported; order = order in --help
-COMMAND_MODULES: tuple[str, ...] = ("profile", "quantize", "cost", "measure", "map", "plan", "split", "batch", "deploy", "thermal", "policies", "report", "simulate", "calibrate")
+COMMAND_MODULES: tuple[str, ...] = ("profile", "quantize", "cost", "measure", "map", "plan", "split", "batch", "deploy", "export_sweep", "thermal", "policies", "report", "simulate", "calibrate")
 
 
 def _version(value: bool) -> None:

@@ -35,10 +35,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, CustomOperatorWarning, InputFileError, ModelFormatError, UnsupportedOperatorError
+from ..errors import (
+    ConfigError,
+    CustomOperatorWarning,
+    InputFileError,
+    InputShapeNote,
+    ModelFormatError,
+    UnsupportedOperatorError,
+)
 from ..fileio import sha256_file
 from .input_shapes import InputShapes, resolve_input_shapes, shape_refused, shapes_flag
 from .layergraph import LayerGraph, LayerSpec, build_graph
+from .onnx_macs import node_attr, node_macs
 
 # Domains whose operators dnnplan knows: the ONNX default operator set and the ONNX-ML set.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
@@ -117,10 +125,23 @@ def graph_from_onnx(
     ModelFormatError
         The model fails ``onnx.checker`` or has tensors without an inferable shape.
     """
+    where = source or name
+    pinned, custom = _prepared(model, input_shapes, where)
+    dims = _static_shapes(pinned, where, input_shapes)
+    graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
+    if input_shapes:
+        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
+        graph = dataclasses.replace(graph, served_input_shapes=served)
+    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
+    return graph
+
+
+def _prepared(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, dict[str, int]]:
+    """The model the importer reads (local functions inlined, nodes in topological order, checked,
+    input shapes fixed) and its custom-domain operator counts."""
     import onnx
     import onnx.inliner
 
-    where = source or name
     if not isinstance(model, onnx.ModelProto) or not model.graph.node:
         raise ModelFormatError(f"{where}: the ONNX model has no graph nodes; expected an ONNX "
                                "ModelProto with at least one operator")
@@ -133,14 +154,17 @@ def graph_from_onnx(
     except onnx.checker.ValidationError as exc:
         raise ModelFormatError(f"{where}: invalid ONNX model ({str(exc).strip().splitlines()[0][:200]}); "
                                "re-export it with a current exporter") from exc
-    pinned = pin_input_shapes(model, input_shapes, where)
-    dims = _static_shapes(pinned, where, input_shapes)
-    graph = _assemble(pinned, dims, name, where, source, source_sha256, block_of)
-    if input_shapes:
-        served = {n: tuple(int(x or 0) for x in d or ()) for n, d in declared_input_dims(pinned).items()}
-        graph = dataclasses.replace(graph, served_input_shapes=served)
-    _warn_custom(custom, where)  # after the import succeeded: a failed import prints one line
-    return graph
+    return pin_input_shapes(model, input_shapes, where), custom
+
+
+def prepared_model(model: Any, input_shapes: InputShapes | None, where: str) -> tuple[Any, dict[str, list[int | None] | None]]:
+    """The model :func:`graph_from_onnx` builds its layers from (local functions inlined, nodes in
+    topological order, input shapes fixed; a dynamic batch alone becomes 1 silently) and the full
+    dims of its tensors (:func:`static_dims`): what an exporter cutting the file needs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputShapeNote)
+        pinned, _ = _prepared(model, input_shapes, where)
+    return pinned, _static_shapes(pinned, where, input_shapes)
 
 
 def declared_input_dims(model: Any) -> dict[str, list[int | None] | None]:
@@ -402,67 +426,6 @@ def _check_reshapes(model: Any, dims: dict[str, list[int | None] | None], where:
                 raise ModelFormatError(f"{where}: {what}; re-export the model")
 
 
-# --------------------------------------------------------------------------- MACs
-def _attr(node: Any, key: str, default: Any) -> Any:
-    import onnx.helper
-
-    for a in node.attribute:
-        if a.name == key:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
-def _einsum_macs(equation: str, shapes: list[tuple[int, ...]]) -> int:
-    if len(shapes) < 2:
-        return 0
-    terms = equation.replace(" ", "").split("->")[0].split(",")
-    sizes: dict[str, int] = {}
-    for term, shape in zip(terms, shapes, strict=False):
-        letters = list(term.replace("...", ""))
-        if "..." in term:
-            n_ell = len(shape) - len(letters)
-            head = term.index("...")
-            letters = letters[:head] + [f".{k}" for k in range(n_ell)] + letters[head:]
-        for letter, size in zip(letters, shape, strict=False):
-            sizes[letter] = max(sizes.get(letter, 1), size)
-    return int(math.prod(sizes.values()))
-
-
-def _macs(node: Any, full: Callable[[str], tuple[int, ...]], out_elems: int) -> int:
-    op = node.op_type
-    ins = list(node.input)
-    if op in ("Conv", "ConvInteger", "DeformConv", "QLinearConv"):
-        w = full(ins[3] if op == "QLinearConv" else ins[1])
-        return out_elems * math.prod(w[1:])
-    if op == "ConvTranspose":
-        x, w = full(ins[0]), full(ins[1])
-        return _per_sample_elems(x) * math.prod(w[1:])
-    if op == "Gemm":
-        a = full(ins[0])
-        k = a[0] if _attr(node, "transA", 0) else a[-1]
-        return out_elems * k
-    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
-        a = full(ins[0])
-        return out_elems * (a[-1] if a else 1)
-    if op == "Einsum":
-        shapes = [full(t) for t in ins if t]
-        equation = _attr(node, "equation", b"")
-        return _einsum_macs(equation.decode() if isinstance(equation, bytes) else equation, shapes)
-    if op in ("LSTM", "GRU", "RNN"):
-        x, w, r = full(ins[0]), full(ins[1]), full(ins[2])
-        if len(x) != 3 or len(w) != 3 or len(r) != 3:
-            return 0
-        seq = x[1] if _attr(node, "layout", 0) else x[0]
-        directions, gates_h, in_size = w
-        return seq * directions * gates_h * (in_size + r[-1])
-    return 0
-
-
-def _per_sample_elems(full_shape: tuple[int, ...]) -> int:
-    dims: list[int | None] = list(full_shape)
-    return int(math.prod(_per_sample(dims)))
-
-
 # --------------------------------------------------------------------------- assembly
 def _sorted(model: Any, where: str) -> Any:
     """``model`` itself when its nodes are in topological order, else a copy with the nodes
@@ -563,7 +526,7 @@ def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, w
         specs.append(LayerSpec(
             name=label, op=_family(node, full), op_type=node.op_type,
             inputs=tuple(t for t in reads if t not in const_shape), outputs=tuple(outs),
-            output_shapes=out_shapes, macs=int(_macs(node, full, out_elems)), params=int(params),
+            output_shapes=out_shapes, macs=int(node_macs(node, full, out_elems)), params=int(params),
             block=block_of(label) if block_of else label,
         ))
     inputs = [(t, shape_of(t, "graph input")) for t in graph_inputs]
@@ -591,7 +554,7 @@ def _family(node: Any, full: Callable[[str], tuple[int, ...]]) -> str:
         return "custom"
     family = OP_FAMILY.get(op, "other")
     if op in ("Conv", "QLinearConv", "ConvInteger"):
-        group = int(_attr(node, "group", 1))
+        group = int(node_attr(node, "group", 1))
         w = full(node.input[3] if op == "QLinearConv" else node.input[1])
         cin_per_group = w[1] if len(w) > 1 else 0
         if group > 1 and cin_per_group == 1:

@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, ModelFormatError, SchemaError
 from ..fileio import atomic_write_json, read_npz, sha256_bytes, sha256_file, staged_folder
 from ..graph.layergraph import LayerGraph
+from .int8_scales import unify_same_scale
 from .manifest import (
     MANIFEST_FILE,
     Calibration,
@@ -139,6 +140,22 @@ def kernel_splits(plan_graph: LayerGraph, parts: list[PartRange]) -> list[str]:
                          f"{kernel.name!r} before the cut; the parts will not compute exactly what the single "
                          "model computes (map/split with --granularity kernel cuts only between kernels)")
     return lines
+
+
+def _kernel_parts(op_graph: LayerGraph, plan_graph: LayerGraph, parts: list[PartRange],
+                  note: Callable[[str], None] | None) -> list[PartRange]:
+    """``parts`` of a Keras export: with INT8 parts, every kernel kept whole
+    (:func:`~optimizer.plan.kernel_cuts.whole_kernels`); float parts may divide a kernel
+    (:func:`kernel_splits` says where). What moved or divides is passed to ``note``."""
+    from .kernel_cuts import whole_kernels
+
+    if any(p.dtype == "int8" for p in parts):
+        parts, lines = whole_kernels(op_graph, parts, op_boundaries(plan_graph))
+    else:
+        lines = kernel_splits(plan_graph, parts)
+    for line in lines if note else ():
+        note(line)
+    return parts
 
 
 def load_plan_model(plan: Plan, model: Any = None, *, seed: int = 0,
@@ -389,6 +406,20 @@ def manifest_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: 
                 first_layer=pr.first_layer, last_layer=pr.last_layer, first_op=pr.first_op,
                 last_op=pr.end_op - 1, processor=pr.processor, delegate=delegate_for(pr.processor, pr.role),
                 threads=pr.threads, dtype=pr.dtype, location=pr.location, inputs=inputs, outputs=outputs)
+
+
+def checked_part(pr: PartRange, path: Path, inputs: list[TensorSpec], outputs: list[TensorSpec],
+                 note: Callable[[str], None] | None = None) -> Part:
+    """:func:`manifest_part` of a part just written, after loading it and running it once on zeros
+    (:func:`~optimizer.plan.part_load.check_part_runs`, which raises
+    :class:`~optimizer.errors.PartLoadError`); a part that cannot run here for want of a custom
+    kernel is reported through ``note``."""
+    from .part_load import check_part_runs
+
+    skipped = check_part_runs(path, pr.name, inputs)
+    if skipped and note:
+        note(skipped)
+    return manifest_part(pr, path, inputs, outputs)
 
 
 # ---------------------------------------------------------------- calibration
@@ -700,6 +731,7 @@ class _Int8Reference:
                 t.quantization = copy.deepcopy(self.inputs[tid])
         for ti, ri in out_ref.items():
             sg.tensors[ti].quantization = copy.deepcopy(self.model.subgraphs[0].tensors[ri].quantization)
+        unify_same_scale(pm)  # where the single file fused a PAD/RESHAPE away, its two sides came apart
         atomic_write_bytes(path, write_model(pm))  # identical vectors stored once, buffers aligned
 
 
@@ -807,7 +839,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         calibration tensors stay on disk (:class:`CalibrationStore`), not growing with ``samples``.
     progress, note : callable, optional
         Called with a short message before each conversion; with what the user should know
-        about the plan (:func:`kernel_splits`).
+        (:func:`kernel_splits`, parts :func:`checked_part` could not run here).
     """
     import tempfile
 
@@ -818,13 +850,11 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     out = Path(out_dir)
     _prepare_out_dir(out)
     if (file_model := _model_file(plan, model)) is not None:
-        return _export_file(plan, out, file_model, progress)
+        return _export_file(plan, out, file_model, progress, note)
     keras_model, op_graph, weight_seed = load_plan_model(plan, model, seed=seed, memory_budget=budget)
     cutter = KerasCutter(keras_model)
     plan_graph = op_graph.with_granularity(plan.model.granularity)
-    parts = plan_parts(plan, plan_graph)
-    for line in kernel_splits(plan_graph, parts) if note else ():
-        note(line)
+    parts = _kernel_parts(op_graph, plan_graph, plan_parts(plan, plan_graph), note)
     needs_int8 = any(p.dtype == "int8" for p in parts)
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
@@ -845,8 +875,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                 reference.align(tmp / fname, ins, outs, known)
             if needs_int8 and pr is not parts[-1]:
                 store.predict(sub, ins, outs, frames_per_call(op_graph, pr.first_op, pr.end_op, budget))
-            manifest_parts.append(manifest_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
-                                                part_tensor_specs(tmp / fname, outs, "outputs")))
+            manifest_parts.append(checked_part(pr, tmp / fname, part_tensor_specs(tmp / fname, ins, "inputs"),
+                                               part_tensor_specs(tmp / fname, outs, "outputs"), note))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if keep_reference and ref_info is None:
             ref_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress, budget)
@@ -924,7 +954,8 @@ def _model_file(plan: Plan, model: Any) -> Path | None:
     return path
 
 
-def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], None] | None) -> Manifest:
+def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], None] | None,
+                 note: Callable[[str], None] | None = None) -> Manifest:
     """Export a plan of a ``.tflite``/``.onnx`` file: parts cut in the file's own format
     (:mod:`optimizer.plan.export_files`), in the file's dtype, no conversion."""
     from .. import __version__
@@ -945,11 +976,11 @@ def _export_file(plan: Plan, out: Path, path: Path, progress: Callable[[str], No
             ins, outs = part_io(op_graph, pr.first_op, pr.end_op)
             custom = sorted({la.op_type for la in op_graph.layers[pr.first_op:pr.end_op] if la.op == "custom"})
             if progress:
-                note = f"; keeps custom operators {', '.join(custom)} (CPU kernels)" if custom else ""
-                progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{note}")
+                keeps = f"; keeps custom operators {', '.join(custom)} (CPU kernels)" if custom else ""
+                progress(f"cutting {pr.name} (layers {pr.first_layer}-{pr.last_layer}) from {path.name}{keeps}")
             fname = f"{pr.name}{cutter.suffix}"
             in_specs, out_specs = cutter.write(pr.first_op, pr.end_op, ins, outs, tmp / fname, pr.name, len(parts))
-            manifest_parts.append(manifest_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs))
+            manifest_parts.append(checked_part(replace(pr, dtype=file_dtype), tmp / fname, in_specs, out_specs, note))
         manifest = build_manifest(plan, op_graph, manifest_parts, None, None, __version__)
         manifest = Manifest.model_validate(manifest.model_dump())
         atomic_write_json(tmp / MANIFEST_FILE, manifest.model_dump(mode="json"))
@@ -1019,19 +1050,24 @@ def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_s
 def plan_for_cuts(model: str, cuts: list[int], *, kind: str = "pipeline", dtype: str = "fp32",
                   granularity: str = "op", variant: dict[str, Any] | None = None,
                   processors: list[str] | None = None, threads: int = 1, device: str = "host",
-                  solver: str = "manual", input_shapes: dict[str, tuple[int, ...]] | None = None) -> Plan:
+                  solver: str = "manual", input_shapes: dict[str, tuple[int, ...]] | None = None,
+                  graph: LayerGraph | None = None) -> Plan:
     """A plan with hand-chosen boundaries (for tests, demos and benchmarks).
 
     ``cuts`` are boundaries in the ``granularity`` view: a pipeline gets ``len(cuts) + 1``
     stages on ``processors`` (default ``cpu0, cpu1, ...``); a split takes ``cuts[0]`` as its
     boundary, with the crossing tensors of :meth:`LayerGraph.cut_tensors`. ``input_shapes``: of a
     model file with dynamic dims (``--input-shape``), recorded in ``model.input_shapes``.
+    ``graph``: the op-view graph of ``model`` when the caller has it already (not imported again).
     """
     from ..graph import load_graph
     from .schema import CrossingTensor, ModelRef, SearchInfo, Split, Stage, model_input_shapes, new_provenance
 
     variant = dict(variant or {})
-    graph = load_graph(model, granularity, input_shapes=input_shapes, **variant)
+    if graph is None:
+        graph = load_graph(model, granularity, input_shapes=input_shapes, **variant)
+    else:
+        graph = graph.with_granularity(granularity)
     n = len(graph)
     ref = ModelRef(name=graph.name, sha256=graph.source_sha256, layers=n, granularity=granularity,
                    dtype=dtype, source=graph.source or None, variant=variant, input_shapes=model_input_shapes(graph))

@@ -138,16 +138,15 @@ class OnnxCutter:
             model = onnx.load(str(path))
         except Exception as exc:  # protobuf DecodeError and friends
             raise ModelFormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it") from None
-        from ..graph.onnx_import import constant_folded, pin_input_shapes
+        from ..graph.onnx_folding import fold_shape_arithmetic
+        from ..graph.onnx_import import prepared_model
 
-        if graph.served_input_shapes:  # parts take the shapes the graph was imported at
-            model = pin_input_shapes(model, graph.served_input_shapes, str(path))
-        folded = constant_folded(model)
+        # the model the graph was built from: functions inlined, sorted, at the graph's input shapes
+        model, self.dims = prepared_model(model, graph.served_input_shapes, str(path))
+        folded = fold_shape_arithmetic(model, self.dims)
         self.constants: set[str] = set()
         if folded is not None:  # shape vectors computed from the fixed input shapes: folded away
-            computed = {t for node in folded.graph.node for t in node.output}
-            self.constants = {t for node in model.graph.node for t in node.output if t and t not in computed}
-            model = folded
+            model, self.constants = folded
         model = onnx.shape_inference.infer_shapes(model)
         self.extractor = onnx.utils.Extractor(model)
         self.graph = graph
@@ -188,7 +187,13 @@ class OnnxCutter:
             for k, t in enumerate(names):
                 tt = by_name[t].type.tensor_type
                 dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
-                shape = dims if tt.HasField("shape") and dims and min(dims) > 0 else [1, *self.graph.tensors[t].shape]
+                known = self.dims.get(t)
+                if tt.HasField("shape") and all(d > 0 for d in dims):  # a scalar's dims are []
+                    shape = dims
+                elif known is not None and all(d is not None and d > 0 for d in known):
+                    shape = [int(d or 0) for d in known]
+                else:
+                    shape = [1, *self.graph.tensors[t].shape]
                 out.append(TensorSpec(name=t, signature_name=t, index=k, shape=shape,
                                       dtype=np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name))
             return out

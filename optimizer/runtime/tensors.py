@@ -93,17 +93,9 @@ class PartRunner:
 def onnx_runner(path: Path, threads: int) -> Any:
     """A callable ``runner(**feeds) -> {output name: array}`` over an onnxruntime session (the
     ONNX counterpart of LiteRT's signature runner)."""
-    import onnxruntime as ort
+    from ..plan.part_load import onnx_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = max(1, threads)
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    try:
-        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph exceptions
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise ModelFormatError(f"{path}: onnxruntime cannot load it ({first}); re-export the plan") from None
+    session = onnx_session(path, threads)
     names = [o.name for o in session.get_outputs()]
 
     def run(**feeds: np.ndarray) -> dict[str, np.ndarray]:

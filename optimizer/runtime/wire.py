@@ -113,7 +113,9 @@ def encode(type_: int, request_id: int, tensors: dict[str, np.ndarray] | None = 
     parts = []
     tensors = tensors or {}
     for name, arr in tensors.items():
-        a = np.ascontiguousarray(arr)
+        a = np.asarray(arr)
+        if not a.flags.c_contiguous:  # not ascontiguousarray: it turns a scalar (0-d) into shape [1]
+            a = a.copy(order="C")
         code = DTYPE_CODES.get(a.dtype.name)
         if code is None:
             raise WireError(E_TENSOR, f"tensor {name!r}: dtype {a.dtype} has no wire code")
