@@ -203,3 +203,14 @@ def test_profile_delegate_report(tmp_path, run_cli):
     assert any(s["segment"] == "HARD_SWISH" and not s["delegated"] for s in doc["segments"])
     bad = run_cli("profile", "mobilenet_v2", "--delegate-report")
     assert bad.exit_code == 2 and "--delegate-report reads a .tflite file" in bad.stderr.replace("\n", "")
+
+
+def test_segment_timing_per_operator_times_every_operator_alone():
+    from optimizer.quantize.delegation import time_segments
+
+    t = time_segments(_convert(_cases()["hard_swish"][1]), 1, 3, 1, per_operator=True)
+    assert sorted(s.ops[0] for s in t.segments) == sorted(o.index for o in t.delegation.ops)
+    assert all(len(s.ops) == 1 and s.median_ms > 0 for s in t.segments)
+    by_label = {s.label: s for s in t.segments}
+    assert [s.label for s in t.segments].count("CONV_2D") == 2 and by_label["CONV_2D"].delegated
+    assert not by_label["HARD_SWISH"].delegated
