@@ -1,4 +1,9 @@
-"""Batch runs: resume after SIGKILL, Dask LocalCluster equivalence, failing tasks."""
+"""Batch runs: resume after SIGKILL, Dask LocalCluster equivalence, failing tasks.
+
+The grid is 4 devices x ``SEEDS`` seeds x (exact map, GA map, NSGA-II split) on the tiny ONNX
+model; the Dask run covers the first ``DASK_SEEDS`` seeds and is compared row by row with the
+same tasks of the process-pool run (a task's result does not depend on the rest of its job).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,10 @@ import pytest
 from optimizer.batch import ResultStore, load_job, run_job
 
 VOLATILE = ["wall_time_s"]  # timings differ between runs; everything else must not
+SEEDS = 8  # 96 tasks
+TASKS = 12 * SEEDS
+KILL_AT = 40  # results written when the run is killed: well before its end
+DASK_SEEDS = 2  # 24 tasks
 
 
 def _job(tmp_path: Path, model: Path, seeds: int, extra: str = "") -> Path:
@@ -32,24 +41,29 @@ grid:
     return path
 
 
-def _table(run: Path) -> pd.DataFrame:
-    return ResultStore.open_existing(run).table().drop(columns=VOLATILE).reset_index(drop=True)
+def _table(run: Path, task_ids: pd.Series | None = None) -> pd.DataFrame:
+    """The run's table without timings; with ``task_ids``, only their rows, columns by name (the
+    metric columns come in the order of the first rows' metrics)."""
+    df = ResultStore.open_existing(run).table().drop(columns=VOLATILE)
+    if task_ids is not None:
+        df = df[df.task_id.isin(set(task_ids))].dropna(axis=1, how="all").sort_index(axis=1)
+    return df.reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
 def reference_run(tiny_onnx, tmp_path_factory):
-    """An uninterrupted 240-task run on the local process pool."""
+    """An uninterrupted run of the whole grid on the local process pool."""
     tmp = tmp_path_factory.mktemp("ref")
-    job = load_job(_job(tmp, tiny_onnx, 20))
-    assert len(job.expand()) == 240
+    job = load_job(_job(tmp, tiny_onnx, SEEDS))
+    assert len(job.expand()) == TASKS
     summary = run_job(job, ResultStore(tmp / "run"), workers=2)
-    assert (summary.done, summary.failed) == (240, 0)
+    assert (summary.done, summary.failed) == (TASKS, 0)
     return tmp / "run"
 
 
 @pytest.mark.slow
 def test_sigkill_halfway_then_resume_loses_and_repeats_nothing(tiny_onnx, tmp_path, reference_run):
-    job = _job(tmp_path, tiny_onnx, 20)
+    job = _job(tmp_path, tiny_onnx, SEEDS)
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "optimizer.cli", "--quiet", "batch", "run", str(job), "--out", str(run),
            "--workers", "2"]
@@ -58,14 +72,14 @@ def test_sigkill_halfway_then_resume_loses_and_repeats_nothing(tiny_onnx, tmp_pa
     done = 0
     while time.time() < deadline and proc.poll() is None:
         done = len(list(run.glob("tasks/*/result.json")))
-        if done >= 100:
+        if done >= KILL_AT:
             break
         time.sleep(0.05)
     assert proc.poll() is None, f"run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_at = len(list(run.glob("tasks/*/result.json")))
-    assert 100 <= killed_at < 240
+    assert KILL_AT <= killed_at < TASKS
     # no half-written results: every result.json present parses
     store = ResultStore.open_existing(run)
     assert store.counts()["done"] == killed_at
@@ -73,19 +87,21 @@ def test_sigkill_halfway_then_resume_loses_and_repeats_nothing(tiny_onnx, tmp_pa
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-1000:]
     ids = [p.parent.name for p in run.glob("tasks/*/result.json")]
-    assert len(ids) == len(set(ids)) == 240
+    assert len(ids) == len(set(ids)) == TASKS
     pd.testing.assert_frame_equal(_table(run), _table(reference_run))
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and store.counts()["done"] == 240
+    assert again.returncode == 0 and store.counts()["done"] == TASKS
 
 
 @pytest.mark.slow
 def test_dask_local_cluster_matches_local_pool(tiny_onnx, tmp_path, reference_run):
-    job = load_job(_job(tmp_path, tiny_onnx, 20))
+    job = load_job(_job(tmp_path, tiny_onnx, DASK_SEEDS))
     summary = run_job(job, ResultStore(tmp_path / "dask"), local_cluster=2)
-    assert summary.backend.startswith("dask") and summary.done == 240
-    pd.testing.assert_frame_equal(_table(tmp_path / "dask"), _table(reference_run))
+    assert summary.backend.startswith("dask") and summary.done == 12 * DASK_SEEDS
+    dask = _table(tmp_path / "dask", ResultStore.open_existing(tmp_path / "dask").table().task_id)
+    assert len(dask) == 12 * DASK_SEEDS and set(dask.kind) == {"map", "split"} and dask.seed.nunique() == DASK_SEEDS
+    pd.testing.assert_frame_equal(dask, _table(reference_run, dask.task_id))
 
 
 def test_failing_tasks_are_recorded_and_others_finish(tiny_onnx, tmp_path, run_cli):

@@ -309,9 +309,10 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
 
 @pytest.mark.slow
 def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_path, run_cli):
-    """Float zoo exports ship a single-file reference by default (--keep-reference is still
-    accepted), so run --check works after a plain export; --no-reference leaves it out (exit 2);
-    a reference of other weights (seed 1) disagrees: exit 1, passed false."""
+    """Float zoo exports ship a single-file reference by default, so run --check works after a
+    plain export; --no-reference leaves it out (exit 2); a reference of other weights disagrees:
+    exit 1, passed false (the seed-1 export without a reference gets the seed-0 export's).
+    ``--keep-reference`` is accepted: tests/test_input_shapes.py."""
     import shutil
 
     from optimizer.fileio import sha256_file
@@ -321,25 +322,29 @@ def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_
     write_plan(plan_for_cuts("mobilenet_v1", [10], kind="split", variant={"input_size": 96, "alpha": 0.25}),
                tmp_path / "plan.json")
     art, other = tmp_path / "art", tmp_path / "other"
-    args = ["run", str(tmp_path / "plan.json"), "--artifacts", str(art), "--check", "--frames", "20",
-            "--no-pin", "--json"]
-    assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(art),
-                   "--no-reference").exit_code == 0
-    assert_one_line_exit_2(run_cli(*args), "no single-file reference", "--no-reference")
-    for d, seed, flag in ((art, "0", ()), (other, "1", ("--keep-reference",))):
+
+    def check(d):
+        return run_cli("run", str(tmp_path / "plan.json"), "--artifacts", str(d), "--check", "--frames", "20",
+                       "--no-pin", "--json")
+
+    for d, seed, flag in ((art, "0", ()), (other, "1", ("--no-reference",))):
         assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(d), *flag,
                        "--seed", seed).exit_code == 0
-    res = run_cli(*args)
+    assert not (other / "reference.fp32.tflite").exists()
+    assert json.loads((other / "manifest.json").read_text()).get("reference") is None
+    assert_one_line_exit_2(check(other), "no single-file reference", "--no-reference")
+    res = check(art)
     assert res.exit_code == 0, res.stderr
     chk = json.loads(res.stdout)["check"]
     assert chk["reference"].endswith("reference.fp32.tflite") and chk["agreement"] == 1.0
     assert chk["outputs"][0]["max_abs_diff"] <= 1e-5
-    shutil.copyfile(other / "reference.fp32.tflite", art / "reference.fp32.tflite")
-    manifest = json.loads((art / "manifest.json").read_text())
-    manifest["reference"].update(sha256=sha256_file(art / "reference.fp32.tflite"),
-                                 bytes=(art / "reference.fp32.tflite").stat().st_size)
-    (art / "manifest.json").write_text(json.dumps(manifest))
-    res = run_cli(*args)
+    # the seed-0 reference beside the seed-1 parts, declared in their manifest
+    shutil.copyfile(art / "reference.fp32.tflite", other / "reference.fp32.tflite")
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["reference"] = {"file": "reference.fp32.tflite", "sha256": sha256_file(other / "reference.fp32.tflite"),
+                             "bytes": (other / "reference.fp32.tflite").stat().st_size}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    res = check(other)
     assert res.exit_code == 1, res.stderr
     chk = json.loads(res.stdout)["check"]
     assert not chk["passed"] and chk["agreement"] < 0.99

@@ -34,6 +34,11 @@ def _python_files() -> list[Path]:
                   if "__pycache__" not in p.parts and p != Path(__file__).resolve())
 
 
+def _yaml_files() -> list[Path]:
+    """The shipped YAML files (devices, calibration, thermal): their comments and ``source`` fields cite too."""
+    return sorted((ROOT / "search_spaces").rglob("*.yaml"))
+
+
 @cache
 def _repo_files() -> frozenset[str]:
     """Every file of the repository's own folders and its root, as a POSIX path from the root."""
@@ -86,7 +91,7 @@ def test_every_cited_methods_section_exists():
     sections = _methods_sections()
     assert {"1", "2", "3", "4", "5", "6", "7", "8", "8b", "8c", "9", "10", "11", "12", "13"} <= sections
     bad = []
-    for path in [*_python_files(), *(ROOT / "search_spaces").rglob("*.yaml")]:
+    for path in [*_python_files(), *_yaml_files()]:
         text = path.read_text(encoding="utf-8")
         for cited in SECTION_CITE.findall(text):
             labels = re.findall(r"\d+[a-z]?", cited)
@@ -95,9 +100,10 @@ def test_every_cited_methods_section_exists():
 
 
 def test_no_reference_to_documents_outside_the_repository():
-    """METHODS.md and DESIGN.md are cited by their place in the repository (docs/...)."""
+    """METHODS.md and DESIGN.md are cited by their place in the repository (docs/...), in code and in
+    the shipped YAML files' comments and sources."""
     bare = re.compile(r"(?<![\w/])(?:METHODS|DESIGN)\.md|shared/")
-    hits = [f"{path.relative_to(ROOT)}:{n}" for path in _python_files()
+    hits = [f"{path.relative_to(ROOT)}:{n}" for path in [*_python_files(), *_yaml_files()]
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if bare.search(line)]
     assert not hits, "\n".join(hits)
 

@@ -15,44 +15,48 @@ import pytest
 from optimizer.errors import InputFileError, ModelFormatError, UnsupportedOperatorError
 from optimizer.graph import load_graph
 
-AGREEMENT_NETS = ("mobilenet_v2", "resnet50")
+#: (zoo name, variant): a depthwise network and a residual one, ResNet-50's topology at quarter width
+#: (full-width ResNet-50 is checked the same way by ``benchmarks/bench_test_sweeps.py``)
+AGREEMENT_NETS = (("mobilenet_v2", {}), ("slimmable_resnet50", {"width": 0.25}))
 WEIGHTED = ("conv", "dwconv", "dense")
 
 
 # --------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def zoo_model():
-    """``zoo_model(name)`` → the zoo's Keras model, built once per session."""
+    """``zoo_model(name, **variant)`` → the zoo's Keras model, built once per session."""
     from optimizer.graph.zoo import build_keras
 
-    cache: dict[str, object] = {}
+    cache: dict[tuple, object] = {}
 
-    def _get(name: str):
-        if name not in cache:
-            cache[name] = build_keras(name)
-        return cache[name]
+    def _get(name: str, **variant):
+        key = (name, tuple(sorted(variant.items())))
+        if key not in cache:
+            cache[key] = build_keras(name, **variant)
+        return cache[key]
 
     return _get
 
 
 @pytest.fixture(scope="session")
 def converted(tmp_path_factory, zoo_model):
-    """``converted(name, fmt)`` → path of the zoo network converted to ``onnx`` | ``tflite`` |
-    ``int8`` (full-integer PTQ on a few random samples); each conversion runs once."""
+    """``converted(name, fmt, **variant)`` → path of the zoo network converted to ``onnx`` |
+    ``tflite`` | ``int8`` (full-integer PTQ on a few random samples); each conversion runs once."""
     from optimizer.graph.convert import keras_tflite_converter, keras_to_onnx, keras_to_tflite, run_converter
 
     root = tmp_path_factory.mktemp("converted")
     cache: dict[tuple[str, str], object] = {}
 
-    def _get(name: str, fmt: str):
-        key = (name, fmt)
+    def _get(name: str, fmt: str, **variant):
+        key = (name, fmt, tuple(sorted(variant.items())))
         if key in cache:
             return cache[key]
-        model = zoo_model(name)
+        model = zoo_model(name, **variant)
+        stem = "_".join([name, *(f"{k}{v}" for k, v in sorted(variant.items()))])
         if fmt == "onnx":
-            path = keras_to_onnx(model, root / f"{name}.onnx")
+            path = keras_to_onnx(model, root / f"{stem}.onnx")
         elif fmt == "tflite":
-            path = keras_to_tflite(model, root / f"{name}.tflite")
+            path = keras_to_tflite(model, root / f"{stem}.tflite")
         else:
             from optimizer.lazy import tensorflow
 
@@ -70,7 +74,7 @@ def converted(tmp_path_factory, zoo_model):
             conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
             conv.inference_input_type = tf.int8
             conv.inference_output_type = tf.int8
-            path = run_converter(conv, root / f"{name}_int8.tflite", name)
+            path = run_converter(conv, root / f"{stem}_int8.tflite", name)
         cache[key] = path
         return path
 
@@ -98,11 +102,11 @@ TINY_MACS = 16 * 16 * 8 * 27 + 16 * 16 * 8 * 9 + 8 * 10
 
 # --------------------------------------------------------------------------- agreement
 @pytest.mark.slow
-@pytest.mark.parametrize("name", AGREEMENT_NETS)
-def test_keras_onnx_tflite_agree(name, zoo_graph, converted):
-    keras_g = zoo_graph(name)
-    onnx_g = load_graph(converted(name, "onnx"))
-    tflite_g = load_graph(converted(name, "tflite"))
+@pytest.mark.parametrize(("name", "variant"), AGREEMENT_NETS, ids=[n for n, _ in AGREEMENT_NETS])
+def test_keras_onnx_tflite_agree(name, variant, zoo_graph, converted):
+    keras_g = zoo_graph(name, **variant)
+    onnx_g = load_graph(converted(name, "onnx", **variant))
+    tflite_g = load_graph(converted(name, "tflite", **variant))
     assert (onnx_g.fmt, tflite_g.fmt) == ("onnx", "tflite")
     assert keras_g.total_macs > 1e8
     for g in (onnx_g, tflite_g):

@@ -137,10 +137,7 @@ def test_no_module_over_600_lines_unless_its_docstring_says_why():
 
 #: imports of another module's private names still to be made public (module: the names it imports)
 PRIVATE_IMPORTS_PENDING = {
-    "optimizer/hardware/cores.py": {"_Model"},
-    "optimizer/measure/ort_profile.py": {"_frame"},
     "optimizer/measure/profile_import.py": {"_frame"},
-    "optimizer/measure/reference_runner.py": {"_input_feed"},
     "optimizer/plan/export.py": {"_inbound_nodes", "_flat", "_tensor_id"},
 }
 

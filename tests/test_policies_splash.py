@@ -105,10 +105,14 @@ def test_online_model_and_weak_signal(pf, spec):
 
 
 def test_max_fps_is_the_last_passing_rate_of_an_ascending_scan(pf, spec):
-    f, res = max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=1.0)
+    tried: list[float] = []
+    f, res = max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=1.0,
+                                 progress=lambda rate, _cap: tried.append(rate))
     assert res is not None and res.time_to_severe_s is None and res.slo_rate >= 0.9
     assert f > 1.0 and (f - 0.5) % 1.0 == 0  # a grid rate
-    for g in np.arange(0.5, f, 1.0):  # every rate below it passes too
+    # the scan ran every grid rate up to f in ascending order and stopped at the first after it
+    assert tried == [float(g) for g in np.arange(0.5, f + 1.5, 1.0)]
+    for g in (0.5, f - 1.0):  # rates below it pass when run on their own (lowest and next below)
         r = run_schedule(pf, spec, "heft", float(g), duration_s=200, stop_at_severe=True)
         assert r.time_to_severe_s is None and r.slo_rate >= 0.9, g
     above = run_schedule(pf, spec, "heft", f + 1.0, duration_s=200)

@@ -2,6 +2,11 @@
 that sdist (as ``python -m build`` does), install the wheel (not editable) into a fresh virtual
 environment, and run the smoke set of commands from a folder outside the checkout.
 
+The smoke commands run one after the other in one process of the fresh environment (its
+``python`` calling ``optimizer.cli.main`` per command, as the ``run_cli`` fixture does in the
+checkout), so TensorFlow is imported once, not once per command; the installed ``dnnplan``
+console script itself runs the user-folder overlay commands.
+
 The fresh environment reuses the installed dependencies: it sees this interpreter's
 site-packages through a ``.pth`` line (after its own, so the wheel's ``optimizer`` wins; the
 editable install's finder in that folder is not activated by a ``.pth`` path), and the wheel is
@@ -18,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,10 +74,55 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     return venv / "bin" / "dnnplan", env, work
 
 
-def _dnnplan(wheel_env: tuple[Path, dict[str, str], Path], *args: str) -> subprocess.CompletedProcess[str]:
+# Runs each argv of the JSON list argv[1] through optimizer.cli.main in this one process and writes
+# [{"code", "stdout", "stderr"}] to argv[2]. Commands that name --search-spaces go last: the
+# overlay stays added for the rest of the process.
+DRIVER = r"""
+import contextlib, io, json, sys
+from optimizer.cli import main
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+with open(sys.argv[2], "w") as fh:
+    json.dump(results, fh)
+"""
+
+SMOKE = {
+    "profile": ["--quiet", "profile", "mobilenet_v2", "-g", "block", "--out", "profile.json"],
+    "cost": ["cost", "mobilenet_v2", "--device", "pixel6", "--json"],
+    "map": ["--quiet", "map", "mobilenet_v2", "--device", "pixel6", "--dtype", "int8", "--granularity", "block",
+            "--generations", "20", "--out", "map.json"],
+    "simulate": ["simulate", "map.json", "--duration", "60", "--json"],
+    "split": ["--quiet", "split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "lte", "--dtype", "fp32",
+              "--bandwidth-trace", "ATT-LTE-driving", "--risk", "cvar95", "--solver", "exact", "--out", "split.json"],
+    "smartsplit": ["split", "--job", "smartsplit"],
+    "schedule": ["schedule", "person_finder", "--device", "pixel4", "--network", "wifi_249", "--policy", "minheat",
+                 "--fps", "20", "--duration", "120"],
+    "thermal fit": ["--quiet", "thermal", "fit", "odroid_xu3_rise", "--time", "t_s", "--temps", "t_a15_core*_c,t_gpu_c",
+                    "--inputs", "p_*_w", "--train-from", "600", "--out", "thermal.json"],
+}
+
+
+@pytest.fixture(scope="module")
+def smoke(wheel_env: tuple[Path, dict[str, str], Path]) -> dict[str, dict[str, Any]]:
+    """The smoke commands' exit codes and outputs, by name, run in the wheel's environment from
+    the work folder outside the checkout."""
     exe, env, work = wheel_env
-    r = _run([str(exe), *args], work, env)
-    assert r.returncode == 0, f"dnnplan {' '.join(args)} exited {r.returncode}: {r.stderr[-2000:]}"
+    results = work.parent / "smoke.json"
+    r = _run([str(exe.parent / "python"), "-c", DRIVER, json.dumps(list(SMOKE.values())), str(results)], work, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(zip(SMOKE, json.loads(results.read_text()), strict=True))
+
+
+def _ok(smoke: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    r = smoke[name]
+    assert r["code"] == 0, f"dnnplan {' '.join(SMOKE[name])} exited {r['code']}: {r['stderr'][-2000:]}"
     return r
 
 
@@ -91,53 +142,49 @@ def test_installed_from_the_wheel_not_the_checkout(wheel_env):
     assert (shipped / "bandwidth" / "mahimahi" / "ATT-LTE-driving.up").is_file()
 
 
-def test_profile_cost_map_simulate(wheel_env):
+def test_profile_cost_map_simulate(wheel_env, smoke):
     work = wheel_env[2]
-    _dnnplan(wheel_env, "--quiet", "profile", "mobilenet_v2", "-g", "block", "--out", "profile.json")
+    _ok(smoke, "profile")
     assert len(json.loads((work / "profile.json").read_text())["layers"]) > 10
-    r = _dnnplan(wheel_env, "cost", "mobilenet_v2", "--device", "pixel6", "--json")
-    assert json.loads(r.stdout)["device"] == "pixel6"
-    _dnnplan(wheel_env, "--quiet", "map", "mobilenet_v2", "--device", "pixel6", "--dtype", "int8",
-             "--granularity", "block", "--generations", "20", "--out", "map.json")
+    assert json.loads(_ok(smoke, "cost")["stdout"])["device"] == "pixel6"
+    _ok(smoke, "map")
     plan = json.loads((work / "map.json").read_text())
     assert plan["kind"] == "pipeline" and plan["device"] == "pixel6"
-    r = _dnnplan(wheel_env, "simulate", "map.json", "--duration", "60", "--json")
-    assert json.loads(r.stdout)["duration_s"] == pytest.approx(60)
+    assert json.loads(_ok(smoke, "simulate")["stdout"])["duration_s"] == pytest.approx(60)
 
 
-def test_split_over_a_shipped_trace_and_the_smartsplit_job(wheel_env):
+def test_split_over_a_shipped_trace_and_the_smartsplit_job(wheel_env, smoke):
     work = wheel_env[2]
-    _dnnplan(wheel_env, "--quiet", "split", "mobilenet_v2", "--device", "galaxy_j6", "--network", "lte",
-             "--dtype", "fp32", "--bandwidth-trace", "ATT-LTE-driving", "--risk", "cvar95", "--solver", "exact",
-             "--out", "split.json")
+    _ok(smoke, "split")
     plan = json.loads((work / "split.json").read_text())
     assert plan["kind"] == "split" and "ATT-LTE-driving" in json.dumps(plan)
-    r = _dnnplan(wheel_env, "split", "--job", "smartsplit")
-    assert "smartsplit" in r.stdout and "galaxy_j6" in r.stdout
+    r = _ok(smoke, "smartsplit")
+    assert "smartsplit" in r["stdout"] and "galaxy_j6" in r["stdout"]
 
 
-def test_schedule_and_thermal_fit_on_the_shipped_odroid_trace(wheel_env):
+def test_schedule_and_thermal_fit_on_the_shipped_odroid_trace(wheel_env, smoke):
     work = wheel_env[2]
-    r = _dnnplan(wheel_env, "schedule", "person_finder", "--device", "pixel4", "--network", "wifi_249",
-                 "--policy", "minheat", "--fps", "20", "--duration", "120")
-    assert "minheat" in r.stdout
-    _dnnplan(wheel_env, "--quiet", "thermal", "fit", "odroid_xu3_rise", "--time", "t_s", "--temps",
-             "t_a15_core*_c,t_gpu_c", "--inputs", "p_*_w", "--train-from", "600", "--out", "thermal.json")
+    assert "minheat" in _ok(smoke, "schedule")["stdout"]
+    _ok(smoke, "thermal fit")
     model = json.loads((work / "thermal.json").read_text())
     assert model["kind"] == "linear" and "t_gpu_c" in model["temps"]
 
 
 def test_user_folder_overlays_the_shipped_ones(wheel_env, tmp_path):
     """``--search-spaces DIR``: a user's device file wins over the shipped one of the same name,
-    and names from both are valid."""
+    and names from both are valid (through the installed ``dnnplan`` script, on an ONNX file)."""
+    from _byom import write_tiny_onnx
+
     exe, env, work = wheel_env
+    model = str(write_tiny_onnx(tmp_path / "tiny.onnx"))
     user = tmp_path / "mine"
     (user / "devices").mkdir(parents=True)
     shipped = Path(_run([str(exe.parent / "python"), "-c", "from optimizer.shipped import shipped_root; "
                          "print(shipped_root())"], work, env).stdout.strip())
     text = (shipped / "devices" / "pixel6.yaml").read_text()
     (user / "devices" / "myphone.yaml").write_text(text.replace("name: pixel6", "name: myphone"))
-    r = _dnnplan(wheel_env, "--search-spaces", str(user), "cost", "mobilenet_v2", "--device", "myphone", "--json")
+    r = _run([str(exe), "--search-spaces", str(user), "cost", model, "--device", "myphone", "--json"], work, env)
+    assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["device"] == "myphone"
-    bad = _run([str(exe), "--search-spaces", str(user), "cost", "mobilenet_v2", "--device", "nope"], work, env)
+    bad = _run([str(exe), "--search-spaces", str(user), "cost", model, "--device", "nope"], work, env)
     assert bad.returncode == 2 and "myphone" in bad.stderr and "pixel6" in bad.stderr

@@ -26,7 +26,7 @@ def profile(
     threads: int = typer.Option(2, "--threads", help="--delegate-report: LiteRT interpreter threads."),
     runs: int = typer.Option(20, "--runs", help="--delegate-report: timed runs per partition (median)."),
 ) -> None:
-    """Per-layer op, output shape, MACs, params, output bytes and cut bytes, with totals."""
+    """Per-layer op, output shape, MACs, params, output bytes and bytes crossing each boundary, with totals."""
     from ..errors import ConfigError
     from ..graph import GRANULARITIES, dtype_bytes, load_graph
 
@@ -112,7 +112,7 @@ def _print_table(graph, dtype: str) -> None:
 
     from ..graph import dtype_bytes
 
-    cut = graph.cut_bytes_array(dtype)
+    crossing_bytes = graph.cut_bytes_array(dtype)  # [L+1]: bytes crossing each boundary
     table = Table(title=f"{graph.name} — {len(graph)} layers ({graph.granularity} view, {dtype})",
                   show_lines=False, header_style="bold")
     for col in ("#", "name", "op", "output shape", "MACs", "params", "out bytes", "cut bytes after"):
@@ -121,10 +121,10 @@ def _print_table(graph, dtype: str) -> None:
         shape = " ".join("x".join(map(str, s)) for s in layer.output_shapes)
         table.add_row(str(layer.index), layer.name, layer.op, shape, human_count(layer.macs),
                       human_count(layer.params), human_count(layer.output_bytes(dtype)),
-                      human_count(cut[layer.index + 1]))
+                      human_count(crossing_bytes[layer.index + 1]))
     if not STATE.quiet:
         console.print(table)
     console.print(f"[bold]total[/]: {human_count(graph.total_macs)} MACs, "
                   f"{human_count(graph.total_params)} params, "
                   f"{human_count(graph.total_params * dtype_bytes(dtype))}B weights ({dtype}), "
-                  f"input {human_count(cut[0])}B, output {human_count(cut[-1])}B")
+                  f"input {human_count(crossing_bytes[0])}B, output {human_count(crossing_bytes[-1])}B")

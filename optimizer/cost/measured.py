@@ -75,7 +75,9 @@ class MeasuredTable:
         return float(self.for_processor(processor)["latency_s"].sum())
 
 
-def _frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
+def measured_frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
+    """Check ``records`` (row dicts or a DataFrame) against the measured-table columns and return
+    them as a DataFrame in column order; ``where`` names the source in error messages."""
     import pandas as pd
 
     df = records if isinstance(records, pd.DataFrame) else pd.DataFrame.from_records(records)
@@ -108,6 +110,9 @@ def _frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
     return df[list(COLUMNS)].reset_index(drop=True)
 
 
+_frame = measured_frame  # the old private name, still imported by measure/profile_import.py
+
+
 def read_measured_table(path: str | os.PathLike[str]) -> MeasuredTable:
     """Read a measured table from ``.csv`` or ``.json``."""
     import pandas as pd
@@ -123,7 +128,7 @@ def read_measured_table(path: str | os.PathLike[str]) -> MeasuredTable:
             raise SchemaError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
             raise SchemaError(f"{p}: expected {{\"meta\": {{...}}, \"rows\": [...]}}")
-        return MeasuredTable(_frame(doc["rows"], str(p)), dict(doc.get("meta") or {}), str(p))
+        return MeasuredTable(measured_frame(doc["rows"], str(p)), dict(doc.get("meta") or {}), str(p))
     if p.suffix.lower() != ".csv":
         raise InputFileError(f"{p}: measured tables are .csv or .json files")
     meta: dict[str, Any] = {}
@@ -136,7 +141,7 @@ def read_measured_table(path: str | os.PathLike[str]) -> MeasuredTable:
         df = pd.read_csv(io.StringIO(text), comment="#")
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise SchemaError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
-    return MeasuredTable(_frame(df, str(p)), meta, str(p))
+    return MeasuredTable(measured_frame(df, str(p)), meta, str(p))
 
 
 def _scalar(v: str) -> Any:

@@ -45,12 +45,6 @@ KERNEL_FAMILIES: tuple[str, ...] = (
 #: the kernel family whose efficiency a family without an entry of its own takes before its coarse
 #: op family's: a matrix-matrix product runs the GEMM kernels of a 1x1 convolution
 KERNEL_FALLBACK: dict[str, str] = {"matmul": "conv1x1"}
-#: the coarse op family each kernel family refines (an efficiency table may give either)
-COARSE_OF: dict[str, tuple[str, ...]] = {
-    "convstem": ("conv",), "conv1x1": ("conv",), "convkxk": ("conv",), "dwconv_s1": ("dwconv",), "dwconv_s2": ("dwconv",),
-    "dense": ("dense",), "matmul": ("dense",), "pool": ("pool",), "eltwise": ("add", "act", "norm"), "resize": ("resize",),
-    "layout": ("concat", "reshape"), "postprocess": ("custom",), "other": ("other", "custom"),
-}
 #: detection post-processing operator types (TFLite custom op, ONNX and TF NMS variants)
 POSTPROCESS_OP_TYPES: frozenset[str] = frozenset({
     "TFLite_Detection_PostProcess", "NonMaxSuppression", "NON_MAX_SUPPRESSION_V4",

@@ -30,12 +30,12 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ..graph.layergraph import OP_FAMILIES
-from .schema import CORE_CLASSES, DTYPES, Processor, _Model
+from .schema import CORE_CLASSES, DTYPES, Processor, StrictModel
 
 PositiveRate = Annotated[float, Field(gt=0)]
 
 
-class ClassRate(_Model):
+class ClassRate(StrictModel):
     """One core class under one runtime: MACs per cycle per core per dtype and op family
     (``{fp32: {default: 0.6, conv: 2.1, dense: 0.02}}``), or ``ratio`` times the rates of class
     ``like`` (a published per-clock ratio), with its ``source``."""
@@ -63,7 +63,7 @@ class ClassRate(_Model):
         return self
 
 
-class RuntimeRates(_Model):
+class RuntimeRates(StrictModel):
     """One runtime's rates per core class, or ``kernels``: the runtime whose kernels it runs."""
 
     kernels: str | None = None
@@ -80,7 +80,7 @@ class RuntimeRates(_Model):
         return self
 
 
-class CoreTable(_Model):
+class CoreTable(StrictModel):
     """The shared table: runtimes -> core classes -> MACs per cycle per core."""
 
     runtimes: dict[str, RuntimeRates]

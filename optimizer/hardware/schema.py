@@ -51,8 +51,13 @@ Positive = Field(gt=0)
 NonNegative = Field(ge=0)
 
 
-class _Model(BaseModel):
+class StrictModel(BaseModel):
+    """Base of the device-file models: unknown keys refused, frozen, fields by name or alias."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+_Model = StrictModel  # the old private name, still used by this module's classes
 
 
 class PowerLevel(_Model):

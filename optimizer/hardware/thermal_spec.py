@@ -24,7 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from ..errors import ConfigError, UnknownNameError
 from .loader import ShippedYaml, device_names, load_device
-from .schema import Device
+from .schema import Device, StrictModel
 from .units import parse_quantity, reject_duplicates
 
 #: name of the ambient pseudo-node in ``conductances``
@@ -75,18 +75,14 @@ def _cap_value(v: object) -> float | str | ShareCap:
 Cap = Annotated[float | Literal["off"] | ShareCap, BeforeValidator(_cap_value)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Cluster(_Model):
+class Cluster(StrictModel):
     """A CPU cluster with its own clock; ``weight`` = its share of the processor's DNN work."""
 
     max_clock_hz: Hertz = Field(alias="max_clock")
     weight: Annotated[float, Field(ge=0, le=1)]
 
 
-class ThermalProcessor(_Model):
+class ThermalProcessor(StrictModel):
     """Where a processor's power goes (node → share, shares sum to 1) and its maximum clock.
 
     Caps are turned into a fraction of the maximum clock; for a processor with clusters the
@@ -122,7 +118,7 @@ class ThermalProcessor(_Model):
         return self
 
 
-class ThermalNode(_Model):
+class ThermalNode(StrictModel):
     """One lumped node: a die, the board/PCB, the battery, the skin (back cover)."""
 
     name: str
@@ -131,7 +127,7 @@ class ThermalNode(_Model):
     source: str
 
 
-class Coupling(_Model):
+class Coupling(StrictModel):
     """A thermal conductance between two nodes, or between a node and ``ambient``."""
 
     between: tuple[str, str]
@@ -139,7 +135,7 @@ class Coupling(_Model):
     source: str
 
 
-class TripRow(_Model):
+class TripRow(StrictModel):
     """A governor row: when ``sensor`` reaches ``trip`` the caps apply until it falls to ``clear``.
 
     Caps are keyed by processor (``gpu``) or processor.cluster (``cpu.prime``); values are clocks,
@@ -164,14 +160,14 @@ class TripRow(_Model):
         return self
 
 
-class StatusLevel(_Model):
+class StatusLevel(StrictModel):
     """An Android thermal status level (light, moderate, severe, critical, emergency, shutdown)."""
 
     name: str
     trip_c: Celsius = Field(alias="trip")
 
 
-class StatusLevels(_Model):
+class StatusLevels(StrictModel):
     """Status levels on one sensor, raised at ``trip``, lowered below ``trip - hysteresis``."""
 
     sensor: str
@@ -191,7 +187,7 @@ class StatusLevels(_Model):
         return self
 
 
-class GovernorSpec(_Model):
+class GovernorSpec(StrictModel):
     """The throttling governor: sampling period, trip table and status levels."""
 
     period_s: Seconds = Field(alias="period")
@@ -200,7 +196,7 @@ class GovernorSpec(_Model):
     source: str
 
 
-class ThermalSpec(_Model):
+class ThermalSpec(StrictModel):
     """A device's thermal section: RC network, processor heat map, skin node, governor."""
 
     device: str

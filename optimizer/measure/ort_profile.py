@@ -84,7 +84,8 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
     return hit
 
 
-def _input_feed(session: Any, seed: int) -> dict[str, np.ndarray]:
+def random_input_feed(session: Any, seed: int) -> dict[str, np.ndarray]:
+    """Random inputs for every input of an onnxruntime ``session`` (dynamic dimensions set to 1)."""
     rng = np.random.default_rng(seed)
     feed = {}
     for inp in session.get_inputs():
@@ -118,7 +119,7 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
                                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
-        feed = _input_feed(session, seed)
+        feed = random_input_feed(session, seed)
         cpu = np.empty(runs)
         for i in range(runs):
             t0 = time.thread_time()
@@ -197,7 +198,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
     """
     import pandas as pd
 
-    from ..cost.measured import MeasuredTable, _frame
+    from ..cost.measured import MeasuredTable, measured_frame
 
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ConfigError(f"repeats={repeats}, warmup={warmup}, threads={threads}: need repeats >= 1, "
@@ -233,7 +234,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
         "wall_to_basis_scale": scale,
         "unattributed_share": share,
     }
-    table = MeasuredTable(_frame(rows, f"{graph.name} measurement"), meta, "")
+    table = MeasuredTable(measured_frame(rows, f"{graph.name} measurement"), meta, "")
     return OrtMeasurement(table, whole_med, float(np.std(whole)), share, float(layer_med.sum()), overhead)
 
 

@@ -19,14 +19,14 @@ def _time_onnx(path: str, threads: int, repeats: int, warmup: int) -> dict[str, 
     import numpy as np
     import onnxruntime as ort
 
-    from .ort_profile import _input_feed
+    from .ort_profile import random_input_feed
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feed = _input_feed(sess, 0)
+    feed = random_input_feed(sess, 0)
     for _ in range(warmup):
         sess.run(None, feed)
     times = []

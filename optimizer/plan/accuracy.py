@@ -112,12 +112,12 @@ class _Split:
         from .export import part_io, predict_float, representative_dataset
 
         n = len(op_graph)
-        ins, cut = part_io(op_graph, 0, op_split)
+        ins, crossing = part_io(op_graph, 0, op_split)
         _, outs = part_io(op_graph, op_split, n)
-        self.head = cutter.submodel(op_graph, 0, op_split, ins, cut, "head")
-        self.tail = cutter.submodel(op_graph, op_split, n, cut, outs, "tail")
+        self.head = cutter.submodel(op_graph, 0, op_split, ins, crossing, "head")
+        self.tail = cutter.submodel(op_graph, op_split, n, crossing, outs, "tail")
         self.calib_in = [calib]
-        self.calib_cut = predict_float(self.head, self.calib_in)
+        self.calib_crossing = predict_float(self.head, self.calib_in)
         self.rep = representative_dataset
         self.dir = workdir
         self.cache: dict[str, Path] = {}
@@ -126,7 +126,7 @@ class _Split:
         from .export import convert_part
 
         if which not in self.cache:
-            model, data = (self.head, self.calib_in) if which == "head" else (self.tail, self.calib_cut)
+            model, data = (self.head, self.calib_in) if which == "head" else (self.tail, self.calib_crossing)
             self.cache[which] = Path(convert_part(model, self.dir / f"{which}.int8.tflite", "int8", self.rep(data)))
         return self.cache[which]
 
@@ -136,7 +136,7 @@ class _Split:
         if head == "int8":  # int8 on the wire is the head's own output; other wires carry it dequantized
             sent = _tflite_outputs(self.int8("head"), [x])
             return _wire(sent, wire, None) if wire == "fp16" else sent
-        return _wire(predict_float(self.head, [x]), wire, self.calib_cut)
+        return _wire(predict_float(self.head, [x]), wire, self.calib_crossing)
 
     def logits(self, received: list[np.ndarray], tail: str) -> np.ndarray:
         from .export import predict_float
@@ -176,18 +176,18 @@ def partition_accuracy(model: Any, x: np.ndarray, y: np.ndarray, splits: list[in
                           f"model is not single-input/single-output; expected (head in {HEAD_DTYPES}, wire in "
                           f"{WIRE_DTYPES}, tail in {TAIL_DTYPES})")
     ref = float(np.mean(predict_classes(model, x) == y))
-    cutter, ob = KerasCutter(model), op_boundaries(view)
+    cutter, op_boundary = KerasCutter(model), op_boundaries(view)
     out = []
     with tempfile.TemporaryDirectory(prefix="dnnplan-acc-") as tmp:
         for s in splits:
             if not 0 < s < len(view):
                 raise ConfigError(f"split {s}: expected a boundary in 1..{len(view) - 1}")
-            part = _Split(cutter, op_graph, ob[s], calib, Path(tmp) / f"s{s}")
-            part.dir.mkdir()
+            split = _Split(cutter, op_graph, op_boundary[s], calib, Path(tmp) / f"s{s}")
+            split.dir.mkdir()
             fp32_bytes = float(view.cut_bytes(s, "fp32"))
             for head, wire, tail in configs:
-                pred = part.logits(part.received(x, head, wire), tail).argmax(axis=1)
-                nbytes = float(view.cut_bytes(s, wire)) + (QPARAM_BYTES * len(part.calib_cut) if wire == "int8" else 0)
+                pred = split.logits(split.received(x, head, wire), tail).argmax(axis=1)
+                nbytes = float(view.cut_bytes(s, wire)) + (QPARAM_BYTES * len(split.calib_crossing) if wire == "int8" else 0)
                 out.append(PartitionAccuracy(s, head, wire, tail, float(np.mean(pred == y)), ref, nbytes,
                                              fp32_bytes, len(y)))
     return out

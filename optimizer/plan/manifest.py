@@ -3,8 +3,8 @@
 An exported plan is a directory holding one ``.tflite`` per part (pipeline stage, split head or
 tail) and ``manifest.json``, validated by the models below (JSON Schema shipped as
 ``schemas/manifest-v1.schema.json``; see ``docs/MANIFEST.md``). Tensors are named by their
-LayerGraph tensor id (``"{layer}:{index}"``), so a runtime routes every tensor crossing a cut
-from the part that produces it to each part that reads it, re-quantizing when the producer's
+LayerGraph tensor id (``"{layer}:{index}"``), so a runtime routes every tensor crossing a
+boundary from the part that produces it to each part that reads it, re-quantizing when the producer's
 and the consumer's quantization parameters differ.
 """
 

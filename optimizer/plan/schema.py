@@ -80,7 +80,7 @@ class HostStage(_Strict):
 
 
 class CrossingTensor(_Strict):
-    """A tensor crossing a cut (split point or stage boundary)."""
+    """A tensor crossing a boundary (of a split or between two stages)."""
 
     name: str
     shape: list[int]
@@ -89,7 +89,7 @@ class CrossingTensor(_Strict):
 
 
 class Split(_Strict):
-    """Where the network is cut between phone (head) and server (tail)."""
+    """The boundary where the network is divided between phone (head) and server (tail)."""
 
     layer: int = Field(ge=0, description="Boundary: layers [0, layer) run on the phone")
     tensors: list[CrossingTensor] = Field(default_factory=list)

@@ -54,20 +54,20 @@ class CheckReport:
         return asdict(self)
 
 
-def compare_outputs(name: str, parts: np.ndarray, ref: np.ndarray) -> OutputCheck:
-    """Top-1 agreement, max |diff| and SQNR of ``parts`` against ``ref`` (both ``[N, ...]``),
+def compare_outputs(name: str, parts_out: np.ndarray, ref: np.ndarray) -> OutputCheck:
+    """Top-1 agreement, max |diff| and SQNR of ``parts_out`` against ``ref`` (both ``[N, ...]``),
     accumulated frame by frame in float64: a 640x640 SSD's class logits are 4.7 M values per frame,
     and whole-array float64 copies of 20 frames took 3 GB."""
-    p, r = parts.reshape(len(parts), -1), ref.reshape(len(ref), -1)
+    got_rows, want_rows = parts_out.reshape(len(parts_out), -1), ref.reshape(len(ref), -1)
     same, worst, signal, noise = 0, 0.0, 0.0, 0.0
-    for pi, ri in zip(p, r, strict=True):
-        pf, rf = pi.astype(np.float64), ri.astype(np.float64)
-        same += int(np.argmax(pf) == np.argmax(rf))
-        diff = rf - pf
+    for got_row, want_row in zip(got_rows, want_rows, strict=True):
+        got, want = got_row.astype(np.float64), want_row.astype(np.float64)
+        same += int(np.argmax(got) == np.argmax(want))
+        diff = want - got
         worst = max(worst, float(np.max(np.abs(diff)))) if diff.size else worst
-        signal += float(np.dot(rf, rf))
+        signal += float(np.dot(want, want))
         noise += float(np.dot(diff, diff))
-    return OutputCheck(name, same / max(len(p), 1), worst, _sqnr_from(signal, noise))
+    return OutputCheck(name, same / max(len(got_rows), 1), worst, _sqnr_from(signal, noise))
 
 
 def _sqnr_db(ref: np.ndarray, test: np.ndarray) -> float | None:
@@ -80,7 +80,7 @@ def _sqnr_from(signal: float, noise: float) -> float | None:
     return None if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise)
 
 
-def compare_detections(parts: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_logits: np.ndarray,
+def compare_detections(parts_out: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_logits: np.ndarray,
                        k: int) -> OutputCheck:
     """A top-k split against the reference's raw head outputs reduced the same way
     (:func:`optimizer.runtime.detections.topk_detections`): top-1 agreement = share of frames
@@ -88,9 +88,9 @@ def compare_detections(parts: dict[str, np.ndarray], ref_boxes: np.ndarray, ref_
     from .detections import ANCHOR, CLASS, SCORE, topk_detections
 
     ref = [topk_detections(b, lg, k) for b, lg in zip(ref_boxes, ref_logits)]
-    same = [int(parts[ANCHOR][i].ravel()[0]) == int(r[ANCHOR].ravel()[0])
-            and int(parts[CLASS][i].ravel()[0]) == int(r[CLASS].ravel()[0]) for i, r in enumerate(ref)]
-    got = np.array([parts[SCORE][i].ravel()[0] for i in range(len(ref))], dtype=np.float64)
+    same = [int(parts_out[ANCHOR][i].ravel()[0]) == int(r[ANCHOR].ravel()[0])
+            and int(parts_out[CLASS][i].ravel()[0]) == int(r[CLASS].ravel()[0]) for i, r in enumerate(ref)]
+    got = np.array([parts_out[SCORE][i].ravel()[0] for i in range(len(ref))], dtype=np.float64)
     want = np.array([r[SCORE].ravel()[0] for r in ref], dtype=np.float64)
     return OutputCheck(f"detections (top-1 of the best {k} anchors)", float(np.mean(same)),
                        float(np.max(np.abs(want - got))), _sqnr_db(want, got))
@@ -105,7 +105,7 @@ def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
         digest = sha256_file(src)
         if manifest.model.sha256 and digest != manifest.model.sha256:
             raise SchemaError(f"--check: {src} (sha256 {digest[:12]}...) is not the model the artifacts in "
-                              f"{artifacts_dir} were cut from ({manifest.model.sha256[:12]}...); export again")
+                              f"{artifacts_dir} were exported from ({manifest.model.sha256[:12]}...); export again")
         return src
     if manifest.reference is not None:
         return artifact_path(artifacts_dir, manifest.reference.file, "manifest field reference.file")

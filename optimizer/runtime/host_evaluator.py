@@ -8,7 +8,7 @@ bounded queues, each stage a one-thread LiteRT interpreter pinned to its own CPU
 pins processor ``cpuK`` to the ``K``-th CPU this process may use (:func:`optimizer.runtime.core_groups`);
 the cores are alike, so a mapping and its core-swapped twin measure the same thing.
 
-Affordability: every distinct stage (model, op range, dtype) is cut with
+Affordability: every distinct stage (model, op range, dtype) is extracted as a part with
 :class:`~optimizer.plan.export.KerasCutter` and converted once; the ``.tflite`` and its I/O
 specs are stored content-addressed (SHA-256 of the stage's identity) under ``cache_dir`` and
 reused across candidates and across runs; each stage's ``.json`` records its ``.tflite``'s SHA-256,

@@ -97,7 +97,7 @@ class Trace:
         return sum(len(s) for s in self.segments)
 
     def window(self, t_from: float | None = None, t_to: float | None = None) -> Trace:
-        """The part with ``t_from <= t < t_to`` (segments cut, empty ones dropped)."""
+        """The portion with ``t_from <= t < t_to`` (segments cut, empty ones dropped)."""
         segs = []
         for s in self.segments:
             keep = np.ones(len(s), dtype=bool)

@@ -1,0 +1,108 @@
+"""Full-size versions of checks that ``make test`` runs on smaller real models: each check builds
+the network the test once used, asserts what the test asserts and prints what it measured.
+
+Checks (pick with ``--only NAME,...``):
+
+* ``efficientnet_se``: EfficientNet-B0 (16 squeeze-excitation blocks, 96x96) exported by tf2onnx
+  with a dynamic batch, quantized from the ONNX file: no TRANSPOSE in the FP32 or the INT8 model,
+  16 depthwise convolutions, a MEAN per SE block, conversion gap below 1e-3; FP32 and INT8 latency.
+  The test (``tests/test_quantize_onnx.py::test_tf2onnx_se_network_converts_without_transposes``)
+  runs the same path on a 3-block MBConv network.
+
+* ``importers_resnet50``: full-width ResNet-50 (224x224) converted by tf2onnx and the TFLite
+  converter; the ONNX and TFLite importers give the Keras graph's MACs and parameters (1 %, 3 %),
+  its weighted-layer count and its input and output sizes. The test
+  (``tests/test_importers.py::test_keras_onnx_tflite_agree``) runs ResNet-50 at quarter width.
+
+Run: ``.venv/bin/python benchmarks/bench_test_sweeps.py [--only efficientnet_se]``.
+Exit status 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _conversion_gap(weights_note: str) -> float:
+    """The ONNX-vs-TFLite max |diff| the quantize report's ``weights`` line names."""
+    match = re.search(r"max \|diff\| ([0-9.e+-]+) on", weights_note)
+    return float(match.group(1)) if match else float("inf")
+
+
+def efficientnet_se(tmp: Path) -> bool:
+    """EfficientNet-B0 through tf2onnx (dynamic batch) and ONNX quantization, no TRANSPOSE."""
+    from optimizer.graph.convert import keras_to_onnx
+    from optimizer.plan.export import load_plan_model, plan_for_cuts
+    from optimizer.quantize import quantize
+
+    km, _, _ = load_plan_model(plan_for_cuts("efficientnet_b0", [], variant={"input_size": 96}))
+    model = keras_to_onnx(km, tmp / "efficientnet_b0.onnx")
+    rep = quantize(model, tmp / "eff.tflite", calib="sample-images", samples=16, heldout=4, runs=15, warmup=3)
+    gap = _conversion_gap(rep.weights)
+    transposes = (rep.transposes.fp32, rep.transposes.quantized) if rep.transposes else None
+    passed = (transposes == (0, 0) and rep.ops.counts.get("DEPTHWISE_CONV_2D") == 16
+              and rep.ops.counts.get("MEAN", 0) >= 16 and gap < 1e-3)
+    print(f"efficientnet_b0 (tf2onnx) 96x96: TRANSPOSE fp32/int8 {transposes}, DEPTHWISE_CONV_2D "
+          f"{rep.ops.counts.get('DEPTHWISE_CONV_2D')}, MEAN {rep.ops.counts.get('MEAN')}, conversion gap {gap:.1e}; "
+          f"FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 {rep.latency.quantized.median_ms:.1f} ms "
+          f"(x{rep.latency.speedup:.2f})  {'ok' if passed else 'FAIL'}", flush=True)
+    return passed
+
+
+def importers_resnet50(tmp: Path) -> bool:
+    """Full-width ResNet-50 through the ONNX and TFLite importers agrees with its Keras graph."""
+    import math
+
+    from optimizer.graph import load_graph
+    from optimizer.graph.convert import keras_to_onnx, keras_to_tflite
+    from optimizer.graph.zoo import build_keras
+
+    keras_g = load_graph("resnet50")
+    model = build_keras("resnet50")
+    ok = True
+    for g in (load_graph(keras_to_onnx(model, tmp / "resnet50.onnx")),
+              load_graph(keras_to_tflite(model, tmp / "resnet50.tflite"))):
+        macs, params = g.total_macs / keras_g.total_macs, g.total_params / keras_g.total_params
+        weighted = [g.count("conv", "dwconv", "dense"), keras_g.count("conv", "dwconv", "dense")]
+        sizes = ([math.prod(s) for s in g.input_shapes + g.output_shapes]
+                 == [math.prod(s) for s in keras_g.input_shapes + keras_g.output_shapes])
+        passed = abs(macs - 1) <= 0.01 and abs(params - 1) <= 0.03 and weighted[0] == weighted[1] and sizes
+        print(f"resnet50 {g.fmt}: MACs x{macs:.4f}, params x{params:.4f} of Keras, weighted layers "
+              f"{weighted[0]}/{weighted[1]}, input/output sizes {'equal' if sizes else 'DIFFER'}  "
+              f"{'ok' if passed else 'FAIL'}", flush=True)
+        ok &= passed
+    return ok
+
+
+CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se,
+                                              "importers_resnet50": importers_resnet50}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(CHECKS), help=f"comma-separated checks of: {', '.join(CHECKS)}")
+    args = ap.parse_args()
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        print(f"error: --only {','.join(unknown)}: no such check; the checks are: {', '.join(CHECKS)}",
+              file=sys.stderr)
+        return 2
+    ok = True
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ok &= CHECKS[name](Path(tmp))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
