@@ -9,14 +9,22 @@ Two phases, both resumable (models already done are skipped), results under
   (rewrites, ``--mixed auto``), with the report of each (fidelity on held-out samples, MAC share);
 * ``time`` (run under ``/work/bin/quiet``): the three models timed interleaved (median of
   ``--runs``, same threads), XNNPACK partitions and operators outside it read from LiteRT.
+  ``--campaign LABEL`` keeps the timings of one campaign apart (``timing_t2_LABEL.json``), so a
+  table re-timed on one host in several short runs, or repeated timings of one model in separate
+  processes, never mix with earlier ones; ``table --campaign LABEL`` prints that campaign.
+
+``ops`` (under ``/work/bin/quiet``) times every operator of the FP32 and the final INT8 model cut
+out alone (:func:`optimizer.quantize.delegation.time_segments` ``per_operator``) and prints the
+sum per operator type: where INT8 is not faster, which kernel family loses, measured.
 
 ``table`` prints the Markdown table of everything timed so far; ``all`` (the default) runs the
 three on ``--models`` (default ``public``: the real-model set; ``zoo``: the zoo's convolutional
 networks; or names) and exits 1 when a timed model's final INT8 is slower than FP32.
 
     python benchmarks/bench_int8_speed.py convert [--models public|zoo|a,b] [--samples 32]
-    python benchmarks/bench_int8_speed.py time [--runs 50] [--threads 2]
-    python benchmarks/bench_int8_speed.py table
+    python benchmarks/bench_int8_speed.py time [--models ...] [--runs 50] [--threads 2] [--campaign LABEL]
+    python benchmarks/bench_int8_speed.py ops --models hand_recrop [--runs 200] [--campaign LABEL]
+    python benchmarks/bench_int8_speed.py table [--campaign LABEL]
 """
 
 from __future__ import annotations
@@ -79,7 +87,19 @@ def convert(names: list[str], samples: int, heldout: int) -> None:
               f" -> {after.delegation.quantized.partitions}", flush=True)
 
 
-def time_models(names: list[str], runs: int, threads: int) -> None:
+def _write_json(path: Path, doc: dict) -> None:
+    """Write ``doc`` to a temporary sibling, renamed at the end (an interrupted run leaves no row)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+
+
+def timing_file(name: str, threads: int, campaign: str = "") -> Path:
+    """Where ``time`` writes a model's timing row (one file per campaign)."""
+    return CACHE / name / (f"timing_t{threads}_{campaign}.json" if campaign else f"timing_t{threads}.json")
+
+
+def time_models(names: list[str], runs: int, threads: int, campaign: str = "") -> None:
     import numpy as np
 
     from optimizer.quantize.delegation import _interpreter, host_delegation, random_feed
@@ -87,7 +107,8 @@ def time_models(names: list[str], runs: int, threads: int) -> None:
 
     for name in names:
         out = CACHE / name
-        if not (out / "reports.json").is_file() or (out / f"timing_t{threads}.json").is_file():
+        target = timing_file(name, threads, campaign)
+        if not (out / "reports.json").is_file() or target.is_file():
             continue
         files = {k: (out / f"{k}.tflite").read_bytes() for k in ("fp32", "int8_before", "int8_after")}
         interps = {k: _interpreter(v, threads, True) for k, v in files.items()}
@@ -101,16 +122,50 @@ def time_models(names: list[str], runs: int, threads: int) -> None:
                 t0 = time.perf_counter()
                 it.invoke()
                 times[k].append(time.perf_counter() - t0)
-        row = {"model": name, "runs": runs, "threads": threads,
-               "median_ms": {k: float(np.median(v)) * 1e3 for k, v in times.items()}}
+        row = {"model": name, "runs": runs, "threads": threads, "campaign": campaign,
+               "load_1min": os.getloadavg()[0],
+               "median_ms": {k: float(np.median(v)) * 1e3 for k, v in times.items()},
+               "iqr_ms": {k: [float(np.percentile(v, 25)) * 1e3, float(np.percentile(v, 75)) * 1e3]
+                          for k, v in times.items()}}
         for k, data in files.items():
             d = host_delegation(data, threads)
             row[k] = {"partitions": d.partitions, "outside": d.outside_counts()}
         row["int8_mac_share"] = int8_mac_share(files["int8_after"], name)
-        (out / f"timing_t{threads}.json").write_text(json.dumps(row, indent=1))
+        _write_json(target, row)
         m = row["median_ms"]
         print(f"{name}: FP32 {m['fp32']:.2f} ms, INT8 before {m['int8_before']:.2f}, after {m['int8_after']:.2f} "
               f"(x{m['fp32'] / m['int8_after']:.2f})", flush=True)
+
+
+def time_operators(names: list[str], runs: int, threads: int, campaign: str = "") -> None:
+    """Per operator type: how many, and the summed median of each operator timed alone, FP32 vs INT8."""
+    from optimizer.quantize.delegation import time_segments
+
+    for name in names:
+        out = CACHE / name
+        if not (out / "reports.json").is_file():
+            continue
+        row: dict = {"model": name, "runs": runs, "threads": threads, "campaign": campaign,
+                     "load_1min": os.getloadavg()[0]}
+        for k in ("fp32", "int8_after"):
+            t = time_segments((out / f"{k}.tflite").read_bytes(), threads, runs, 10, per_operator=True)
+            fam: dict[str, list] = {}
+            for s in t.segments:
+                n_ms = fam.setdefault(s.label, [0, 0.0])
+                n_ms[0] += 1
+                n_ms[1] += s.median_ms
+            row[k] = {"whole_ms": t.whole_ms, "by_type": fam, "notes": t.notes}
+        suffix = f"_{campaign}" if campaign else ""
+        _write_json(out / f"ops_t{threads}{suffix}.json", row)
+        f, q = row["fp32"], row["int8_after"]
+        print(f"{name}: whole model FP32 {f['whole_ms']:.3f} ms, INT8 {q['whole_ms']:.3f} ms "
+              f"(operators alone: {sum(v[1] for v in f['by_type'].values()):.3f} / "
+              f"{sum(v[1] for v in q['by_type'].values()):.3f} ms)")
+        print("| operator | FP32 n | FP32 ms | INT8 n | INT8 ms |\n|---|---:|---:|---:|---:|")
+        for op in sorted(set(f["by_type"]) | set(q["by_type"]),
+                         key=lambda o: -max(f["by_type"].get(o, [0, 0])[1], q["by_type"].get(o, [0, 0])[1])):
+            a, b = f["by_type"].get(op, [0, 0.0]), q["by_type"].get(op, [0, 0.0])
+            print(f"| {op} | {a[0]} | {a[1]:.3f} | {b[0]} | {b[1]:.3f} |")
 
 
 def _fid(rep: dict) -> str:
@@ -126,14 +181,14 @@ def _ops(d: dict) -> str:
     return ", ".join(f"{k} x{v}" for k, v in d.items()) or "-"
 
 
-def table(threads: int) -> int:
+def table(threads: int, campaign: str = "") -> int:
     """Print the table; returns how many timed models run slower in INT8 than in FP32."""
     slower = 0
     print("| model | FP32 ms | INT8 before ms (x) | partitions before | outside XNNPACK before | INT8 after ms (x) "
           "| partitions after | outside after | float ops kept | INT8 MACs | SQNR dB / top-1 before | after |")
     print("|---|---:|---:|---:|---|---:|---:|---|---|---:|---|---|")
     for name in MODELS:
-        t, r = CACHE / name / f"timing_t{threads}.json", CACHE / name / "reports.json"
+        t, r = timing_file(name, threads, campaign), CACHE / name / "reports.json"
         if not (t.is_file() and r.is_file()):
             continue
         row, rep = json.loads(t.read_text()), json.loads(r.read_text())
@@ -150,12 +205,13 @@ def table(threads: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("phase", nargs="?", default="all", choices=("all", "convert", "time", "table"))
+    ap.add_argument("phase", nargs="?", default="all", choices=("all", "convert", "time", "ops", "table"))
     ap.add_argument("--models", default="public", help="public, zoo or comma-separated names")
     ap.add_argument("--samples", type=int, default=32, help="calibration samples (speed does not depend on them)")
     ap.add_argument("--heldout", type=int, default=16)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--campaign", default="", help="label of a timing campaign (kept apart from the others)")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     names = [m for n in args.models.split(",") if n for m in GROUPS.get(n, [n])]
@@ -165,9 +221,11 @@ def main() -> None:
     if args.phase in ("all", "convert"):
         convert(names, args.samples, args.heldout)
     if args.phase in ("all", "time"):
-        time_models(names, args.runs, args.threads)
+        time_models(names, args.runs, args.threads, args.campaign)
+    if args.phase == "ops":
+        time_operators(names, args.runs, args.threads, args.campaign)
     if args.phase in ("all", "table"):
-        slower = table(args.threads)
+        slower = table(args.threads, args.campaign)
         if args.phase == "all" and slower:
             print(f"{slower} model(s) slower in INT8 than in FP32")
             sys.exit(1)

@@ -373,3 +373,27 @@ def test_corrupt_flatbuffer_is_a_format_error():
         compact(b"\x00" * 64, "broken.tflite")
     with pytest.raises(ModelFormatError, match="broken.tflite: corrupt TFLite flatbuffer"):
         compact(b"\x10\x00\x00\x00TFL3" + b"\xff" * 8, "broken.tflite")
+
+
+def test_speed_summary_reads_right_timed_or_not():
+    """The one-line summary: the speed-up when timed, "speed not timed" otherwise, the quantizer's
+    operators outside XNNPACK and what was kept in float."""
+    from optimizer.quantize.api import speed_summary
+    from optimizer.quantize.report import (DelegateInfo, DelegationReport, LatencyInfo, LatencyReport,
+                                           MixedInfo, OpEntry)
+
+    clean = DelegateInfo(delegate="XNNPACK", partitions=1, ops_total=9, ops_outside={}, outside=[])
+    split = DelegateInfo(delegate="XNNPACK", partitions=3, ops_total=7, ops_outside={"PRELU": 2},
+                         outside=[OpEntry(index=i, op="PRELU", tensor=f"p{i}") for i in (2, 4)])
+    rep = DelegationReport(threads=2, fp32=clean, converted=split, quantized=clean, rewrites={})
+    mixed = MixedInfo(mode="auto", float_op_counts={"PRELU": 2}, int8_mac_share=1.0, trials=[])
+    line, warn = speed_summary(rep, None, mixed, "auto")
+    assert line == ("INT8 runs in 1 XNNPACK partition on this host (speed not timed); the quantizer's model had "
+                    "3 partitions, outside XNNPACK: PRELU x2; kept in float PRELU x2 (100.0 % of MACs in INT8)")
+    assert not warn
+    lat = LatencyReport(threads=2, fp32=LatencyInfo(median_ms=2.0, p90_ms=2.1, runs=30, warmup=3),
+                        quantized=LatencyInfo(median_ms=4.0, p90_ms=4.1, runs=30, warmup=3), speedup=0.5)
+    line, warn = speed_summary(DelegationReport(threads=2, fp32=clean, converted=split, quantized=split,
+                                                rewrites={}), lat, None, "off")
+    assert warn and line.startswith("INT8 is slower than FP32 on this host (x0.50 the FP32 speed, 3 XNNPACK partitions)")
+    assert line.endswith("outside XNNPACK: PRELU x2; --mixed auto may keep them in float")

@@ -61,6 +61,12 @@ def _tf():
     return lazy.tensorflow()
 
 
+def _keras():
+    from optimizer import lazy
+
+    return lazy.keras()
+
+
 def _cases():
     tf = _tf()
     return {
@@ -73,11 +79,14 @@ def _cases():
         "transposed_concat": ("TRANSPOSE", lambda y: tf.transpose(tf.concat(
             [tf.transpose(y, [0, 3, 1, 2]), tf.transpose(y * 0.5, [0, 3, 1, 2])], 1), [0, 2, 3, 1])),
         "global_average_pool": ("AVERAGE_POOL_2D", lambda y: tf.nn.avg_pool2d(y, 16, 16, "VALID")),
+        # Keras' adaptive pooling at the input's own size (AlexNet/VGG heads at 224x224)
+        "adaptive_pool_identity": (("GATHER", "AVERAGE_POOL_2D"),
+                                   lambda y: _keras().layers.AdaptiveAveragePooling2D((16, 16))(y)),
     }
 
 
 @pytest.mark.parametrize("rule", ["hard_swish", "clamp", "scalar_add", "resize_nearest", "tile_broadcast",
-                                  "transposed_concat", "global_average_pool"])
+                                  "transposed_concat", "global_average_pool", "adaptive_pool_identity"])
 def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
     from optimizer.quantize.delegation import host_delegation
     from optimizer.quantize.rewrites import rewrite_for_xnnpack
@@ -102,11 +111,12 @@ def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
 
 
 def test_resize_and_concat_rewrites_are_exact():
-    """Nearest resize, tile and the transposed concatenation move bytes only: bit-identical outputs."""
+    """Nearest resize, tile, the transposed concatenation and the identity adaptive pooling move
+    bytes only: bit-identical outputs."""
     from optimizer.quantize.rewrites import rewrite_for_xnnpack
 
     xs = [np.random.default_rng(7).normal(size=SHAPE).astype(np.float32)]
-    for rule in ("resize_nearest", "tile_broadcast", "transposed_concat"):
+    for rule in ("resize_nearest", "tile_broadcast", "transposed_concat", "adaptive_pool_identity"):
         int8 = _convert(_cases()[rule][1])
         rewritten, _ = rewrite_for_xnnpack(int8, rule, only=(rule,))
         assert np.array_equal(_outputs(int8, xs), _outputs(rewritten, xs)), rule
@@ -193,3 +203,14 @@ def test_profile_delegate_report(tmp_path, run_cli):
     assert any(s["segment"] == "HARD_SWISH" and not s["delegated"] for s in doc["segments"])
     bad = run_cli("profile", "mobilenet_v2", "--delegate-report")
     assert bad.exit_code == 2 and "--delegate-report reads a .tflite file" in bad.stderr.replace("\n", "")
+
+
+def test_segment_timing_per_operator_times_every_operator_alone():
+    from optimizer.quantize.delegation import time_segments
+
+    t = time_segments(_convert(_cases()["hard_swish"][1]), 1, 3, 1, per_operator=True)
+    assert sorted(s.ops[0] for s in t.segments) == sorted(o.index for o in t.delegation.ops)
+    assert all(len(s.ops) == 1 and s.median_ms > 0 for s in t.segments)
+    by_label = {s.label: s for s in t.segments}
+    assert [s.label for s in t.segments].count("CONV_2D") == 2 and by_label["CONV_2D"].delegated
+    assert not by_label["HARD_SWISH"].delegated

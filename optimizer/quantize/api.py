@@ -496,8 +496,9 @@ def speed_summary(delegation: DelegationReport, latency: LatencyReport | None, m
                 if slow else f"INT8 splits into {final.partitions} {final.delegate} partitions ({speed})")
         cause = f"; outside {final.delegate}: {_outside_text(final) or 'none'}"
     else:
-        head = f"INT8 runs at {speed} on this host in {final.partitions} {final.delegate} partition" + (
-            "s" if final.partitions != 1 else "")
+        where = f"in {final.partitions} {final.delegate} partition" + ("s" if final.partitions != 1 else "")
+        head = (f"INT8 runs at {speed} on this host {where}" if latency is not None
+                else f"INT8 runs {where} on this host (speed not timed)")
         cause = (f"; the quantizer's model had {before.partitions} partitions, outside {before.delegate}: "
                  f"{_outside_text(before)}" if before.ops_outside else "")
     done = [] if rewrite or not (slow or split) else ["XNNPACK rewrites are off (--no-rewrite)"]

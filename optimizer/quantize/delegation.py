@@ -234,8 +234,10 @@ def time_invokes(interp: Any, runs: int, warmup: int) -> float:
 
 
 def time_segments(data: bytes, threads: int = 2, runs: int = 20, warmup: int = 3,
-                  delegation: Delegation | None = None) -> DelegationTiming:
-    """Measure every partition and every operator outside one of ``data`` (module docstring)."""
+                  delegation: Delegation | None = None, per_operator: bool = False) -> DelegationTiming:
+    """Measure every partition and every operator outside one of ``data`` (module docstring);
+    ``per_operator``: every operator cut out alone instead, partitions' operators included (each
+    in the delegate when it takes the operator alone; the per-invoke overhead is in every time)."""
     delegation = delegation or host_delegation(data, threads)
     whole = _interpreter(data, threads, True)
     random_feed(whole)
@@ -245,11 +247,13 @@ def time_segments(data: bytes, threads: int = 2, runs: int = 20, warmup: int = 3
     if len(model.subgraphs) > 1:
         notes.append("the model has control-flow subgraphs: segments not timed")
         return DelegationTiming(delegation, (), whole_s * 1e3, threads, runs, notes)
-    groups: list[tuple[str, list[int], bool]] = []
-    for part, ops in sorted(delegation.partition_ops().items(), key=lambda kv: min(kv[1])):
-        groups.append((f"{delegation.delegate} partition {part}", ops, True))
-    for o in delegation.outside:
-        groups.append((o.op, [o.index], False))
+    groups: list[tuple[str, list[int], bool]]
+    if per_operator:
+        groups = [(o.op, [o.index], o.partition is not None) for o in delegation.ops]
+    else:
+        groups = [(f"{delegation.delegate} partition {part}", ops, True)
+                  for part, ops in delegation.partition_ops().items()]
+        groups += [(o.op, [o.index], False) for o in delegation.outside]
     groups.sort(key=lambda g: min(g[1]))
     names = {o.index: o.op for o in delegation.ops}
     segments = []

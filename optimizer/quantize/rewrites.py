@@ -35,6 +35,13 @@ exactly from the calibrated ones (no second calibration):
   around NCHW concatenations).
 * ``global_average_pool``: ``AVERAGE_POOL_2D`` whose window is the whole input as ``MEAN`` over
   height and width (XNNPACK has an INT8 ``MEAN`` but no INT8 ``AVERAGE_POOL_2D``).
+* ``adaptive_pool_identity``: Keras' ``AdaptiveAveragePooling2D`` lowers each spatial axis to a
+  1x1 and a 2-wide ``AVERAGE_POOL_2D``, a ``CONCATENATION`` of both and a ``GATHER`` of the bins.
+  When the input already has the output's size (AlexNet's 6x6 and VGG's 7x7 at 224x224) the
+  ``GATHER`` picks a contiguous range of the 1x1 pool: the 1x1 pools and such gathers are
+  identities and are removed, a contiguous gather of part of an input becomes a ``SLICE``, and
+  the pools and concatenations left without readers go (XNNPACK has no ``GATHER`` in any type and
+  no INT8 ``AVERAGE_POOL_2D``).
 
 :func:`rewrite_for_xnnpack` applies them all and returns how many of each it made.
 """
@@ -415,10 +422,91 @@ def global_average_pool(g: Graph) -> int:
     return done
 
 
+def _bypass(g: Graph, k: int, x: int, y: int) -> bool:
+    """Remove operator ``k`` whose output ``y`` equals its input ``x`` (same quantization): its
+    readers read ``x``. Not done when ``y`` is a graph output."""
+    if y in g.graph_outputs or g.tensor(x).type != g.tensor(y).type or g.quant(x) != g.quant(y):
+        return False
+    for r in g.readers.get(y, []):
+        g.sg.operators[r].inputs = [x if t == y else t for t in op_inputs(g.sg.operators[r])]
+    g.replace(k, [])
+    g.index()
+    return True
+
+
+def _drop_dead(g: Graph) -> None:
+    """Remove operators none of whose outputs is read or a graph output, until none is left."""
+    while True:
+        dead = [k for k, op in enumerate(g.sg.operators) if k not in g.removed and _ints(op.outputs)
+                and not any(g.readers.get(t) or t in g.graph_outputs for t in _ints(op.outputs))]
+        if not dead:
+            return
+        for k in dead:
+            g.replace(k, [])
+        g.index()
+
+
+def _contiguous(values: np.ndarray | None) -> tuple[int, int] | None:
+    """``(start, length)`` of a constant index vector ``start, start + 1, ...``, else None."""
+    if values is None or values.ndim != 1 or not values.size:
+        return None
+    v = values.astype(np.int64)
+    return (int(v[0]), len(v)) if np.array_equal(v, np.arange(v[0], v[0] + len(v))) else None
+
+
+def adaptive_pool_identity(g: Graph) -> int:
+    """Identity 1x1 pools and contiguous gathers (Keras' adaptive pooling at its own size) removed or
+    sliced, with the operators left unread (module docstring)."""
+    done = 0
+    for k, op in enumerate(g.sg.operators):
+        if k in g.removed:
+            continue
+        name, ins, outs = g.op_name(op), _ints(op.inputs), _ints(op.outputs)
+        if name in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+            o = op.builtinOptions
+            if ((o.filterHeight, o.filterWidth, o.strideH, o.strideW) == (1, 1, 1, 1)
+                    and not o.fusedActivationFunction and _bypass(g, k, ins[0], outs[0])):
+                done += 1
+            continue
+        if name != "GATHER" or len(ins) != 2 or getattr(op.builtinOptions, "batchDims", 0):
+            continue
+        x, y = ins[0], outs[0]
+        picked = _contiguous(g.constant(ins[1]))
+        shape = [int(d) for d in g.tensor(x).shape]
+        if picked is None or g.quant(x) != g.quant(y) or g.tensor(x).type != g.tensor(y).type:
+            continue
+        axis = op.builtinOptions.axis % len(shape)
+        start, length = picked
+        p = g.producer.get(x)
+        if p is not None and g.op_name(g.sg.operators[p]) == "CONCATENATION" and (
+                g.sg.operators[p].builtinOptions.axis % len(shape) == axis):
+            offset = 0
+            for t in _ints(g.sg.operators[p].inputs):
+                size = int(g.tensor(t).shape[axis])
+                if offset <= start and start + length <= offset + size and g.quant(t) == g.quant(y):
+                    x, start, shape = t, start - offset, [int(d) for d in g.tensor(t).shape]
+                    break
+                offset += size
+        if start == 0 and length == shape[axis]:
+            done += _bypass(g, k, x, y)
+            continue
+        begin, size = [0] * len(shape), list(shape)
+        begin[axis], size[axis] = start, length
+        i32 = g.schema.TensorType.INT32
+        b = g.add_tensor(_name(g, y, "begin"), [len(shape)], i32, data=np.array(begin, np.int32))
+        s = g.add_tensor(_name(g, y, "size"), [len(shape)], i32, data=np.array(size, np.int32))
+        g.replace(k, [g.new_op("SLICE", [x, b, s], [y], g.schema.SliceOptionsT(), 2)])
+        g.index()
+        done += 1
+    if done:
+        _drop_dead(g)
+    return done
+
+
 REWRITES: dict[str, Callable[[Graph], int]] = {
     "hard_swish": hard_swish, "clamp": clamp, "scalar_add": scalar_add, "resize_nearest": resize_nearest,
     "tile_broadcast": tile_broadcast, "transposed_concat": transposed_concat,
-    "global_average_pool": global_average_pool,
+    "global_average_pool": global_average_pool, "adaptive_pool_identity": adaptive_pool_identity,
 }
 
 

@@ -12,7 +12,8 @@ AI Edge Quantizer (``ai-edge-quantizer``), with recipes matching the converter's
 * ``dynamic``: ``dynamic_wi8_afp32`` — INT8 weights, float activations.
 
 ``fp16`` is not offered (the quantizer has no FP16 recipe). Inputs and outputs stay float
-(QUANTIZE/DEQUANTIZE at the model's edges). PReLU, which the quantizer leaves in float, is made
+(QUANTIZE/DEQUANTIZE at the model's edges): the quantizer quantizes graph inputs and outputs in
+place, so :func:`float_interface` gives them back their float type. PReLU, which the quantizer leaves in float, is made
 INT8 afterwards (:mod:`.prelu`). Files without a signature get ``serving_default``
 (``in0..``/``output_0..``) first, which calibration needs.
 """
@@ -152,7 +153,49 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list
         return bytes(result.quantized_model)
     from .prelu import integer_prelu
 
-    return integer_prelu(bytes(result.quantized_model), what, frozenset(float_nodes or ()))[0]
+    quantized = integer_prelu(bytes(result.quantized_model), what, frozenset(float_nodes or ()))[0]
+    return float_interface(quantized, what)
+
+
+def float_interface(data: bytes, what: str = "model") -> bytes:
+    """``data`` with every integer-quantized input and output of its main subgraph made float: a
+    ``QUANTIZE`` from a new float input, a ``DEQUANTIZE`` into a new float output, which take the
+    interface tensors' names and signature entries (the quantized tensors get an ``/int8`` suffix).
+
+    ai-edge-quantizer (0.10) quantizes graph inputs and outputs in place, so its model would take
+    and give INT8 where the source took float; the TFLite converter's ``--io float`` models put the
+    conversions at the edges, as this does.
+    """
+    from .rewrites import Graph
+
+    g = Graph(read_model(data, what))
+    sg, types = g.sg, g.schema.TensorType
+    front, back, remap = [], [], {}
+    for edge in ("inputs", "outputs"):
+        for t in [int(v) for v in getattr(sg, edge)]:
+            tensor = g.tensor(t)
+            if tensor.type not in (types.INT8, types.UINT8, types.INT16) or g.quant(t) is None:
+                continue
+            name = tensor.name
+            twin = g.add_tensor(name.decode(errors="replace") if isinstance(name, bytes) else str(name),
+                                [int(d) for d in tensor.shape], types.FLOAT32)
+            g.tensor(twin).shapeSignature = tensor.shapeSignature
+            tensor.name = (name or b"t") + b"/int8"
+            if edge == "inputs":
+                front.append(g.new_op("QUANTIZE", [twin], [t]))
+            else:
+                back.append(g.new_op("DEQUANTIZE", [t], [twin], version=2))
+            remap[t] = twin
+    if not remap:
+        return data
+    sg.operators = front + list(sg.operators) + back
+    sg.inputs = [remap.get(int(t), int(t)) for t in sg.inputs]
+    sg.outputs = [remap.get(int(t), int(t)) for t in sg.outputs]
+    for sig in g.model.signatureDefs or []:
+        if sig.subgraphIndex == 0:
+            for tm in [*(sig.inputs or []), *(sig.outputs or [])]:
+                tm.tensorIndex = remap.get(int(tm.tensorIndex), int(tm.tensorIndex))
+    return write_model(g.model)
 
 
 def _recipe(recipe: Any, scheme: str, float_nodes: list[str] | None = None) -> list[dict[str, Any]]:
