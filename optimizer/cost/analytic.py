@@ -162,16 +162,22 @@ def analytic_costs(
     supported = _op_support(graph, device, dtype, arrays)
     if arrays.identity is not None:
         native[arrays.identity] = 0.0
+    power = processor_power(device, clocks)
+    latency, energy = with_fallback(device, arrays, native, supported, power)
+    return {"latency_s": latency, "energy_j": energy, "supported": supported,
+            "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}
+
+
+def with_fallback(device: Device, arrays: LayerArrays, native: np.ndarray, supported: np.ndarray,
+                  power: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, energy) [L, P] of layers with native times ``native``: a layer ``p`` does not
+    support runs on the fallback processor plus the transfer of its inputs and outputs."""
     fb = device.fallback_index
     h_lat, h_spb, h_jpb = device.handoff_matrices()
-    power = processor_power(device, clocks)
     io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
     fallback_s = native[:, [fb]] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
     fallback_j = (power[fb] * native[:, [fb]]) + io_bytes * h_jpb[:, fb][None, :]
-    latency = np.where(supported, native, fallback_s)
-    energy = np.where(supported, native * power[None, :], fallback_j)
-    return {"latency_s": latency, "energy_j": energy, "supported": supported,
-            "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}
+    return np.where(supported, native, fallback_s), np.where(supported, native * power[None, :], fallback_j)
 
 
 def _block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:

@@ -256,10 +256,32 @@ def _set_fitted(mapping: Any, key: str, value: Any) -> None:
 
 def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
     """The device file at ``device_path`` (one the device loader accepted) with ``processor``'s efficiency, layer_overhead,
-    memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit.
+    memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit
+    (:func:`edit_processor_yaml`; a header comment names the fit)."""
+    note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
+            + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
+            + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
+
+    def edit(entry: Any) -> None:
+        if entry.get("efficiency") is None:
+            entry["efficiency"] = {}
+        for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
+            _set_fitted(entry["efficiency"], f, float(f"{v:.4g}"))
+        _set_fitted(entry, "layer_overhead", f"{fit.layer_overhead_s * 1e6:.4g} us")
+        _set_fitted(entry, "memory_bandwidth", f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+        if fit.invoke_overhead_s is not None:
+            _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
+        entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
+
+    return edit_processor_yaml(device_path, processor, edit, note)
+
+
+def edit_processor_yaml(device_path: str, processor: str, edit: Any, note: str) -> str:
+    """The device file at ``device_path`` (one the device loader accepted) with ``edit(entry)``
+    applied to ``processor``'s mapping, and ``note`` as a header comment.
 
     The file is edited as a ruamel.yaml round-trip document, so its comments, key order, flow
-    styles and every other processor stay as the user wrote them; a header comment names the fit.
+    styles and every other processor stay as the user wrote them.
     """
     import io
 
@@ -276,18 +298,7 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
     entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
     if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
         raise ConfigError(f"{device_path}: no processor {processor!r}")
-    if entry.get("efficiency") is None:
-        entry["efficiency"] = {}
-    for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
-        _set_fitted(entry["efficiency"], f, float(f"{v:.4g}"))
-    _set_fitted(entry, "layer_overhead", f"{fit.layer_overhead_s * 1e6:.4g} us")
-    _set_fitted(entry, "memory_bandwidth", f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s")
-    if fit.invoke_overhead_s is not None:
-        _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
-    note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
-            + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
-            + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
-    entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
+    edit(entry)
     out = io.StringIO()
     rt.dump(data, out)
     return f"# {note}\n" + out.getvalue()
