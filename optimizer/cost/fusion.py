@@ -17,7 +17,8 @@ into the kernel that produces its input (or, for a padding, that consumes its ou
   (``FusedConv``'s MLAS activations).
 
 A layer reached through folded layers (conv -> batch-norm -> ReLU) fuses as if it followed the
-convolution directly. Only a layer whose input is read by nothing else is folded.
+convolution directly; a kernel takes one activation. Only a layer whose input is read by nothing
+else is folded.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
             ks = layer_kernels(la, graph.fmt)
             kinds[i] = ks[0].kind if len(ks) == 1 else kinds[i]
     folded_into: list[int | None] = [None] * len(graph.layers)
+    activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
     out: list[list[KernelConfig]] = []
     for i, la in enumerate(graph.layers):
         kernels = layer_kernels(la, graph.fmt)
@@ -69,10 +71,10 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
             constant_operand = kind in BINARY_KINDS and len(la.input_shapes) == 1
             if (kind == "batch_norm" or constant_operand) and base_kind in _COMPUTE:
                 fold = True
-            elif kind in _CLAMPS and base_kind in clamp_into:
+            elif base not in activated and ((kind in _CLAMPS and base_kind in clamp_into)
+                                            or (kind in conv_acts and base_kind in ("conv", "dwconv"))):
                 fold = True
-            elif kind in conv_acts and base_kind in ("conv", "dwconv"):
-                fold = True
+                activated.add(base)  # type: ignore[arg-type]
         if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds):
             fold = True
         if fold:

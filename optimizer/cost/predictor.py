@@ -42,6 +42,8 @@ FOREST: dict[str, Any] = {"n_estimators": 60, "max_features": 0.6, "min_samples_
 MIN_PROBES = 4  # fewer probes than this and a family is not fitted (priced analytically)
 
 _KIND_CODE = {k: i for i, k in enumerate(OP_KINDS)}
+#: kinds whose window a graph does not record (pools): their ``k`` is not a feature
+_WINDOWLESS = frozenset({"max_pool", "avg_pool"})
 
 
 def features(configs: Sequence[KernelConfig], dtype: str) -> np.ndarray:
@@ -51,7 +53,7 @@ def features(configs: Sequence[KernelConfig], dtype: str) -> np.ndarray:
     for c in configs:
         rows.append((
             math.log2(c.h_in * c.w_in), math.log2(c.h_out * c.w_out), math.log2(c.c_in), math.log2(c.c_out),
-            c.k, c.stride, math.log2(c.rows), math.log2(c.h_in) if c.kind == "bmm" else 0.0, c.n_in, c.bcast,
+            0 if c.kind in _WINDOWLESS else c.k, c.stride, math.log2(c.rows), math.log2(c.h_in) if c.kind == "bmm" else 0.0, c.n_in, c.bcast,
             math.log2(c.macs + 1), math.log2(c.in_elems * nb + 1), math.log2(c.out_elems * nb + 1),
             math.log2(c.weight_elems * nb + 1), _KIND_CODE[c.kind],
         ))

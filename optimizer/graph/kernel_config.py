@@ -223,6 +223,7 @@ def _dims(shape: tuple[int, ...], first: bool) -> tuple[int, int, int]:
         return 1, 1, 1
     if len(shape) == 1:
         return 1, 1, int(shape[0])
+    first = first and len(shape) >= 3  # [rows, features] is features-last in every format
     c = int(shape[0] if first else shape[-1])
     spatial = shape[1:] if first else shape[:-1]
     h = int(spatial[0])
@@ -274,10 +275,10 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
     if kind == "bmm":
         return [_bmm(layer, out)]
     if kind in ("max_pool", "avg_pool"):
-        if (h_in, w_in) == (h_out, w_out):
+        if (h_in, w_in) == (h_out, w_out) and "adaptive" in layer.op_type.lower():
             return []  # an adaptive pool to its own size
-        k = max(1, round(h_in / h_out))
-        return [replace(base, kind=kind, k=k, stride=k if "adaptive" in layer.op_type.lower() else stride)]
+        # graphs keep no pool size: a window as large as the stride (3 for a stride-1 pool)
+        return [replace(base, kind=kind, k=stride if stride > 1 else 3, stride=stride)]
     if kind in ("global_avg_pool", "global_max_pool"):
         return [replace(base, k=h_in, stride=h_in, h_out=1, w_out=1, c_out=c_in)]
     if kind in BINARY_KINDS:

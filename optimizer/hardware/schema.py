@@ -302,12 +302,14 @@ class Processor(_Model):
 
     def predictor(self, runtime: str, dtype: str, threads: int | None = None) -> Predictor | None:
         """The predictor of ``runtime`` and ``dtype`` at ``threads`` threads (default: this
-        processor's ``cores``, the threads its runtime uses), None when the file lists none."""
+        processor's ``cores``, the threads its runtime uses), None when the file lists none. A
+        runtime also matches the one predictor of a more specific runtime of it (``tflite``:
+        ``tflite_xnnpack``, the TFLite build's CPU path)."""
         want = self.cores if threads is None else threads
-        for p in self.predictors:
-            if p.runtime == runtime and p.dtype == dtype and p.threads == want:
-                return p
-        return None
+        fits = [p for p in self.predictors if p.dtype == dtype and p.threads == want]
+        exact = [p for p in fits if p.runtime == runtime]
+        special = [p for p in fits if p.runtime.startswith(f"{runtime}_")]
+        return exact[0] if exact else special[0] if len(special) == 1 else None
 
     def supports(self, op: str, dtype: str) -> bool:
         """Whether ``op`` runs natively here at ``dtype`` (otherwise it falls back to the CPU)."""

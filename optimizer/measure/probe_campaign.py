@@ -159,14 +159,20 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
                 continue
             cfg, source = todo[i]
             records.append({"id": probe_id(cfg, dtype), **cfg.as_row(), "dtype": dtype,
-                            "latency_s": max(t.median_s - over, 0.02 * t.median_s), "raw_s": t.median_s,
-                            "spread": t.spread, "samples": t.samples, "source": source})
+                            "latency_s": _sig(max(t.median_s - over, 0.02 * t.median_s)), "raw_s": _sig(t.median_s),
+                            "spread": _sig(t.spread), "samples": t.samples, "source": source})
         table = table.with_rows(records, {"invoke_overhead_s": float(np.median(overheads)),
                                           "overhead_samples_s": [round(v, 9) for v in overheads[-64:]]})
         write_probe_table(table, path)
         if progress is not None:
             progress(done, total, stage)
     return table
+
+
+def _sig(value: float) -> float:
+    """``value`` to the 6 significant digits a table stores, so that a resumed campaign sees
+    exactly the numbers it saw before (its adaptive samples depend on them)."""
+    return float(f"{value:.6g}")
 
 
 def _check_pending(runner: ProbeRunner) -> None:
@@ -194,7 +200,8 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
             **(extra_meta or {})}
     table = open_table(path, meta)
     table = table.with_rows([], {k: v for k, v in meta.items() if k not in table.meta or k == "budget"})
-    plan, adaptive = plan_campaign(budget, seed, near, families=families)
+    plan, adaptive = plan_campaign(budget, seed, near, families=families,
+                                   adaptive_share=ADAPTIVE_SHARE if adaptive_rounds else 0.0)
     table = measure_configs(table, plan.configs, plan.sources, runner, dtype, path, seed=seed, progress=progress)
     _check_pending(runner)
     per_round = adaptive // max(adaptive_rounds, 1)

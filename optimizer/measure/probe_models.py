@@ -470,10 +470,15 @@ def _onnx(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
         raise ConfigError(f"no ONNX probe for kind {kind!r}")
     inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.INT32 if ids_input else TensorProto.FLOAT, list(s))
               for i, s in enumerate(x_shape)]
+    import onnx
+
     outputs = [helper.make_tensor_value_info(y[0], TensorProto.FLOAT, None)]
     graph = helper.make_graph(nodes, "probe", inputs, outputs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dnnplan-probe")
     model.ir_version = 8
+    out = onnx.shape_inference.infer_shapes(model).graph.output[0]
+    if out.type.tensor_type.HasField("shape"):  # the output's shape, as exporters declare it
+        model.graph.output[0].CopyFrom(out)
     if dtype == "int8":
         from .probe_runner import quiet_quantizer
 

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..cost.predictor import reference_s
 from ..errors import ConfigError
 from ..graph.kernel_config import KernelConfig, graph_kernels
 from ..graph.layergraph import LayerGraph
@@ -44,6 +45,8 @@ MAX_MACS = 2.5e9  # per probe: about 0.1 s on one core of a workstation
 MAX_ELEMS = 6 * 2**20  # activation elements per tensor (24 MB at FP32)
 MAX_WEIGHTS = 24 * 2**20  # weight elements (96 MB at FP32)
 JITTER = (0.5, 1.2)  # nn-Meter's fine-grained channel range
+TINY_S = 4e-6  # a kernel whose work-proportional reference time is below this is "tiny" ...
+TINY_KEEP = 0.3  # ... and kept with this probability by the prior sample
 
 
 def check_families(families: Iterable[str] | None) -> tuple[str, ...]:
@@ -78,6 +81,8 @@ def prior_sample(budget: int, seed: int = 0, families: Iterable[str] | None = No
             cfg = draw(rng)
             if cfg is None or cfg in seen or not within_caps(cfg):
                 continue
+            if reference_s([cfg], "fp32")[0] < TINY_S and rng.random() > TINY_KEEP:
+                continue  # microsecond kernels: noisy to time, and little of any network's time
             seen.add(cfg)
             out.append(cfg)
             got += 1
