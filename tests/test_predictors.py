@@ -5,7 +5,6 @@ models in both runtimes, probe tables, fusion rules, the probe campaign (resumab
 from __future__ import annotations
 
 import gzip
-import shutil
 from dataclasses import replace
 from pathlib import Path
 

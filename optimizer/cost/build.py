@@ -45,11 +45,9 @@ def build_cost_table(
     dtype : {"int8", "fp16", "fp32"}
         Activation and weight precision.
     backend : str, optional
-        A registered backend (:func:`optimizer.cost.backends.backend_names`); default
-        (:func:`default_backend`): ``predicted`` when the device file names a probe table
-        (a processor's ``predictors``), else ``analytic``. ``predicted``: per-device kernel
-        predictors (:mod:`optimizer.cost.predicted`); ``analytic``:
-        roofline model of :mod:`optimizer.cost.analytic`; ``measured``: per-layer
+        A registered backend (:func:`optimizer.cost.backends.backend_names`; default: the
+        device's, :func:`default_backend`). ``predicted``: per-device kernel predictors
+        (:mod:`optimizer.cost.predicted`); ``analytic``: roofline model of :mod:`optimizer.cost.analytic`; ``measured``: per-layer
         ``table`` (from ``dnnplan measure`` or a phone) for every processor of the device;
         ``learned``: a fitted Pipeline ``model`` (:func:`optimizer.cost.learned.fit_learned_model`
         or a joblib file) predicting each processor's layer latencies.
@@ -82,11 +80,8 @@ def build_cost_table(
     options = {k: v for k, v in (("table", table), ("model", model)) if v is not None}
     costs = run_backend(backend, inputs, options)
     meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist())),
-                            "runtime": runtime or device.runtime}
-    meta.update(host_seconds(graph, device))  # detector pre/post-processing on the CPU (Park & Ha)
-    if device.cpu_cores is not None:
-        meta["cpu_cores"] = device.cpu_cores
-    meta.update(costs.meta)
+                            "runtime": runtime or device.runtime, **host_seconds(graph, device),  # Park & Ha
+                            **({"cpu_cores": device.cpu_cores} if device.cpu_cores is not None else {}), **costs.meta}
     arrays = costs.arrays if costs.arrays is not None else layer_arrays(graph, dtype)
     h_lat, h_spb, h_jpb = device.handoff_matrices()
     capacity = np.array([p.memory_bytes if p.memory_bytes is not None else device.memory_bytes

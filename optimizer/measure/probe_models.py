@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..graph.kernel_config import BINARY_KINDS, KernelConfig
+from ..graph.kernel_config import KernelConfig
 
 #: kinds a probe can be built for (both formats, FP32 and INT8)
 PROBE_KINDS: tuple[str, ...] = (
@@ -182,144 +182,168 @@ def _nhwc(h: int, w: int, c: int) -> tuple[int, int, int, int]:
 
 def _tflite(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
     b = _Tflite(dtype, rng)
+    ins, y = _TFLITE_BUILDERS[cfg.kind](b, cfg)
+    return b.finish(ins, [y])
+
+
+def _tfl_conv(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     s = b.s
-    relu = s.ActivationFunctionType.RELU
-    same = s.Padding.SAME
-    kind = cfg.kind
     x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
-    ins = [x]
-    if kind == "conv":
+    if cfg.kind == "conv":
         w, ws = b.weights((cfg.c_out, cfg.k, cfg.k, cfg.c_in), 0)
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
-        b.op("CONV_2D", [x, w, b.bias(cfg.c_out, ws)], [y], "Conv2DOptions", padding=same,
-             strideW=cfg.stride, strideH=cfg.stride, fusedActivationFunction=relu)
-    elif kind == "dwconv":
+        b.op("CONV_2D", [x, w, b.bias(cfg.c_out, ws)], [y], "Conv2DOptions", padding=s.Padding.SAME,
+             strideW=cfg.stride, strideH=cfg.stride, fusedActivationFunction=s.ActivationFunctionType.RELU)
+    elif cfg.kind == "dwconv":
         w, ws = b.weights((1, cfg.k, cfg.k, cfg.c_in), 3)
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_in))
-        b.op("DEPTHWISE_CONV_2D", [x, w, b.bias(cfg.c_in, ws)], [y], "DepthwiseConv2DOptions", padding=same,
-             strideW=cfg.stride, strideH=cfg.stride, depthMultiplier=1, fusedActivationFunction=relu)
-    elif kind == "conv_transpose":
+        b.op("DEPTHWISE_CONV_2D", [x, w, b.bias(cfg.c_in, ws)], [y], "DepthwiseConv2DOptions",
+             padding=s.Padding.SAME, strideW=cfg.stride, strideH=cfg.stride, depthMultiplier=1,
+             fusedActivationFunction=s.ActivationFunctionType.RELU)
+    else:  # conv_transpose
         w, ws = b.weights((cfg.c_out, cfg.k, cfg.k, cfg.c_in), 0)
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
         shape = b.const(np.array(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out), np.int32))
-        b.op("TRANSPOSE_CONV", [shape, w, x, b.bias(cfg.c_out, ws)], [y], "TransposeConvOptions", padding=same,
-             strideW=cfg.stride, strideH=cfg.stride)
-    elif kind == "fc":
-        x = b.act((cfg.rows, cfg.c_in))
-        ins = [x]
-        w, ws = b.weights((cfg.c_out, cfg.c_in), 0)
-        if b.int8:  # the converter quantizes fully connected weights per tensor
-            w, ws = _per_tensor(b, cfg.c_out, cfg.c_in)
-        y = b.act((cfg.rows, cfg.c_out))
-        b.op("FULLY_CONNECTED", [x, w, b.bias(cfg.c_out, np.full(cfg.c_out, ws[0]))], [y],
-             "FullyConnectedOptions", fusedActivationFunction=relu if cfg.rows == 1 else 0, keepNumDims=False)
-    elif kind == "bmm":
-        x = b.act((cfg.h_in, cfg.rows, cfg.c_in))
-        x2 = b.act((cfg.h_in, cfg.c_in, cfg.c_out))
-        ins = [x, x2]
+        b.op("TRANSPOSE_CONV", [shape, w, x, b.bias(cfg.c_out, ws)], [y], "TransposeConvOptions",
+             padding=s.Padding.SAME, strideW=cfg.stride, strideH=cfg.stride)
+    return [x], y
+
+
+def _tfl_matmul(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    if cfg.kind == "bmm":
+        x, x2 = b.act((cfg.h_in, cfg.rows, cfg.c_in)), b.act((cfg.h_in, cfg.c_in, cfg.c_out))
         y = b.act((cfg.h_in, cfg.rows, cfg.c_out))
         b.op("BATCH_MATMUL", [x, x2], [y], "BatchMatMulOptions", adjX=False, adjY=False)
-    elif kind in ("max_pool", "avg_pool"):
-        y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_in))
-        b.op("MAX_POOL_2D" if kind == "max_pool" else "AVERAGE_POOL_2D", [x], [y], "Pool2DOptions",
-             padding=same, strideW=cfg.stride, strideH=cfg.stride, filterWidth=cfg.k, filterHeight=cfg.k)
-    elif kind in ("global_avg_pool", "global_max_pool"):
+        return [x, x2], y
+    x = b.act((cfg.rows, cfg.c_in))
+    # the converter quantizes fully connected weights per tensor
+    w, ws = _per_tensor(b, cfg.c_out, cfg.c_in) if b.int8 else b.weights((cfg.c_out, cfg.c_in), 0)
+    y = b.act((cfg.rows, cfg.c_out))
+    b.op("FULLY_CONNECTED", [x, w, b.bias(cfg.c_out, np.full(cfg.c_out, ws[0]))], [y], "FullyConnectedOptions",
+         fusedActivationFunction=b.s.ActivationFunctionType.RELU if cfg.rows == 1 else 0, keepNumDims=False)
+    return [x], y
+
+
+def _tfl_pool(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    if cfg.kind.startswith("global"):
         y = b.act((1, cfg.c_in))
-        b.op("MEAN" if kind == "global_avg_pool" else "REDUCE_MAX", [x, b.const(np.array([1, 2], np.int32))], [y],
-             "ReducerOptions", keepDims=False)
-    elif kind in BINARY_KINDS:
-        other = _nhwc(1, 1, cfg.c_in) if cfg.bcast else _nhwc(cfg.h_in, cfg.w_in, cfg.c_in)
-        x2 = b.act(other)
-        ins = [x, x2]
-        y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
-        name = {"add": "ADD", "mul": "MUL", "sub": "SUB", "div": "DIV", "maximum": "MAXIMUM", "minimum": "MINIMUM",
-                "squared_difference": "SQUARED_DIFFERENCE"}[kind]
-        opts = {"ADD": "AddOptions", "MUL": "MulOptions", "SUB": "SubOptions"}.get(name)
-        b.op(name, [x, x2], [y], opts)
-    elif kind in ("relu", "relu6", "sigmoid", "tanh", "hard_swish", "leaky_relu", "prelu", "softmax"):
-        scale, zero = {"sigmoid": (1 / 256, -128), "softmax": (1 / 256, -128), "tanh": (1 / 128, 0)}.get(
-            kind, (ACT_SCALE, 0))
-        if kind == "softmax":
-            x = b.act((cfg.h_in * cfg.w_in, cfg.c_in))
-            ins = [x]
-            y = b.act((cfg.h_in * cfg.w_in, cfg.c_in), scale, zero)
-        else:
-            y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out), scale, zero)
-        if kind == "prelu":
-            alpha = (0.25 * np.ones((1, 1, cfg.c_in))).astype(np.float32)
-            a = (b.tensor(alpha.shape, data=np.full(alpha.shape, 64, np.int8), ttype=s.TensorType.INT8,
-                          quant=b._quant(0.25 / 64)) if b.int8 else b.const(alpha))
-            b.op("PRELU", [x, a], [y])
-        elif kind == "leaky_relu":
-            b.op("LEAKY_RELU", [x], [y], "LeakyReluOptions", alpha=0.1)
-        elif kind == "softmax":
-            b.op("SOFTMAX", [x], [y], "SoftmaxOptions", beta=1.0)
-        else:
-            b.op({"relu": "RELU", "relu6": "RELU6", "sigmoid": "LOGISTIC", "tanh": "TANH",
-                  "hard_swish": "HARD_SWISH"}[kind], [x], [y])
-    elif kind == "batch_norm":  # a batch-norm no convolution absorbs: multiply and add per channel
-        mid = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
-        y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
-        b.op("MUL", [x, _channel_const(b, cfg.c_in, 1.0)], [mid], "MulOptions")
-        b.op("ADD", [mid, _channel_const(b, cfg.c_in, 0.1)], [y], "AddOptions")
-    elif kind == "layer_norm":  # as the converter lowers it: mean, variance, rsqrt, scale and shift
-        shape = (cfg.h_in * cfg.w_in, cfg.c_in)
-        x = b.act(shape)
-        ins = [x]
-        axis = b.const(np.array([1], np.int32))
-        mean, sq, var, eps, rs, norm, y = (b.act((shape[0], 1)), b.act(shape), b.act((shape[0], 1)),
-                                           b.act((shape[0], 1)), b.act((shape[0], 1)), b.act(shape), b.act(shape))
-        b.op("MEAN", [x, axis], [mean], "ReducerOptions", keepDims=True)
-        b.op("SQUARED_DIFFERENCE", [x, mean], [sq])
-        b.op("MEAN", [sq, axis], [var], "ReducerOptions", keepDims=True)
-        b.op("ADD", [var, _scalar(b, 1e-3)], [eps], "AddOptions")
-        b.op("RSQRT", [eps], [rs])
-        cen = b.act(shape)
-        b.op("SUB", [x, mean], [cen], "SubOptions")
-        b.op("MUL", [cen, rs], [norm], "MulOptions")
-        gamma = b.act(shape)
-        b.op("MUL", [norm, _row_const(b, cfg.c_in, 1.0)], [gamma], "MulOptions")
-        b.op("ADD", [gamma, _row_const(b, cfg.c_in, 0.1)], [y], "AddOptions")
-    elif kind == "concat":
-        n = max(cfg.n_in, 2)
-        parts = [cfg.c_out // n + (1 if i < cfg.c_out % n else 0) for i in range(n)]
-        ins = [b.act(_nhwc(cfg.h_in, cfg.w_in, max(c, 1))) for c in parts]
-        y = b.act(_nhwc(cfg.h_out, cfg.w_out, sum(max(c, 1) for c in parts)))
+        b.op("MEAN" if cfg.kind == "global_avg_pool" else "REDUCE_MAX", [x, b.const(np.array([1, 2], np.int32))],
+             [y], "ReducerOptions", keepDims=False)
+        return [x], y
+    y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_in))
+    b.op("MAX_POOL_2D" if cfg.kind == "max_pool" else "AVERAGE_POOL_2D", [x], [y], "Pool2DOptions",
+         padding=b.s.Padding.SAME, strideW=cfg.stride, strideH=cfg.stride, filterWidth=cfg.k, filterHeight=cfg.k)
+    return [x], y
+
+
+def _tfl_binary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    x2 = b.act(_nhwc(1, 1, cfg.c_in) if cfg.bcast else _nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
+    name = {"add": "ADD", "mul": "MUL", "sub": "SUB", "div": "DIV", "maximum": "MAXIMUM", "minimum": "MINIMUM",
+            "squared_difference": "SQUARED_DIFFERENCE"}[cfg.kind]
+    b.op(name, [x, x2], [y], {"ADD": "AddOptions", "MUL": "MulOptions", "SUB": "SubOptions"}.get(name))
+    return [x, x2], y
+
+
+def _tfl_unary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    # INT8 kernels of these take fixed output scales (TFLite's quantization specification)
+    scale, zero = {"sigmoid": (1 / 256, -128), "softmax": (1 / 256, -128), "tanh": (1 / 128, 0)}.get(
+        cfg.kind, (ACT_SCALE, 0))
+    shape = (cfg.h_in * cfg.w_in, cfg.c_in) if cfg.kind == "softmax" else _nhwc(cfg.h_in, cfg.w_in, cfg.c_in)
+    x = b.act(shape)
+    y = b.act(shape, scale, zero)
+    if cfg.kind == "prelu":
+        alpha = np.full((1, 1, cfg.c_in), 0.25, np.float32)
+        a = (b.tensor(alpha.shape, data=np.full(alpha.shape, 64, np.int8), ttype=b.s.TensorType.INT8,
+                      quant=b._quant(0.25 / 64)) if b.int8 else b.const(alpha))
+        b.op("PRELU", [x, a], [y])
+    elif cfg.kind == "leaky_relu":
+        b.op("LEAKY_RELU", [x], [y], "LeakyReluOptions", alpha=0.1)
+    elif cfg.kind == "softmax":
+        b.op("SOFTMAX", [x], [y], "SoftmaxOptions", beta=1.0)
+    else:
+        b.op({"relu": "RELU", "relu6": "RELU6", "sigmoid": "LOGISTIC", "tanh": "TANH",
+              "hard_swish": "HARD_SWISH"}[cfg.kind], [x], [y])
+    return [x], y
+
+
+def _tfl_norm(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    if cfg.kind == "batch_norm":  # a batch-norm no convolution absorbs: multiply and add per channel
+        x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+        mid, y = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in)), b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
+        b.op("MUL", [x, _channel_const(b, (1, 1, 1, cfg.c_in), 1.0)], [mid], "MulOptions")
+        b.op("ADD", [mid, _channel_const(b, (1, 1, 1, cfg.c_in), 0.1)], [y], "AddOptions")
+        return [x], y
+    # layer norm as the converter lowers it: mean, variance, rsqrt, scale and shift
+    shape, col = (cfg.h_in * cfg.w_in, cfg.c_in), (cfg.h_in * cfg.w_in, 1)
+    x = b.act(shape)
+    axis = b.const(np.array([1], np.int32))
+    mean, sq, var, eps, rs = b.act(col), b.act(shape), b.act(col), b.act(col), b.act(col)
+    cen, norm, gamma, y = b.act(shape), b.act(shape), b.act(shape), b.act(shape)
+    b.op("MEAN", [x, axis], [mean], "ReducerOptions", keepDims=True)
+    b.op("SQUARED_DIFFERENCE", [x, mean], [sq])
+    b.op("MEAN", [sq, axis], [var], "ReducerOptions", keepDims=True)
+    b.op("ADD", [var, _channel_const(b, (1,), 1e-3)], [eps], "AddOptions")
+    b.op("RSQRT", [eps], [rs])
+    b.op("SUB", [x, mean], [cen], "SubOptions")
+    b.op("MUL", [cen, rs], [norm], "MulOptions")
+    b.op("MUL", [norm, _channel_const(b, (1, cfg.c_in), 1.0)], [gamma], "MulOptions")
+    b.op("ADD", [gamma, _channel_const(b, (1, cfg.c_in), 0.1)], [y], "AddOptions")
+    return [x], y
+
+
+def _tfl_layout(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    s = b.s
+    if cfg.kind == "concat":
+        ins = [b.act(_nhwc(cfg.h_in, cfg.w_in, c)) for c in _split_channels(cfg)]
+        y = b.act(_nhwc(cfg.h_out, cfg.w_out, sum(_split_channels(cfg))))
         b.op("CONCATENATION", ins, [y], "ConcatenationOptions", axis=3)
-    elif kind == "pad":
+        return ins, y
+    if cfg.kind == "gather":
+        table = (b.rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
+        t = (b.tensor(table.shape, data=np.clip(np.round(table / ACT_SCALE), -127, 127).astype(np.int8),
+                      quant=b._quant(ACT_SCALE)) if b.int8 else b.const(table))
+        ids = b.tensor((cfg.rows,), ttype=s.TensorType.INT32)
+        y = b.act((cfg.rows, cfg.c_out))
+        b.op("GATHER", [t, ids], [y], "GatherOptions", axis=0)
+        return [ids], y
+    x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    if cfg.kind == "pad":
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
         dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
         pads = np.array([[0, 0], [dh // 2, dh - dh // 2], [dw // 2, dw - dw // 2], [0, 0]], np.int32)
         b.op("PAD", [x, b.const(pads)], [y])
-    elif kind == "transpose":
+    elif cfg.kind == "transpose":
         y = b.act(_nhwc(cfg.c_in, cfg.h_in, cfg.w_in))
         b.op("TRANSPOSE", [x, b.const(np.array([0, 3, 1, 2], np.int32))], [y])
-    elif kind == "slice":
+    elif cfg.kind == "slice":
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
-        b.op("SLICE", [x, b.const(np.zeros(4, np.int32)),
-                       b.const(np.array(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out), np.int32))], [y])
-    elif kind == "gather":
-        table = (rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
-        t = (b.tensor(table.shape, data=np.clip(np.round(table / ACT_SCALE), -127, 127).astype(np.int8),
-                      quant=b._quant(ACT_SCALE)) if b.int8 else b.const(table))
-        ids = b.tensor((cfg.rows,), ttype=s.TensorType.INT32)
-        ins = [ids]
-        y = b.act((cfg.rows, cfg.c_out))
-        b.op("GATHER", [t, ids], [y], "GatherOptions", axis=0)
-    elif kind in ("resize_bilinear", "resize_nearest"):
-        y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_in))
-        size = b.const(np.array([cfg.h_out, cfg.w_out], np.int32))
-        if kind == "resize_bilinear":
-            b.op("RESIZE_BILINEAR", [x, size], [y], "ResizeBilinearOptions", halfPixelCenters=True)
-        else:
-            b.op("RESIZE_NEAREST_NEIGHBOR", [x, size], [y], "ResizeNearestNeighborOptions")
-    elif kind == "depth_to_space":
+        size = b.const(np.array(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out), np.int32))
+        b.op("SLICE", [x, b.const(np.zeros(4, np.int32)), size], [y])
+    else:  # depth_to_space
         block = max(1, round(cfg.h_out / max(cfg.h_in, 1)))
         y = b.act(_nhwc(cfg.h_in * block, cfg.w_in * block, cfg.c_in // (block * block)))
         b.op("DEPTH_TO_SPACE", [x], [y], "DepthToSpaceOptions", blockSize=block)
-    else:  # pragma: no cover - PROBE_KINDS is checked first
-        raise ConfigError(f"no TFLite probe for kind {kind!r}")
-    return b.finish(ins, [y])
+    return [x], y
+
+
+def _tfl_resize(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_in))
+    size = b.const(np.array([cfg.h_out, cfg.w_out], np.int32))
+    if cfg.kind == "resize_bilinear":
+        b.op("RESIZE_BILINEAR", [x, size], [y], "ResizeBilinearOptions", halfPixelCenters=True)
+    else:
+        b.op("RESIZE_NEAREST_NEIGHBOR", [x, size], [y], "ResizeNearestNeighborOptions")
+    return [x], y
+
+
+def _split_channels(cfg: KernelConfig) -> list[int]:
+    """Channels of each of a concatenation's ``n_in`` inputs (``c_out`` split evenly)."""
+    n = max(cfg.n_in, 2)
+    return [max(cfg.c_out // n + (1 if i < cfg.c_out % n else 0), 1) for i in range(n)]
 
 
 def _per_tensor(b: _Tflite, rows: int, cols: int) -> tuple[int, np.ndarray]:
@@ -329,26 +353,13 @@ def _per_tensor(b: _Tflite, rows: int, cols: int) -> tuple[int, np.ndarray]:
     return b.tensor((rows, cols), data=q, ttype=b.s.TensorType.INT8, quant=b._quant(scale, 0)), np.array([scale])
 
 
-def _channel_const(b: _Tflite, c: int, value: float) -> int:
-    v = np.full((1, 1, 1, c), value, np.float32)
+def _channel_const(b: _Tflite, shape: tuple[int, ...], value: float) -> int:
+    """A constant operand of ``shape`` filled with ``value`` (INT8 with a scale giving it)."""
+    v = np.full(shape, value, np.float32)
     if not b.int8:
         return b.const(v)
     return b.tensor(v.shape, data=np.full(v.shape, 100, np.int8), ttype=b.s.TensorType.INT8,
                     quant=b._quant(value / 100 if value else 0.01))
-
-
-def _row_const(b: _Tflite, c: int, value: float) -> int:
-    v = np.full((1, c), value, np.float32)
-    if not b.int8:
-        return b.const(v)
-    return b.tensor(v.shape, data=np.full(v.shape, 100, np.int8), ttype=b.s.TensorType.INT8,
-                    quant=b._quant(value / 100))
-
-
-def _scalar(b: _Tflite, value: float) -> int:
-    if not b.int8:
-        return b.const(np.array([value], np.float32))
-    return b.tensor((1,), data=np.array([1], np.int8), ttype=b.s.TensorType.INT8, quant=b._quant(value))
 
 
 # ------------------------------------------------------------------------------------- ONNX
@@ -356,124 +367,54 @@ def _scalar(b: _Tflite, value: float) -> int:
 OPSET = 17
 
 
-def _onnx(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
-    from onnx import TensorProto, helper, numpy_helper
+class _Onnx:
+    """An ONNX graph under construction: nodes, initializers and the graph inputs' shapes."""
 
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    names = iter(f"v{i}" for i in range(10_000))
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.inputs: list[tuple[int, ...]] = []
+        self.ids_input = False
+        self._n = 0
 
-    def const(values: np.ndarray) -> str:
-        name = next(names)
-        inits.append(numpy_helper.from_array(values, name))
+    def _name(self) -> str:
+        self._n += 1
+        return f"v{self._n}"
+
+    def input(self, shape: tuple[int, ...]) -> str:
+        self.inputs.append(tuple(shape))
+        return f"x{len(self.inputs) - 1}"
+
+    def const(self, values: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        name = self._name()
+        self.inits.append(numpy_helper.from_array(values, name))
         return name
 
-    def node(op: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> list[str]:
-        outs = [next(names) for _ in range(n_out)]
-        nodes.append(helper.make_node(op, inputs, outs, **attrs))
-        return outs
-
-    def weight(shape: tuple[int, ...]) -> str:
+    def weight(self, shape: tuple[int, ...]) -> str:
         fan_in = max(math.prod(shape[1:]), 1)
-        return const((rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32))
+        return self.const((self.rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32))
 
-    kind = cfg.kind
-    x_shape: list[tuple[int, ...]] = [(1, cfg.c_in, cfg.h_in, cfg.w_in)]
-    ids_input = False
-    if kind == "conv":
-        y = node("Conv", ["x0", weight((cfg.c_out, cfg.c_in, cfg.k, cfg.k)), const(np.zeros(cfg.c_out, np.float32))],
-                 kernel_shape=[cfg.k, cfg.k], strides=[cfg.stride] * 2, pads=_same(cfg.h_in, cfg.k, cfg.stride))
-        y = node("Relu", y)
-    elif kind == "dwconv":
-        y = node("Conv", ["x0", weight((cfg.c_in, 1, cfg.k, cfg.k)), const(np.zeros(cfg.c_in, np.float32))],
-                 kernel_shape=[cfg.k, cfg.k], strides=[cfg.stride] * 2, group=cfg.c_in,
-                 pads=_same(cfg.h_in, cfg.k, cfg.stride))
-        y = node("Relu", y)
-    elif kind == "conv_transpose":
-        y = node("ConvTranspose", ["x0", weight((cfg.c_in, cfg.c_out, cfg.k, cfg.k)),
-                                   const(np.zeros(cfg.c_out, np.float32))],
-                 kernel_shape=[cfg.k, cfg.k], strides=[cfg.stride] * 2,
-                 output_shape=[cfg.h_out, cfg.w_out])
-    elif kind == "fc":
-        x_shape = [(cfg.rows, cfg.c_in)]
-        y = node("MatMul", ["x0", weight((cfg.c_in, cfg.c_out))])
-        y = node("Add", [y[0], const(np.zeros(cfg.c_out, np.float32))])
-        if cfg.rows == 1:
-            y = node("Relu", y)
-    elif kind == "bmm":
-        x_shape = [(cfg.h_in, cfg.rows, cfg.c_in), (cfg.h_in, cfg.c_in, cfg.c_out)]
-        y = node("MatMul", ["x0", "x1"])
-    elif kind in ("max_pool", "avg_pool"):
-        y = node("MaxPool" if kind == "max_pool" else "AveragePool", ["x0"], kernel_shape=[cfg.k, cfg.k],
-                 strides=[cfg.stride] * 2, pads=_same(cfg.h_in, cfg.k, cfg.stride))
-    elif kind in ("global_avg_pool", "global_max_pool"):
-        y = node("GlobalAveragePool" if kind == "global_avg_pool" else "GlobalMaxPool", ["x0"])
-    elif kind in BINARY_KINDS:
-        x_shape = [(1, cfg.c_in, cfg.h_in, cfg.w_in),
-                   (1, cfg.c_in, 1, 1) if cfg.bcast else (1, cfg.c_in, cfg.h_in, cfg.w_in)]
-        op = {"add": "Add", "mul": "Mul", "sub": "Sub", "div": "Div", "maximum": "Max", "minimum": "Min"}[kind]
-        y = node(op, ["x0", "x1"])
-    elif kind == "relu":
-        y = node("Relu", ["x0"])
-    elif kind == "relu6":
-        y = node("Clip", ["x0", const(np.array(0, np.float32)), const(np.array(6, np.float32))])
-    elif kind == "sigmoid":
-        y = node("Sigmoid", ["x0"])
-    elif kind == "tanh":
-        y = node("Tanh", ["x0"])
-    elif kind == "hard_swish":
-        y = node("HardSwish", ["x0"])
-    elif kind == "leaky_relu":
-        y = node("LeakyRelu", ["x0"], alpha=0.1)
-    elif kind == "prelu":
-        y = node("PRelu", ["x0", const(np.full((cfg.c_in, 1, 1), 0.25, np.float32))])
-    elif kind == "softmax":
-        x_shape = [(cfg.h_in * cfg.w_in, cfg.c_in)]
-        y = node("Softmax", ["x0"], axis=-1)
-    elif kind == "batch_norm":
-        c = cfg.c_in
-        y = node("BatchNormalization", ["x0", const(np.ones(c, np.float32)), const(np.zeros(c, np.float32)),
-                                        const(np.zeros(c, np.float32)), const(np.ones(c, np.float32))])
-    elif kind == "layer_norm":
-        x_shape = [(cfg.h_in * cfg.w_in, cfg.c_in)]
-        y = node("LayerNormalization", ["x0", const(np.ones(cfg.c_in, np.float32)),
-                                        const(np.zeros(cfg.c_in, np.float32))], axis=-1)
-    elif kind == "concat":
-        n = max(cfg.n_in, 2)
-        parts = [max(cfg.c_out // n + (1 if i < cfg.c_out % n else 0), 1) for i in range(n)]
-        x_shape = [(1, c, cfg.h_in, cfg.w_in) for c in parts]
-        y = node("Concat", [f"x{i}" for i in range(n)], axis=1)
-    elif kind == "pad":
-        dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
-        pads = np.array([0, 0, dh // 2, dw // 2, 0, 0, dh - dh // 2, dw - dw // 2], np.int64)
-        y = node("Pad", ["x0", const(pads)])
-    elif kind == "transpose":
-        y = node("Transpose", ["x0"], perm=[0, 2, 3, 1])
-    elif kind == "slice":
-        ends = np.array([cfg.c_out, cfg.h_out, cfg.w_out], np.int64)
-        y = node("Slice", ["x0", const(np.zeros(3, np.int64)), const(ends), const(np.array([1, 2, 3], np.int64))])
-    elif kind == "gather":
-        ids_input = True
-        x_shape = [(cfg.rows,)]
-        y = node("Gather", [const((rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)), "x0"],
-                 axis=0)
-    elif kind in ("resize_bilinear", "resize_nearest"):
-        sizes = np.array([1, cfg.c_in, cfg.h_out, cfg.w_out], np.int64)
-        mode = "linear" if kind == "resize_bilinear" else "nearest"
-        y = node("Resize", ["x0", "", "", const(sizes)], mode=mode,
-                 coordinate_transformation_mode="half_pixel" if mode == "linear" else "asymmetric",
-                 nearest_mode="floor")
-    elif kind == "depth_to_space":
-        block = max(1, round(cfg.h_out / max(cfg.h_in, 1)))
-        y = node("DepthToSpace", ["x0"], blocksize=block, mode="DCR")
-    else:  # pragma: no cover - PROBE_KINDS is checked first
-        raise ConfigError(f"no ONNX probe for kind {kind!r}")
-    inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.INT32 if ids_input else TensorProto.FLOAT, list(s))
-              for i, s in enumerate(x_shape)]
+    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        from onnx import helper
+
+        out = self._name()
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+
+def _onnx(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
     import onnx
+    from onnx import TensorProto, helper
 
-    outputs = [helper.make_tensor_value_info(y[0], TensorProto.FLOAT, None)]
-    graph = helper.make_graph(nodes, "probe", inputs, outputs, initializer=inits)
+    b = _Onnx(rng)
+    y = _ONNX_BUILDERS[cfg.kind](b, cfg)
+    elem = TensorProto.INT32 if b.ids_input else TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(f"x{i}", elem, list(sh)) for i, sh in enumerate(b.inputs)]
+    outputs = [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)]
+    graph = helper.make_graph(b.nodes, "probe", inputs, outputs, initializer=b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dnnplan-probe")
     model.ir_version = 8
     out = onnx.shape_inference.infer_shapes(model).graph.output[0]
@@ -483,8 +424,116 @@ def _onnx(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
         from .probe_runner import quiet_quantizer
 
         with quiet_quantizer():
-            model = qdq_model(model, [s for s in x_shape], ids_input)
+            model = qdq_model(model, b.inputs, b.ids_input)
     return bytes(model.SerializeToString())
+
+
+def _onnx_conv(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    window = {"kernel_shape": [cfg.k, cfg.k], "strides": [cfg.stride] * 2}
+    if cfg.kind == "conv_transpose":
+        return b.node("ConvTranspose", [x, b.weight((cfg.c_in, cfg.c_out, cfg.k, cfg.k)),
+                                        b.const(np.zeros(cfg.c_out, np.float32))],
+                      output_shape=[cfg.h_out, cfg.w_out], **window)
+    depthwise = cfg.kind == "dwconv"
+    c_out = cfg.c_in if depthwise else cfg.c_out
+    w = b.weight((c_out, 1, cfg.k, cfg.k) if depthwise else (c_out, cfg.c_in, cfg.k, cfg.k))
+    y = b.node("Conv", [x, w, b.const(np.zeros(c_out, np.float32))], group=cfg.c_in if depthwise else 1,
+               pads=_same(cfg.h_in, cfg.k, cfg.stride), **window)
+    return b.node("Relu", [y])
+
+
+def _onnx_matmul(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "bmm":
+        return b.node("MatMul", [b.input((cfg.h_in, cfg.rows, cfg.c_in)), b.input((cfg.h_in, cfg.c_in, cfg.c_out))])
+    y = b.node("MatMul", [b.input((cfg.rows, cfg.c_in)), b.weight((cfg.c_in, cfg.c_out))])
+    y = b.node("Add", [y, b.const(np.zeros(cfg.c_out, np.float32))])
+    return b.node("Relu", [y]) if cfg.rows == 1 else y
+
+
+def _onnx_pool(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind.startswith("global"):
+        return b.node("GlobalAveragePool" if cfg.kind == "global_avg_pool" else "GlobalMaxPool", [x])
+    return b.node("MaxPool" if cfg.kind == "max_pool" else "AveragePool", [x], kernel_shape=[cfg.k, cfg.k],
+                  strides=[cfg.stride] * 2, pads=_same(cfg.h_in, cfg.k, cfg.stride))
+
+
+def _onnx_binary(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    x2 = b.input((1, cfg.c_in, 1, 1) if cfg.bcast else (1, cfg.c_in, cfg.h_in, cfg.w_in))
+    op = {"add": "Add", "mul": "Mul", "sub": "Sub", "div": "Div", "maximum": "Max", "minimum": "Min"}[cfg.kind]
+    return b.node(op, [x, x2])
+
+
+def _onnx_unary(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "softmax":
+        return b.node("Softmax", [b.input((cfg.h_in * cfg.w_in, cfg.c_in))], axis=-1)
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind == "relu6":
+        return b.node("Clip", [x, b.const(np.array(0, np.float32)), b.const(np.array(6, np.float32))])
+    if cfg.kind == "leaky_relu":
+        return b.node("LeakyRelu", [x], alpha=0.1)
+    if cfg.kind == "prelu":
+        return b.node("PRelu", [x, b.const(np.full((cfg.c_in, 1, 1), 0.25, np.float32))])
+    return b.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "hard_swish": "HardSwish"}[cfg.kind], [x])
+
+
+def _onnx_norm(b: _Onnx, cfg: KernelConfig) -> str:
+    c = cfg.c_in
+    if cfg.kind == "layer_norm":
+        return b.node("LayerNormalization", [b.input((cfg.h_in * cfg.w_in, c)), b.const(np.ones(c, np.float32)),
+                                             b.const(np.zeros(c, np.float32))], axis=-1)
+    return b.node("BatchNormalization", [b.input((1, c, cfg.h_in, cfg.w_in)), b.const(np.ones(c, np.float32)),
+                                         b.const(np.zeros(c, np.float32)), b.const(np.zeros(c, np.float32)),
+                                         b.const(np.ones(c, np.float32))])
+
+
+def _onnx_layout(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "concat":
+        return b.node("Concat", [b.input((1, c, cfg.h_in, cfg.w_in)) for c in _split_channels(cfg)], axis=1)
+    if cfg.kind == "gather":
+        b.ids_input = True
+        table = (b.rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
+        return b.node("Gather", [b.const(table), b.input((cfg.rows,))], axis=0)
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind == "pad":
+        dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
+        pads = np.array([0, 0, dh // 2, dw // 2, 0, 0, dh - dh // 2, dw - dw // 2], np.int64)
+        return b.node("Pad", [x, b.const(pads)])
+    if cfg.kind == "transpose":
+        return b.node("Transpose", [x], perm=[0, 2, 3, 1])
+    if cfg.kind == "slice":
+        ends = np.array([cfg.c_out, cfg.h_out, cfg.w_out], np.int64)
+        return b.node("Slice", [x, b.const(np.zeros(3, np.int64)), b.const(ends), b.const(np.array([1, 2, 3], np.int64))])
+    block = max(1, round(cfg.h_out / max(cfg.h_in, 1)))  # depth_to_space
+    return b.node("DepthToSpace", [x], blocksize=block, mode="DCR")
+
+
+def _onnx_resize(b: _Onnx, cfg: KernelConfig) -> str:
+    sizes = np.array([1, cfg.c_in, cfg.h_out, cfg.w_out], np.int64)
+    linear = cfg.kind == "resize_bilinear"
+    return b.node("Resize", [b.input((1, cfg.c_in, cfg.h_in, cfg.w_in)), "", "", b.const(sizes)],
+                  mode="linear" if linear else "nearest",
+                  coordinate_transformation_mode="half_pixel" if linear else "asymmetric", nearest_mode="floor")
+
+
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "conv": ("conv", "dwconv", "conv_transpose"), "matmul": ("fc", "bmm"),
+    "pool": ("max_pool", "avg_pool", "global_avg_pool", "global_max_pool"), "binary": ("add", "mul", "sub", "maximum"),
+    "unary": ("relu", "relu6", "leaky_relu", "prelu", "sigmoid", "tanh", "hard_swish", "softmax"),
+    "norm": ("batch_norm", "layer_norm"), "layout": ("concat", "pad", "transpose", "slice", "gather", "depth_to_space"),
+    "resize": ("resize_bilinear", "resize_nearest"),
+}
+_TFLITE_BUILDERS: dict[str, Callable[[_Tflite, KernelConfig], tuple[list[int], int]]] = {
+    k: fn for group, fn in (("conv", _tfl_conv), ("matmul", _tfl_matmul), ("pool", _tfl_pool),
+                            ("binary", _tfl_binary), ("unary", _tfl_unary), ("norm", _tfl_norm),
+                            ("layout", _tfl_layout), ("resize", _tfl_resize)) for k in _GROUPS[group]}
+_ONNX_BUILDERS: dict[str, Callable[[_Onnx, KernelConfig], str]] = {
+    k: fn for group, fn in (("conv", _onnx_conv), ("matmul", _onnx_matmul), ("pool", _onnx_pool),
+                            ("binary", _onnx_binary), ("unary", _onnx_unary), ("norm", _onnx_norm),
+                            ("layout", _onnx_layout), ("resize", _onnx_resize)) for k in _GROUPS[group]}
+assert set(_TFLITE_BUILDERS) == set(_ONNX_BUILDERS) == set(PROBE_KINDS)
 
 
 def _same(size: int, k: int, stride: int) -> list[int]:
