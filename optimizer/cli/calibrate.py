@@ -106,6 +106,9 @@ def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=
         if m not in graphs:
             graphs[m] = load_graph(m, input_shapes=shapes)
         matches.append(import_profile(f, graphs[m], dev, name, dtype)[1])
+    if dev.processor(name).predictor(dev.runtime, dtype) is not None:
+        _correct_predictor(dev, path, name, matches, dtype, files, out, as_json)
+        return
     fit = fit_processor_to_profiles(dev, name, matches, dtype)
     if out:
         date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
@@ -124,6 +127,8 @@ def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=
     for r in fit.rows:
         console.print(f"  {r.model[:30]:30s} {r.family:8s} {r.profile_s * 1e3:11.3f} {r.before_s * 1e3:10.3f} "
                       f"{r.after_s * 1e3:10.3f} {r.ratio_before:11.3f} {r.ratio_after:10.3f}", highlight=False, markup=False)
+    for note in fit.notes:
+        console.print(f"  note: {note}", highlight=False, markup=False)
     for m in matches:
         apart = float(m.unmodeled_s.sum()) if m.unmodeled_s is not None else 0.0
         if apart > 0:
@@ -259,3 +264,43 @@ def _progress_bar():
             yield update
 
     return bar()
+
+
+def _correct_predictor(dev, path, name, matches, dtype, files, out, as_json) -> None:
+    """``--from-profile`` on a processor with a probe predictor: per-family corrections of it
+    (:mod:`optimizer.measure.profile_corrections`), written into the predictor's entry."""
+    from datetime import datetime, timezone
+
+    from ..measure.profile_corrections import fit_corrections
+    from ..measure.profile_fit import edit_processor_yaml, write_device_yaml
+
+    fit = fit_corrections(dev, name, matches, dtype)
+    e = fit.entry
+    if out:
+        date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        source = f"fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}"
+
+        def edit(proc) -> None:
+            for q in proc.get("predictors") or []:
+                if (q.get("runtime"), q.get("dtype"), q.get("threads")) == (e.runtime, e.dtype, e.threads):
+                    q["corrections"] = dict(fit.corrections)
+                    q["corrections_source"] = source
+
+        note = f"{name}: {e.runtime}/{e.dtype}/{e.threads}-thread predictor corrections {source}"
+        write_device_yaml(out, edit_processor_yaml(str(path), name, edit, note))
+    if as_json:
+        print_json({"device": dev.name, "out": out, **fit.to_dict()})
+        return
+    console.print(f"{dev.name} {name}: {e.runtime} {e.dtype} {e.threads}-thread predictor corrected by {len(files)} "
+                  "profile(s)" + (f" → {out}" if out else ""), highlight=False)
+    console.print("  corrections " + ", ".join(f"{k} x{v:.3g}" for k, v in fit.corrections.items()), highlight=False)
+    console.print(f"  {'profile':30s} {'family':10s} {'profile ms':>11s} {'before ms':>10s} {'after ms':>10s}",
+                  markup=False)
+    for r in fit.rows:
+        console.print(f"  {r.model[:30]:30s} {r.family:10s} {r.profile_s * 1e3:11.3f} {r.before_s * 1e3:10.3f} "
+                      f"{r.after_s * 1e3:10.3f}", markup=False, highlight=False)
+    for prof, (p, b, a) in fit.totals.items():
+        console.print(f"  {prof}: profiled {p * 1e3:.3f} ms, predicted {b * 1e3:.3f} ms before, {a * 1e3:.3f} ms after",
+                      highlight=False, markup=False)
+    for note in fit.notes:
+        console.print(f"  note: {note}", highlight=False, markup=False)

@@ -65,30 +65,49 @@ def load_predictor_table(entry: Predictor, where: str = "") -> ProbeTable:
     return table
 
 
-def price_layers(graph: LayerGraph, kernels: list[list[KernelConfig]], predictors: KernelPredictors,
-                 analytic_s: np.ndarray, corrections: dict[str, float] | None = None
-                 ) -> tuple[np.ndarray, dict[int, str]]:
-    """Seconds [L] of every op-view layer: the sum of its kernels' predictions (times the
-    family's correction), or ``analytic_s`` where a kernel has no predictor; and the reason of
-    every layer priced analytically."""
-    corrections = corrections or {}
-    seconds = np.zeros(len(graph.layers))
-    analytic: dict[int, str] = {}
+def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], predictors: KernelPredictors
+                         ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
+    """Predicted seconds [L] of every op-view layer's kernels of each kernel family, and the
+    reason of every layer with a kernel the table cannot predict (no probes of its family or
+    kind), whose predictions are left out."""
     by_family: dict[str, list[tuple[int, KernelConfig]]] = defaultdict(list)
     for i, ks in enumerate(kernels):
         for k in ks:
             by_family[k.family].append((i, k))
+    analytic: dict[int, str] = {}
+    out: dict[str, np.ndarray] = {}
     for family, items in by_family.items():
         pred = predictors.predictor(family)
-        ok = [(i, k) for i, k in items if pred is not None and k.kind in pred.kinds]
         for i, k in items:
             if pred is None:
                 analytic.setdefault(i, f"no {family} probes")
             elif k.kind not in pred.kinds:
                 analytic.setdefault(i, f"no {k.kind} probes")
+        ok = [(i, k) for i, k in items if pred is not None and k.kind in pred.kinds]
         if ok:
-            t = pred.predict([k for _, k in ok]) * corrections.get(family, 1.0)  # type: ignore[union-attr]
-            np.add.at(seconds, np.array([i for i, _ in ok]), t)
+            seconds = np.zeros(len(graph.layers))
+            np.add.at(seconds, np.array([i for i, _ in ok]), pred.predict([k for _, k in ok]))  # type: ignore[union-attr]
+            out[family] = seconds
+    for seconds in out.values():
+        seconds[list(analytic)] = 0.0
+    return out, analytic
+
+
+def correction_of(corrections: dict[str, float], family: str) -> float:
+    """A family's profile correction: its own, else the ``default`` (global) one, else 1."""
+    return float(corrections.get(family, corrections.get("default", 1.0)))
+
+
+def price_layers(graph: LayerGraph, kernels: list[list[KernelConfig]], predictors: KernelPredictors,
+                 analytic_s: np.ndarray, corrections: dict[str, float] | None = None
+                 ) -> tuple[np.ndarray, dict[int, str]]:
+    """Seconds [L] of every op-view layer: the sum of its kernels' predictions (times the
+    family's correction, :func:`correction_of`), or ``analytic_s`` where a kernel has no
+    predictor; and the reason of every layer priced analytically."""
+    by_family, analytic = family_layer_seconds(graph, kernels, predictors)
+    seconds = np.zeros(len(graph.layers))
+    for family, s in by_family.items():
+        seconds += s * correction_of(corrections or {}, family)
     for i in analytic:
         seconds[i] = analytic_s[i]
     return seconds, analytic

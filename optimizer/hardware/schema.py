@@ -156,7 +156,8 @@ class Predictor(_Model):
 
     ``table`` is a path relative to the device file (absolute paths are kept). ``corrections``
     are per-kernel-family factors fitted to the user's own profiles (``dnnplan calibrate
-    --from-profile``); ``validated`` the error band of ``dnnplan calibrate --validate``."""
+    --from-profile``; ``default`` for the families no profile timed); ``validated`` the error
+    band of ``dnnplan calibrate --validate``."""
 
     runtime: str
     dtype: Literal["fp32", "fp16", "int8"]
@@ -172,9 +173,9 @@ class Predictor(_Model):
     @field_validator("corrections")
     @classmethod
     def _correction_families(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = [k for k in v if k not in KERNEL_FAMILIES]
+        bad = [k for k in v if k not in KERNEL_FAMILIES and k != "default"]
         if bad:
-            raise ValueError(f"unknown kernel family {bad[0]!r}; expected one of {', '.join(KERNEL_FAMILIES)}")
+            raise ValueError(f"unknown kernel family {bad[0]!r}; expected default or one of {', '.join(KERNEL_FAMILIES)}")
         return v
 
     @property

@@ -37,6 +37,10 @@ LAYER_WEIGHT = 0.3  # weight of the per-layer residuals against the per-family o
 #: counts as much as its families together (larger weights trade the per-family error for the
 #: in-sample whole-network one: BENCHMARKS.md, "one fit of a processor")
 WHOLE_WEIGHT = 1.0
+#: weight of the log-distance of layer_overhead and memory_bandwidth from the device's values
+PRIOR_WEIGHT = 0.05
+#: an efficiency whose posterior log standard deviation exceeds this is not pinned down by the data
+SPREAD_MAX = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,14 @@ class ProfileFit:
     cost: float = math.nan
     #: per network, modeled / profiled seconds of all its covered layers after the fit
     model_over_measured: dict[str, float] = field(default_factory=dict)
+    #: parameters the profiles do not constrain (kept near the device's value) or that end on a bound
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"processor": self.processor, "efficiency": self.efficiency,
                 "layer_overhead_s": self.layer_overhead_s, "invoke_overhead_s": self.invoke_overhead_s,
                 "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
-                "model_over_measured": self.model_over_measured,
+                "model_over_measured": self.model_over_measured, "notes": self.notes,
                 "families": [{"profile": r.profile, "model": r.model, "family": r.family,
                               "profile_ms": r.profile_s * 1e3, "before_ms": r.before_s * 1e3,
                               "after_ms": r.after_s * 1e3, "after_over_profile": r.ratio_after}
@@ -194,6 +200,9 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
               for b in (proc.memory_bandwidth_bytes_per_s, 4 * proc.memory_bandwidth_bytes_per_s)]
     lo = np.log([EFF_BOUNDS[0]] * len(families) + [OVERHEAD_BOUNDS[0], BANDWIDTH_BOUNDS[0]])
     hi = np.log([EFF_BOUNDS[1]] * len(families) + [OVERHEAD_BOUNDS[1], BANDWIDTH_BOUNDS[1]])
+    # a weak prior at the device's own overhead and bandwidth: a parameter the profiles do not
+    # constrain stays there instead of drifting to a bound (and is reported, _unconstrained)
+    prior = np.log([overhead0, float(np.clip(proc.memory_bandwidth_bytes_per_s, *BANDWIDTH_BOUNDS))])
 
     def candidate(x: np.ndarray) -> Device:
         eff = dict(proc.efficiency)
@@ -211,7 +220,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
             if single.any():
                 meas = fit_times(m)[single]
                 res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
-        return np.asarray(res)
+        return np.concatenate([res, PRIOR_WEIGHT * (x[-2:] - prior)])
 
     fit = min((least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf") for x0 in starts),
               key=lambda r: float(r.cost))
@@ -222,8 +231,33 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
     rows = [r for m in matches for r in family_rows(device, fitted, processor, m, dtype)]
     eff = {f: float(math.exp(v)) for f, v in zip(families, fit.x[:-2], strict=True)}
     whole = {m.graph.name: _whole(modeled_layers(fitted, processor, m.graph, dtype), m) for m in matches}
+    notes = _unconstrained(fit, families + ["layer_overhead", "memory_bandwidth"], lo, hi)
     return ProfileFit(fitted, processor, eff, float(math.exp(fit.x[-2])), invoke, float(math.exp(fit.x[-1])),
-                      rows, float(fit.cost), whole)
+                      rows, float(fit.cost), whole, notes)
+
+
+def _unconstrained(fit: Any, names: list[str], lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """One line per fitted parameter the profiles do not pin down: its posterior variance (the
+    diagonal of ``(J^T J)^+`` at the optimum, log scale) is more than half the prior's for
+    ``layer_overhead``/``memory_bandwidth`` (it stayed near the device's value) or above
+    :data:`SPREAD_MAX` for an efficiency (collinear with others), or it ended on a bound."""
+    jac = np.asarray(fit.jac, dtype=np.float64)
+    var = np.diag(np.linalg.pinv(jac.T @ jac))
+    notes = []
+    for j, name in enumerate(names):
+        value = math.exp(fit.x[j])
+        shown = (f"{value * 1e6:.3g} us" if name == "layer_overhead" else f"{value / 1e9:.4g} GB/s"
+                 if name == "memory_bandwidth" else f"{value:.4g}")
+        has_prior = j >= len(names) - 2
+        if has_prior and var[j] > 0.5 / PRIOR_WEIGHT**2:
+            notes.append(f"{name}: the profile(s) hardly constrain it (log sd {math.sqrt(var[j]):.2g}, its prior "
+                         f"{1 / PRIOR_WEIGHT:.2g}); it rests on the device's value as a prior, now {shown}")
+        elif not has_prior and var[j] > SPREAD_MAX**2:
+            notes.append(f"{name}: the profile(s) do not separate it from other parameters (log sd "
+                         f"{math.sqrt(var[j]):.2g}); fitted {shown}")
+        elif fit.x[j] <= lo[j] + 1e-6 or fit.x[j] >= hi[j] - 1e-6:
+            notes.append(f"{name}: on the bound of its range at {shown}; the profile(s) cannot place it inside")
+    return notes
 
 
 def _whole(modeled: np.ndarray, match: ProfileMatch) -> float:
