@@ -44,6 +44,9 @@ class Timing:
     p75_s: float
     samples: int
     rounds: int
+    #: share of the time spent in layout conversions the runtime adds around a lone kernel (and
+    #: not between the kernels of a network), left out of the kernel's time
+    layout_share: float = 0.0
 
     @property
     def spread(self) -> float:
@@ -180,6 +183,39 @@ class OrtRunner:
         so.log_severity_level = 3
         src = bytes(model) if isinstance(model, (bytes, bytearray)) else str(model)
         return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+    def layout_share(self, model: bytes, runs: int = 20, seed: int = 0) -> float:
+        """Share of ``model``'s operator time in onnxruntime's layout conversions
+        (``ReorderInput``/``ReorderOutput`` of its NCHWc transformer), from its node profiler:
+        around a lone convolution they convert the input and output, between the convolutions of
+        a network they are not there."""
+        import json
+        import tempfile
+
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        so.enable_profiling = True
+        with tempfile.TemporaryDirectory(prefix="dnnplan-ortprof-") as tmp:
+            so.profile_file_prefix = os.path.join(tmp, "p")
+            sess = ort.InferenceSession(bytes(model), so, providers=["CPUExecutionProvider"])
+            rng = np.random.default_rng(seed)
+            feed = {i.name: _random_input(rng, [d if isinstance(d, int) and d > 0 else 1 for d in i.shape],
+                                          _ORT_TYPES.get(i.type, np.dtype(np.float32))) for i in sess.get_inputs()}
+            for _ in range(runs):
+                sess.run(None, feed)
+            with open(sess.end_profiling(), encoding="utf-8") as fh:
+                events = json.load(fh)
+        total = layout = 0.0
+        for e in events:
+            if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
+                total += float(e.get("dur", 0))
+                if str(e.get("args", {}).get("op_name", "")).startswith("Reorder"):
+                    layout += float(e.get("dur", 0))
+        return layout / total if total > 0 else 0.0
 
     def load(self, model: bytes | str | os.PathLike[str], seed: int = 0,
              shapes: dict[str, tuple[int, ...]] | None = None) -> Invoke:

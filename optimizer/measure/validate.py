@@ -8,8 +8,9 @@ the ``predicted`` backend says (``dnnplan calibrate --validate``).
   Files are cached by content under ``results/cache/artifacts``.
 * :func:`time_networks` times them interleaved with :func:`~.probe_runner.time_interleaved`.
 * :func:`isolated_layer_times` times every operator of a network file on its own (a one-operator
-  model cut from the file), which gives measured per-layer and per-kernel-family times where the
-  runtime has no per-operator profiler of its own (LiteRT's Python interpreter has none).
+  model cut from the file, less the layout conversions a runtime adds around a lone kernel, as
+  for probes), which gives measured per-layer and per-kernel-family times where the runtime has
+  no per-operator profiler of its own (LiteRT's Python interpreter has none).
 * :func:`validation_band` summarises relative errors ``predicted / measured - 1`` into the band a
   device file records (:class:`optimizer.hardware.schema.ValidatedBand`).
 """
@@ -202,8 +203,11 @@ def isolated_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s:
                 index.append(i)
             except MeasurementError:
                 continue
+        share = getattr(runner, "layout_share", None)
+        blobs = dict(chunk)
         for i, t in zip(index, time_interleaved(invokers, seed=seed), strict=True):
-            out[i] = max(t.median_s - overhead_s, 0.02 * t.median_s)
+            kept = 1.0 - (share(blobs[i], seed=seed) if share is not None else 0.0)
+            out[i] = max(t.median_s - overhead_s, 0.02 * t.median_s) * kept
     return out
 
 
