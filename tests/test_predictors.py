@@ -492,3 +492,55 @@ def test_measure_cmd_runner_times_probes_through_the_protocol(tmp_path):
     finally:
         runner.close()
     assert len(table.rows) == 12 and table.meta["runner"] == "cmd" and (table.rows["raw_s"] > 0).all()
+
+
+# ------------------------------------------------------------------ profiles adjust predictors
+
+PROFILES = REPO / "tests" / "data" / "profiles"
+
+
+def test_a_profile_corrects_the_predictor_per_family_and_reports_what_it_cannot_see(host_with_table, zoo_graph):
+    import warnings
+
+    from optimizer.hardware import load_device
+    from optimizer.measure.profile_corrections import fit_corrections
+    from optimizer.measure.profile_import import import_profile
+
+    dev = load_device(host_with_table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, match = import_profile(PROFILES / "tflite_x86_avx2_mobilenet_v1_float_1t_tflitesoc.txt",
+                                  zoo_graph("mobilenet_v1"), dev, "cpu", "fp32")
+    fit = fit_corrections(dev, "cpu", [match], "fp32")
+    assert {"default", "conv1x1", "dwconv_s1"} <= set(fit.corrections)
+    assert any(n.startswith("dense: no profile row times it") for n in fit.notes)  # TF-slim's logits are a conv
+    (profiled, before, after), = fit.totals.values()
+    assert abs(after / profiled - 1) < 0.05 < abs(before / profiled - 1)
+    by = {r.family: r for r in fit.rows}
+    assert abs(by["conv1x1"].after_s / by["conv1x1"].profile_s - 1) < 0.1
+
+
+def test_calibrate_from_profile_writes_corrections_the_cost_table_uses(run_cli, host_with_table, tmp_path):
+    from optimizer.hardware import load_device
+
+    out = tmp_path / "corrected.yaml"
+    r = run_cli("calibrate", "--device", str(host_with_table), "--from-profile",
+                str(PROFILES / "tflite_x86_avx2_mobilenet_v1_float_1t_tflitesoc.txt"), "--model", "mobilenet_v1",
+                "--dtype", "fp32", "--out", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "corrections" in r.stdout and "note: dense" in r.stdout
+    entry = load_device(out).processor("cpu").predictor("tflite_xnnpack", "fp32")
+    assert entry.corrections["default"] > 0 and entry.corrections_source.startswith("fitted to profile")
+    c = run_cli("cost", "mobilenet_v2", "-d", str(out), "--dtype", "fp32")
+    assert c.exit_code == 0 and "profile corrections" in c.stdout
+
+
+def test_the_analytic_profile_fit_says_which_parameters_the_profile_leaves_open(run_cli):
+    r = run_cli("calibrate", "--device", "pixel6", "--from-profile",
+                str(PROFILES / "tflite_gpu_opencl_mobilenet_v3_issue44369.txt"), "--model", "mobilenet_v2", "--json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    fit = json.loads(r.stdout)
+    assert any(n.startswith("memory_bandwidth: the profile(s) hardly constrain it") for n in fit["notes"])
+    assert 1e9 < fit["memory_bandwidth_bytes_per_s"] < 1e12  # not pinned to the 10,000 GB/s bound

@@ -112,7 +112,7 @@ def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=
     fit = fit_processor_to_profiles(dev, name, matches, dtype)
     if out:
         date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        write_device_yaml(out, device_yaml(str(path), name, fit, list(files), date))
+        write_device_yaml(out, device_yaml(str(path), name, fit, list(files), date, out))
     if as_json:
         print_json({"device": dev.name, "out": out, **fit.to_dict()})
         return
@@ -287,7 +287,7 @@ def _correct_predictor(dev, path, name, matches, dtype, files, out, as_json) -> 
                     q["corrections_source"] = source
 
         note = f"{name}: {e.runtime}/{e.dtype}/{e.threads}-thread predictor corrections {source}"
-        write_device_yaml(out, edit_processor_yaml(str(path), name, edit, note))
+        write_device_yaml(out, edit_processor_yaml(str(path), name, edit, note, out))
     if as_json:
         print_json({"device": dev.name, "out": out, **fit.to_dict()})
         return

@@ -210,18 +210,12 @@ def write_predictor(device_path: str, out_yaml: str, processor: str, table: Prob
     values = entry.model_dump(exclude_none=True, exclude_defaults=True)
     values.update({"runtime": entry.runtime, "dtype": entry.dtype, "threads": entry.threads, "table": rel})
 
-    src_dir, out_dir = Path(device_path).resolve().parent, Path(out_yaml).resolve().parent
-
     def edit(proc: Any) -> None:
         items = [q for q in (proc.get("predictors") or []) if (q.get("runtime"), q.get("dtype"), q.get("threads"))
                  != (entry.runtime, entry.dtype, entry.threads)]
-        for q in items:  # tables named relative to the input file stay found from the output's folder
-            if q.get("table") and not Path(str(q["table"])).is_absolute():
-                q["table"] = os.path.relpath(src_dir / str(q["table"]), out_dir)
-        items.append(values)
-        proc["predictors"] = items
+        proc["predictors"] = [*items, values]
 
-    write_device_yaml(out_yaml, edit_processor_yaml(device_path, processor, edit, note))
+    write_device_yaml(out_yaml, edit_processor_yaml(device_path, processor, edit, note, out_yaml))
     return dest
 
 

@@ -71,10 +71,10 @@ class CorrectionFit:
 
 
 def _family_times(match: ProfileMatch, predictors: Any, device: Device, runtime: str, dtype: str
-                  ) -> tuple[dict[str, float], dict[str, float], float, float]:
+                  ) -> tuple[dict[str, float], dict[str, float], float, float, set[str]]:
     """(profiled, predicted) seconds per kernel family of the layers ``match`` times, the
-    profile's total, and the analytic time of the timed layers no probe predicts (kept as is);
-    ``device`` holds only the corrected processor."""
+    profile's total, the analytic time of the timed layers no probe predicts (kept as is), and
+    every family the graph runs; ``device`` holds only the corrected processor."""
     from ..cost.analytic import analytic_costs
 
     graph = match.graph.op_view if match.graph.op_view is not None else match.graph
@@ -92,7 +92,7 @@ def _family_times(match: ProfileMatch, predictors: Any, device: Device, runtime:
     if analytic:
         native = analytic_costs(graph, device, dtype)["native_s"][:, 0]
         fallback = float(sum(native[i] for i in analytic if covered[i]))
-    return prof, pred, float(measured[covered].sum()), fallback
+    return prof, pred, float(measured[covered].sum()), fallback, {f for f, v in by_family.items() if v.sum() > 0}
 
 
 def fit_corrections(device: Device, processor: str, matches: list[ProfileMatch], dtype: str,
@@ -115,11 +115,13 @@ def fit_corrections(device: Device, processor: str, matches: list[ProfileMatch],
                           "predictor to correct; measure one with `dnnplan calibrate --probes N`")
     one = device.model_copy(update={"processors": [proc]})
     preds = predictors_for(load_predictor_table(entry), entry.seed)
-    data = [(m, *_family_times(m, preds, one, entry.runtime, dtype)) for m in matches]
+    timed = [_family_times(m, preds, one, entry.runtime, dtype) for m in matches]
+    data = [(m, prof, pred, total, fallback) for m, (prof, pred, total, fallback, _) in zip(matches, timed, strict=True)]
     families = sorted({f for _, _, pred, _, _ in data for f, v in pred.items() if v > 0})
     if not families:
         raise ConfigError("the profiles time no layer the predictor prices: nothing to correct")
     observed = sorted({f for _, prof, pred, _, _ in data for f in families if prof.get(f, 0) > 0 and pred.get(f, 0) > 0})
+    run = sorted(set().union(*(t[4] for t in timed)))
     index = {f: i + 1 for i, f in enumerate(families)}
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -137,8 +139,7 @@ def fit_corrections(device: Device, processor: str, matches: list[ProfileMatch],
     fit = least_squares(residuals, np.zeros(len(families) + 1), method="lm")
     g = float(math.exp(fit.x[0]))
     corrections = {"default": round(g, 4), **{f: round(float(math.exp(fit.x[index[f]])), 4) for f in observed}}
-    notes = [f"{f}: no profile row times it; it takes the common factor x{g:.3g}" for f in families
-             if f not in observed]
+    notes = [f"{f}: no profile row times it; it takes the common factor x{g:.3g}" for f in run if f not in observed]
     new = entry.model_copy(update={"corrections": corrections})
     rows, totals = [], {}
     for m, prof, pred, total, fallback in data:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -288,7 +289,8 @@ def _set_fitted(mapping: Any, key: str, value: Any) -> None:
         token.value = f"# was {old}: {text}{sep}{rest}"
 
 
-def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
+def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str,
+                out: str | None = None) -> str:
     """The device file at ``device_path`` (one the device loader accepted) with ``processor``'s efficiency, layer_overhead,
     memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit
     (:func:`edit_processor_yaml`; a header comment names the fit)."""
@@ -307,12 +309,13 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
             _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
         entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
 
-    return edit_processor_yaml(device_path, processor, edit, note)
+    return edit_processor_yaml(device_path, processor, edit, note, out)
 
 
-def edit_processor_yaml(device_path: str, processor: str, edit: Any, note: str) -> str:
+def edit_processor_yaml(device_path: str, processor: str, edit: Any, note: str, out: str | None = None) -> str:
     """The device file at ``device_path`` (one the device loader accepted) with ``edit(entry)``
-    applied to ``processor``'s mapping, and ``note`` as a header comment.
+    applied to ``processor``'s mapping, and ``note`` as a header comment; for a file to be
+    written at ``out``, predictors' relative ``table`` paths are rebased onto its folder.
 
     The file is edited as a ruamel.yaml round-trip document, so its comments, key order, flow
     styles and every other processor stay as the user wrote them.
@@ -332,10 +335,25 @@ def edit_processor_yaml(device_path: str, processor: str, edit: Any, note: str) 
     entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
     if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
         raise ConfigError(f"{device_path}: no processor {processor!r}")
+    if out is not None:
+        _rebase_tables(data, Path(device_path).resolve().parent, Path(out).resolve().parent)
     edit(entry)
-    out = io.StringIO()
-    rt.dump(data, out)
-    return f"# {note}\n" + out.getvalue()
+    text = io.StringIO()
+    rt.dump(data, text)
+    return f"# {note}\n" + text.getvalue()
+
+
+def _rebase_tables(data: Any, src: Path, dst: Path) -> None:
+    """Point every predictor's relative ``table`` of a device document read from folder ``src``
+    at the same file from folder ``dst``."""
+    import os
+
+    if src == dst:
+        return
+    for proc in data.get("processors", []) or []:
+        for q in (proc.get("predictors") or []) if isinstance(proc, dict) else []:
+            if isinstance(q, dict) and q.get("table") and not Path(str(q["table"])).is_absolute():
+                q["table"] = os.path.relpath(src / str(q["table"]), dst)
 
 
 def write_device_yaml(out: str, text: str) -> None:
