@@ -6,6 +6,8 @@ zoo builder at its default size, and public model files shipped inside PyPI whee
 onnxruntime). Steps, each resumable (results under ``results/bench_predictors/``) and short enough
 for one ``/work/bin/quiet`` slot:
 
+``artifacts CONFIG``
+    the runtime files of every network (export, INT8 quantization; run under ``heavy``);
 ``probes CONFIG``
     the default probe campaign (``dnnplan calibrate --probes``' default budget, prior and adaptive
     probes: no scored network places probes), then probes near every network (``--near``) in the
@@ -17,6 +19,8 @@ for one ``/work/bin/quiet`` slot:
 ``layers CONFIG``
     every operator of every network file timed alone: measured per-layer times (per-layer
     Spearman of the predictions) and per-family sums;
+``learned``
+    onnxruntime per-layer tables of the zoo networks, the learned backend's training data;
 ``report``
     per configuration and network: measured, predicted from the default probes and from probes
     near the network, analytic (shipped host.yaml) and learned (trained on the other zoo
@@ -389,15 +393,97 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
     print(f"within +-15 %: {np.mean(np.abs(errors) <= 0.15):.0%} of {len(errors)}; worst {max(errors, key=abs) * 100:+.1f}%")
 
 
-REPORTS = {"report": report, "time": time_campaign, "transfer": transfer}
+def decisions(configs: list[str], args: argparse.Namespace) -> None:
+    """``map --device host_cores`` on predicted costs (the shipped device file's LiteRT FP32 probe
+    predictors) against the plan chosen on measured costs (``--measure host``, every mapping of the
+    space measured): the predicted plan's measured throughput over the best measured one."""
+    import statistics
+    import tempfile
+
+    from optimizer.graph import load_graph
+    from optimizer.hardware import load_device
+    from optimizer.runtime.host_evaluator import HostPipelineMeasurer
+    from optimizer.search import solve
+    from optimizer.search.evaluators import MeasuredEvaluator
+    from optimizer.workflow import pipeline_problem
+
+    variant = {"input_size": args.input_size}
+    graph = load_graph(args.model, args.granularity, **variant)
+    dev = load_device("host_cores")
+    modeled = pipeline_problem(graph, dev, dtype="fp32", stages=2)
+    assert modeled.cost_table.backend == "predicted", modeled.cost_table.backend
+    host = HostPipelineMeasurer(args.model, graph, dtype="fp32", variant=variant, frames=100, repeats=5,
+                                seed=0, statistic="median")
+    chosen = solve(modeled, "exact").best.decision
+    with tempfile.TemporaryDirectory() as tmp:
+        ev = MeasuredEvaluator(host, Path(tmp) / "measured.jsonl")
+        exact = solve(modeled, "exact", evaluator=ev)  # every mapping measured: the measured optimum
+        measured = ev.measured()
+    keys = list(measured)
+    best = max(keys, key=lambda k: measured[k])
+    pick = modeled.key(modeled.encode(chosen["counts"], chosen["processors"]))
+
+    def stages(k):
+        return modeled.decode(modeled.encode(k[:2], [p if p >= 0 else None for p in k[2:]]))["stages"]
+
+    plans = {"predicted": host.plan(stages(pick)), "measured": host.plan(stages(best))}
+    again: dict[str, list[float]] = {n: [] for n in plans}
+    for _ in range(args.rounds):  # fresh, interleaved
+        for n, plan in plans.items():
+            again[n].append(host.measure_plan(plan)[0])
+    med = {n: statistics.median(v) for n, v in again.items()}
+    print(f"{args.model} @ {args.input_size} px, {len(graph)} {args.granularity}s, fp32 on host_cores: "
+          f"{len(keys)} mappings measured ({exact.evaluations} evaluations)")
+    print(f"  chosen on predicted costs: {stages(pick)} -> {measured[pick]:.1f} fps measured in the sweep")
+    print(f"  best measured:             {stages(best)} -> {measured[best]:.1f} fps")
+    print(f"  re-measured interleaved ({args.rounds} rounds): predicted choice {med['predicted']:.1f}, measured "
+          f"choice {med['measured']:.1f} fps; ratio {med['predicted'] / med['measured']:.3f} (target >= 0.97); "
+          f"in the sweep {measured[pick] / measured[best]:.3f}")
+
+
+REPORTS = {"report": report, "time": time_campaign, "transfer": transfer, "decisions": decisions}
+
+
+def step_artifacts(config: str) -> None:
+    """The runtime files of every network of CONFIG (conversions, INT8 quantization; no timing)."""
+    from optimizer.measure.validate import runtime_artifact
+
+    runner, dtype, _ = parse_config(config)
+    fmt = "tflite" if runner == "litert" else "onnx"
+    for name, (ref, shapes) in networks(runner).items():
+        t0 = time.perf_counter()
+        try:
+            path = runtime_artifact(ref, load(ref, shapes), fmt, dtype)
+            print(f"  {name} {fmt} {dtype}: {path.name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        except Exception as exc:  # noqa: BLE001 - reported, the network is then not scored
+            print(f"  {name} {fmt} {dtype}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+
+
+def step_learned() -> None:
+    """onnxruntime FP32 one-thread per-layer tables of the zoo networks (what the learned
+    backend trains on; ``optimizer.measure.host.measure_model``'s cache)."""
+    from optimizer.measure.host import measure_model
+
+    for name in ZOO:
+        t0 = time.perf_counter()
+        try:
+            measure_model(name, load(name, None), threads=1, repeats=20, warmup=3)
+            print(f"  {name}: ({time.perf_counter() - t0:.0f} s)", flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"  {name}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=("probes", "measure", "layers", "report", "time", "transfer"))
+    ap.add_argument("step", choices=("artifacts", "probes", "measure", "layers", "learned", "report", "time", "transfer",
+                                     "decisions"))
     ap.add_argument("config", nargs="?", default="all")
     ap.add_argument("--process", type=int, default=0)
     ap.add_argument("--budget", type=int, default=None)
+    ap.add_argument("--model", default="mobilenet_v2", help="decisions: the network")
+    ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
+    ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")
+    ap.add_argument("--rounds", type=int, default=5, help="decisions: interleaved re-measurements")
     args = ap.parse_args()
     from optimizer.measure.probes import DEFAULT_PROBES
 
@@ -411,6 +497,11 @@ def main() -> None:
     elif args.step == "layers":
         for c in configs:
             step_layers(c)
+    elif args.step == "artifacts":
+        for c in configs:
+            step_artifacts(c)
+    elif args.step == "learned":
+        step_learned()
     else:
         REPORTS[args.step](configs, args)
 

@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..graph.kernel_config import KernelConfig
 from ..graph.layergraph import LayerGraph, dtype_bytes
 from .probe_models import probe_model
-from .probe_runner import Timing, cpu_name, time_interleaved
+from .probe_runner import Timing, clock_for, cpu_name, time_interleaved
 from .probes import adaptive_sample, check_families, near_sample, prior_sample
 
 #: the overhead probe: the smallest kernel a runtime can run
@@ -83,7 +83,7 @@ class InProcess:
 
     def measure(self, models: Sequence[tuple[str, bytes]], seed: int) -> list[Timing]:
         invokers = [self.runner.load(blob, seed) for _, blob in models]
-        timings = time_interleaved(invokers, seed=seed, **self.timing)
+        timings = time_interleaved(invokers, seed=seed, **{"clock": clock_for(self.threads), **self.timing})
         share = getattr(self.runner, "layout_share", None)
         if share is None:
             return timings
@@ -204,6 +204,7 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
         raise ConfigError(f"--probes {budget}: need a positive budget")
     meta = {"runner": runner.name, "runtime": runner.runtime, "runtime_version": runner.version(), "dtype": dtype,
             "threads": runner.threads, "cpu": cpu_name(), "seed": seed, "budget": budget,
+            **({"clock": clock_for(runner.threads)} if isinstance(runner, InProcess) else {}),
             "measured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "invoke_overhead_s": 0.0,
             **(extra_meta or {})}
     table = open_table(path, meta)

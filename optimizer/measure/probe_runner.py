@@ -4,11 +4,14 @@
 benchmark practice of nn-Meter's device profilers and TFLite's ``benchmark_model`` (warm-up, then
 many timed runs, the median reported) and adds interleaving, because on a shared machine the load
 changes while a campaign runs: every round times one sample of *each* model, in a seeded random
-order, so a slow spell inflates all models alike instead of a few; a sample is a batch of
+order, so a slow spell inflates all models alike instead of a few; each sample follows one untimed
+run (the model timed before evicted this one's weights from the caches: a network run repeatedly,
+frame after frame, finds them warm); a sample is a batch of
 invocations lasting about ``sample_s`` (``time.perf_counter`` around the batch), so microsecond
 kernels are not drowned by the timer; rounds continue until every model's median over all its
 samples is within ``rel_tol`` of its median over the first half of them, or ``max_rounds``. The
-inter-quartile range over the median is recorded as the spread.
+inter-quartile range over the median is recorded as the spread. One-thread runs are timed in the
+calling thread's CPU time (:func:`clock_for`), which preemption by other processes cannot inflate.
 
 Runners hold the loaded models: :class:`LiteRTRunner` (``ai_edge_litert`` interpreter, whose
 default delegate is XNNPACK, at ``threads``) and :class:`OrtRunner` (onnxruntime's CPU execution
@@ -54,17 +57,29 @@ class Timing:
         return (self.p75_s - self.p25_s) / self.median_s if self.median_s > 0 else 0.0
 
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def clock_for(threads: int) -> str:
+    """The clock a run at ``threads`` threads is timed with: the calling thread's CPU time for one
+    thread (the runtimes then compute on the calling thread, and time other processes take from
+    the core does not count; as :mod:`optimizer.measure.ort_profile` does), wall time otherwise."""
+    return "thread" if threads == 1 else "wall"
+
+
 def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min_rounds: int = 5,
                      max_rounds: int = 25, rel_tol: float = 0.02, seed: int = 0,
-                     warmup_s: float = 0.01) -> list[Timing]:
-    """Time every invoker (module doc): per round one sample of each, in a seeded random order,
-    until each median is stable within ``rel_tol`` or ``max_rounds``."""
+                     warmup_s: float = 0.01, clock: str = "wall") -> list[Timing]:
+    """Time every invoker (module doc) with ``clock`` (:data:`CLOCKS`): per round one sample of
+    each, in a seeded random order, until each median is stable within ``rel_tol`` or ``max_rounds``."""
     if not invokers:
         return []
     if min_rounds < 2 or max_rounds < min_rounds or sample_s <= 0:
         raise ConfigError(f"min_rounds={min_rounds}, max_rounds={max_rounds}, sample_s={sample_s}: need "
                           "2 <= min_rounds <= max_rounds and sample_s > 0")
-    pc = time.perf_counter
+    if clock not in CLOCKS:
+        raise ConfigError(f"clock {clock!r}; expected one of {', '.join(CLOCKS)}")
+    pc = CLOCKS[clock]
     batch = []
     for fn in invokers:  # warm up and size each sample's batch
         fn()
@@ -84,6 +99,7 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
         rounds += 1
         for i in rng.permutation(active):
             fn, n = invokers[i], batch[i]
+            fn()  # untimed: the model before this one evicted this one's weights from the caches
             t0 = pc()
             for _ in range(n):
                 fn()

@@ -34,9 +34,12 @@ from .probe_models import PROBE_KINDS
 #: share of the prior budget per kernel family (the compute families, which dominate networks'
 #: time and vary most, get most)
 FAMILY_SHARE: dict[str, float] = {
-    "conv1x1": 0.16, "convkxk": 0.14, "convstem": 0.05, "dwconv_s1": 0.09, "dwconv_s2": 0.06, "dense": 0.05,
-    "matmul": 0.07, "pool": 0.08, "eltwise": 0.18, "layout": 0.07, "resize": 0.05,
+    "conv1x1": 0.21, "convkxk": 0.19, "convstem": 0.05, "dwconv_s1": 0.10, "dwconv_s2": 0.06, "dense": 0.05,
+    "matmul": 0.06, "pool": 0.05, "eltwise": 0.13, "layout": 0.06, "resize": 0.04,
 }
+#: share of the compute families' samples drawn from the CNN design prior (:func:`_stage`), the
+#: rest from the broad one (any size with any channels)
+DESIGN_SHARE = 0.75
 #: spatial sizes a sample snaps to (those of 224/256/300/320/416/512/640 inputs halved repeatedly)
 SPATIAL: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 16, 19, 20, 24, 26, 28, 32, 38, 40, 48, 52, 56,
                             64, 76, 80, 96, 104, 112, 128, 150, 160, 192, 208, 224, 256, 300, 320, 384, 416, 448,
@@ -128,11 +131,35 @@ def _pick(rng: np.random.Generator, values: Sequence[int], weights: Sequence[flo
     return int(values[int(rng.choice(len(values), p=p / p.sum()))])
 
 
+def _stage(rng: np.random.Generator) -> tuple[int, int]:
+    """(output size, channels) of a layer drawn from the design convention of CNNs (Simonyan &
+    Zisserman 2015; He et al. 2016; Sandler et al. 2018): a network of width ``w`` in ``[1/4, 2]``
+    has ``32 w 2^s`` channels at stage ``s``, where its 112-640 pixel input is down-sampled ``2^(s+1)``
+    times; the channels spread ``x/ 1.5`` around that."""
+    stage = int(rng.integers(0, 6))
+    size = _spatial(rng, max(1, 112 >> (stage + 1)), max(1, 320 >> (stage + 1)))
+    width = math.exp(rng.uniform(math.log(0.25), math.log(2.0)))
+    c = 32 * width * 2**stage * math.exp(rng.normal(0.0, math.log(1.5)))
+    return size, max(8, int(round(c / 8)) * 8)
+
+
+def _ratio(rng: np.random.Generator, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
 def _conv(rng: np.random.Generator, k: int | None) -> KernelConfig:
-    size = _spatial(rng, 1, 320)
     stride = _pick(rng, (1, 2), (0.75, 0.25))
     kk = k if k is not None else _pick(rng, (3, 5, 7), (0.75, 0.17, 0.08))
-    c_in, c_out = _channels(rng, 8, 2048), _channels(rng, 8, 2048)
+    if rng.random() < DESIGN_SHARE:  # expansions and projections (1x1), same or doubled width (k x k), heads
+        size, c = _stage(rng)
+        c_in = c
+        if rng.random() < 0.15:  # a detection or classification head: few output channels
+            c_out = _channels(rng, 4, 96)
+        else:
+            c_out = max(8, int(round(c * (_ratio(rng, 1 / 6, 6) if kk == 1 else _ratio(rng, 0.5, 2)) / 8)) * 8)
+    else:
+        size = _spatial(rng, 1, 320)
+        c_in, c_out = _channels(rng, 8, 2048), _channels(rng, 8, 2048)
     return KernelConfig("conv", size * stride, size * stride, c_in, size, size, c_out, k=kk, stride=stride)
 
 
@@ -145,8 +172,11 @@ def _stem(rng: np.random.Generator) -> KernelConfig:
 
 
 def _dwconv(rng: np.random.Generator, stride: int) -> KernelConfig:
-    size = _spatial(rng, 1, 320)
-    c = _channels(rng, 8, 2048)
+    if rng.random() < DESIGN_SHARE:  # depthwise layers of inverted residuals run on expanded channels
+        size, c = _stage(rng)
+        c = max(8, int(round(c * _ratio(rng, 1, 6) / 8)) * 8)
+    else:
+        size, c = _spatial(rng, 1, 320), _channels(rng, 8, 2048)
     return KernelConfig("dwconv", size * stride, size * stride, c, size, size, c,
                         k=_pick(rng, (3, 5, 7), (0.7, 0.25, 0.05)), stride=stride)
 
@@ -173,7 +203,7 @@ def _pool(rng: np.random.Generator) -> KernelConfig:
         return KernelConfig(kind, size, size, c, 1, 1, c, k=size, stride=size)
     k = _pick(rng, (2, 3), (0.4, 0.6))
     stride = _pick(rng, (1, 2), (0.25, 0.75)) if k == 3 else 2
-    size = _spatial(rng, 2, 320)
+    size = _spatial(rng, 2, 320) if rng.random() > DESIGN_SHARE else max(2, _stage(rng)[0] * 2)
     return KernelConfig(kind, size, size, c, -(-size // stride), -(-size // stride), c, k=k, stride=stride)
 
 
@@ -189,7 +219,7 @@ def _eltwise(rng: np.random.Generator) -> KernelConfig:
     if kind in ("softmax", "layer_norm"):
         rows, c = _spatial(rng, 1, 1024), _channels(rng, 16, 4096)
         return KernelConfig(kind, rows, 1, c, rows, 1, c)
-    size, c = _spatial(rng, 1, 320), _channels(rng, 8, 1024)
+    size, c = _stage(rng) if rng.random() < DESIGN_SHARE else (_spatial(rng, 1, 320), _channels(rng, 8, 1024))
     if kind in ("add", "mul", "sub"):
         bcast = int(rng.random() < (0.4 if kind == "mul" else 0.1))
         return KernelConfig(kind, size, size, c, size, size, c, n_in=2, bcast=bcast)

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ConfigError, MeasurementError
 from ..graph.layergraph import LayerGraph
 from .artifacts import cache_dir, export_artifact
-from .probe_runner import Timing, time_interleaved
+from .probe_runner import Timing, clock_for, time_interleaved
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def time_networks(runner: Any, paths: Sequence[Path], *, seed: int = 0, shapes: 
         kw = {"shapes": shapes[k]} if shapes and shapes[k] and runner.fmt == "onnx" else {}
         invokers.append(runner.load(p, seed, **kw))
     return time_interleaved(invokers, sample_s=0.02, min_rounds=min_rounds, max_rounds=max_rounds, seed=seed,
-                            warmup_s=0.05)
+                            warmup_s=0.05, clock=clock_for(runner.threads))
 
 
 def single_op_models(path: Path, graph: LayerGraph) -> list[tuple[int, bytes]]:
@@ -205,7 +205,7 @@ def isolated_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s:
                 continue
         share = getattr(runner, "layout_share", None)
         blobs = dict(chunk)
-        for i, t in zip(index, time_interleaved(invokers, seed=seed), strict=True):
+        for i, t in zip(index, time_interleaved(invokers, seed=seed, clock=clock_for(runner.threads)), strict=True):
             kept = 1.0 - (share(blobs[i], seed=seed) if share is not None else 0.0)
             out[i] = max(t.median_s - overhead_s, 0.02 * t.median_s) * kept
     return out
