@@ -6,9 +6,9 @@ Run: .venv/bin/python benchmarks/bench_core_classes.py
    in ``search_spaces/calibration/cores.yaml`` (least squares on log modeled/published) to the
    published PyTorch FP32 CPU points of ``published.yaml``: Jetson Nano AlexNet/VGG16 (A57,
    Zhang et al. 2023) and Raspberry Pi 4 ResNet50 (A72, through the table's A72/A57 ratio); prints
-   the fit next to the shipped values (METHODS.md sections 4, 8).
+   the fit next to the shipped values (docs/METHODS.md sections 4, 8).
 2. Prints AlexNet/VGG16 FP32 latency x cores x GHz for every device that runs the PyTorch kernels,
-   and the ``calibrate --report`` core-class rows (METHODS.md section 8b).
+   and the ``calibrate --report`` core-class rows (docs/METHODS.md section 8b).
 """
 
 from __future__ import annotations

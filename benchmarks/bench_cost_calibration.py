@@ -3,10 +3,10 @@
 Run: .venv/bin/python benchmarks/bench_cost_calibration.py
 Prints measured (published) vs model values and their ratio for
 * Jetson Nano, PyTorch AlexNet / VGG16, CPU-only at 1050 MHz and GPU-only at 921 MHz
-  (Zhang et al. 2023, METHODS.md section 4),
-* Pixel 4 RetinaFace-MobileNet 160x160 per-worker latencies (SPLASH, METHODS.md section 5),
+  (Zhang et al. 2023, docs/METHODS.md section 4),
+* Pixel 4 RetinaFace-MobileNet 160x160 per-worker latencies (SPLASH, docs/METHODS.md section 5),
 * Park & Ha INT8/FP32 speed-up ranges on Pixel 6 and Galaxy S22 over the three SSD detectors
-  (METHODS.md section 1).
+  (docs/METHODS.md section 1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Die-level thermal limits (issue 17): peak die temperature of every shipped device.
+"""Die-level thermal limits: peak die temperature of every shipped device.
 
 Prints, per device: the peak die of its calibration load (bench_thermal_sim's), of the
 calibration load raised to the device's maximum processor powers plus the radio at full offload

@@ -1,4 +1,4 @@
-"""Fidelity report: modeled / published for every absolute point of METHODS.md sections 1-8.
+"""Fidelity report: modeled / published for every absolute point of docs/METHODS.md sections 1-8.
 
 Run: .venv/bin/python benchmarks/bench_fidelity.py [--no-pipeline]
 Prints the op-view and block-view ratios, op / block, and Park & Ha's qualitative facts as

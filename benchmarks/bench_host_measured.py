@@ -1,4 +1,4 @@
-"""Measured pipeline search on this host (issue 10 point 4): the GA with measured fitness.
+"""Measured pipeline search on this host: the GA with measured fitness.
 
 mobilenet_v2 at a small input (default 96 px), block granularity, FP32, on ``host_cores`` (this
 workstation's two cores as processors ``cpu0``/``cpu1``, at most 2 stages). Every candidate the

@@ -1,4 +1,4 @@
-"""Pipeline mapping benchmark (issues 6 and 32; Park & Ha, METHODS.md §2), modeled INT8 cost tables.
+"""Pipeline mapping benchmark (Park & Ha, docs/METHODS.md section 2): GA against the exact optimum, modeled INT8 cost tables.
 
 For every zoo network x device (default pixel4, pixel6, galaxy_s22): the exact optimum
 (``solver="exact"``), then the GA over ``--seeds`` seeds with its memetic step (default) and

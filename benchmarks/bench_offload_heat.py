@@ -1,4 +1,4 @@
-"""Thermal cost of offloading (issue 17): radio heat per phone and SPLASH's HEFT with and without the cloud.
+"""Thermal cost of offloading: radio heat per phone and SPLASH's HEFT with and without the cloud.
 
 Prints, from one run:
 * the skin rise after 10 minutes of the radio alone sending over Wi-Fi 249 Mbps at the phone's

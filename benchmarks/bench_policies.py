@@ -1,4 +1,4 @@
-"""Thermal-aware policies from the literature (issue 9): SPLASH vs HEFT, TADF + HSWD, model shifting.
+"""Thermal-aware policies from the literature: SPLASH vs HEFT, TADF + HSWD, model shifting.
 
 Run: .venv/bin/python benchmarks/bench_policies.py [--quick]
 

@@ -79,12 +79,16 @@ def parse_config(config: str) -> tuple[str, str, int]:
     return runner, dtype, int(t[1:])
 
 
+#: ``--networks``: the networks every step is restricted to (empty: all)
+ONLY: set[str] = set()
+
+
 def networks(runner: str) -> dict[str, tuple[str, dict | None]]:
     """name -> (model reference for load_graph, input shapes) of CONFIG's runner."""
     out: dict[str, tuple[str, dict | None]] = {m: (m, None) for m in ZOO}
     for name, (rel, shapes) in PUBLIC[runner].items():
         out[name] = (str(THIRD / rel), shapes)
-    return out
+    return {k: v for k, v in out.items() if not ONLY or k in ONLY}
 
 
 def load(ref: str, shapes: dict | None):
@@ -484,7 +488,9 @@ def main() -> None:
     ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
     ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")
     ap.add_argument("--rounds", type=int, default=5, help="decisions: interleaved re-measurements")
+    ap.add_argument("--networks", default="", help="comma-separated networks to restrict every step to")
     args = ap.parse_args()
+    ONLY.update(n for n in args.networks.split(",") if n)
     from optimizer.measure.probes import DEFAULT_PROBES
 
     configs = CONFIGS if args.config == "all" else args.config.split(",")

@@ -1,4 +1,4 @@
-"""Calibration from per-operator profiles (issue 31 item 5): ``calibrate --from-profile`` on this host.
+"""Calibration from per-operator profiles: ``calibrate --from-profile`` on this host.
 
 1. Exports the zoo networks through the project's ONNX path and profiles each with onnxruntime
    (``SessionOptions.enable_profiling``, one intra-op thread; ``results/profiles/<model>_ort.json``).

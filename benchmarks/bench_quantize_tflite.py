@@ -1,4 +1,4 @@
-"""Quantizing users' float ``.tflite`` and ``.onnx`` files (issue 18): size, fidelity, time, parts.
+"""Quantizing users' float ``.tflite`` and ``.onnx`` files: size, fidelity, time, parts.
 
 Run: .venv/bin/python benchmarks/bench_quantize_tflite.py [--samples 64]
 For each mediapipe pretrained model of the test fixtures (FP16/FP32 weights, pre-3a operator

@@ -35,7 +35,7 @@ also run on the GPU (Zhang et al.'s GPU-only setting on the Jetson). The floors 
 and over all devices, so no setting's figures hide another's.
 
 Printed per (trace, network): the two decisions, held-out p95 and mean latency of each, the p95
-cut and the mean change. Floors (issue 20): p95 cut >= 20 %, mean change <= +5 %.
+cut and the mean change. Floors: p95 cut >= 20 %, mean change <= +5 %.
 
 Run: ``.venv/bin/python benchmarks/bench_robust_split.py``
 """
@@ -174,7 +174,7 @@ def socket_check(r: dict[str, Any], probes: int) -> str:
 
 
 def meets_floors(r: dict[str, Any], rule: str = "cvar") -> bool:
-    """Issue 20's floors for one case: held-out p95 cut >= 20 % with mean up by <= 5 %."""
+    """The floors of a risk-averse split for one case: held-out p95 cut >= 20 % with mean up by <= 5 %."""
     return 1 - r[f"p95_{rule}"] / r["p95_mean"] >= 0.20 and r[f"avg_{rule}"] / r["avg_mean"] - 1 <= 0.05
 
 

@@ -1,4 +1,4 @@
-"""Real workloads at real scale (issue 30, item 7): every step a user runs, timed and measured.
+"""Real workloads at real scale: every step a user runs, timed and measured.
 
 For the three SSD zoo detectors at 640x640 and four public ONNX files with dynamic input dims
 (tests/third_party/fetch_models.py: PaddleOCR v4 det from paddle2onnx, nudenet's YOLOv8n from

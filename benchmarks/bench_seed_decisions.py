@@ -1,8 +1,8 @@
 """Re-run the seed settings and print the decisions next to the seeds' published ones.
 
-Issue 31 item 6. Three settings, each from the shipped search spaces:
+Three settings, each from the shipped search spaces:
 
-* Park & Ha (METHODS.md section 2): the three 640x640 SSD detectors on Pixel 6 and Galaxy S22,
+* Park & Ha (docs/METHODS.md section 2): the three 640x640 SSD detectors on Pixel 6 and Galaxy S22,
   INT8, exact 3-stage pipeline: the stages (processor, layers, share of MACs), which processor
   takes the tail (post-processing side) and pipeline / best single INT8 processor against the
   published x3.3-4.4 (Pixel 6) and x2.9-4.1 (S22).
@@ -74,7 +74,7 @@ def smartsplit_rows() -> None:
         ce = b["client_j"] / b["upload_j"] if b["upload_j"] else float("inf")
         print(f"| {r['model']} | {r['device']} | {r['layers']} | {r['chosen']['split']} | "
               f"{r['lbo']['decision']['split']} | {r['ebo']['decision']['split']} | {up:.2f} | {ce:.2f} |")
-    print("\nPublished (METHODS.md section 3): upload dominates latency at 10 Mbps; upload energy dominates on "
+    print("\nPublished (docs/METHODS.md section 3): upload dominates latency at 10 Mbps; upload energy dominates on "
           "the older J6 (802.11n), client energy on the newer Redmi Note 8 (802.11ac).\n")
 
 
@@ -91,7 +91,7 @@ def splash() -> None:
     for policy in ("heft", "heft-cloud", "minheat"):
         res = run_schedule(pf, spec, policy, 30.0, duration_s=400)
         print(f"| {policy} | {res.time_to_severe_s} | {res.share.get('cloud', 0.0):.2f} |")
-    print("\nPublished (METHODS.md sections 5, 8): Min-Heat keeps the phone out of throttling longer than "
+    print("\nPublished (docs/METHODS.md sections 5, 8): Min-Heat keeps the phone out of throttling longer than "
           "latency-greedy HEFT; offloading adds the modem's heat.\n")
 
 

@@ -7,7 +7,7 @@
 2. Phone log (synthetic, optimizer/thermal/phone_log.py: no real public log is used):
    3 concatenated recordings, 13 sensors x 19 inputs, ~3,000 rows at a jittered 1.02-1.04 s;
    fit on them, evaluate on another recording (another seed and step) at 1, 10 and 60 steps
-   and open loop against persistence; RC fit wall time (issue 19: < 60 s).
+   and open loop against persistence; RC fit wall time (target: under 60 s).
 
 Run: .venv/bin/python benchmarks/bench_thermal_fit.py
 """
@@ -28,7 +28,7 @@ from optimizer.thermal.trace import read_trace  # noqa: E402
 
 TRACE = shipped_root() / "thermal" / "traces" / "odroid_xu3_rise.csv.gz"
 
-# Bhat, Gumussoy, Ogras (ACM TECS 2017), as given in shared/data/README.md:
+# Bhat, Gumussoy, Ogras (ACM TECS 2017), their published model of the Odroid-XU3:
 # T = [a15 core0..3, gpu] (°C), P = [a7, a15, mem, gpu] (W), step 0.1 s, T[k+1] = A T[k] + B P[k]
 PUBLISHED_A = [[0.9935, 0.0015, 0.0022, 0.0014, 0.0007],
                [0.0070, 0.9913, 0.0001, 0.0008, 0.0],

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from optimizer.hardware.thermal_spec import available_thermal_specs, load_thermal_spec  # noqa: E402
 from optimizer.thermal.simulate import SteadyStateObjective, reference_workload, simulate  # noqa: E402
 
-#: TADF's Jetson Nano experiment ran at 40 °C ambient (METHODS.md §4); the phones at 25 °C (§2, §5)
+#: TADF's Jetson Nano experiment ran at 40 °C ambient (docs/METHODS.md section 4); the phones at 25 °C (§2, §5)
 AMBIENT = {"jetson_nano": 40.0}
 
 

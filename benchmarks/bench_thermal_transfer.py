@@ -1,4 +1,4 @@
-"""Thermal models that transfer (issue 32): fit on some data, score on held-out data logged at
+"""Thermal models that transfer: fit on some data, score on held-out data logged at
 another step, next to persistence and a ridge reference fitted on the same training data.
 
 The one licensed public smartphone log found (what was searched is in
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dataclasses import replace  # noqa: E402
 
 from optimizer.errors import ConfigError  # noqa: E402
-from optimizer.thermal.fit import _split_for_validation, evaluate, fit_model  # noqa: E402
+from optimizer.thermal.fit import evaluate, fit_model, split_for_validation  # noqa: E402
 from optimizer.thermal.phone_log import make_phone_log  # noqa: E402
 from optimizer.thermal.trace import Trace, read_trace  # noqa: E402
 
@@ -145,11 +145,11 @@ def _try_window(trace: Trace, a, b) -> tuple:
 
 
 def _validation_score(train: Trace, kind: str, fit_step: float | None) -> float:
-    """60-step RMSE on the training data's validation part (its last segment, or last quarter when
+    """60-step RMSE on the training data's held-out portion (its last segment, or last quarter when
     it has one segment: the split the fits use to choose their step) of a model fitted on the rest."""
-    fit_part, held = _split_for_validation(train)
+    training, held = split_for_validation(train)
     try:
-        m = fit_model(fit_part, kind, fit_step_s=fit_step)
+        m = fit_model(training, kind, fit_step_s=fit_step)
     except ConfigError:
         return float("inf")
     return evaluate(m, held, [60])[0].rmse_c["overall"]

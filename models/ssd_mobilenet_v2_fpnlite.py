@@ -14,7 +14,7 @@ Reference checked: no published MAC/param figure; the structure follows the pipe
 (levels 3-7, depth 128, 4 tower layers, ``use_depthwise: true``, ``share_prediction_tower:
 true``). This build: 2.2 M params, 3.75 G MACs at 640x640. As TFLite operators (separable
 convs as depthwise + pointwise, batch norm and ReLU6 fused, each upsampling one op) it has 149
-inference-body operators, the count Park & Ha give for this network (METHODS.md section 2);
+inference-body operators, the count Park & Ha give for this network (docs/METHODS.md section 2);
 with separate box and class towers it would have 189. (The API's default upsampling,
 ``ops.nearest_neighbor_upsampling``, exports as two PACK + one RESHAPE, which would make 153.)
 """

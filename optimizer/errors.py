@@ -42,6 +42,13 @@ class ConfigError(DnnplanError):
     """A setting or command-line value is invalid."""
 
 
+def check_between(label: str, value: float | None, low: float, high: float, what: str) -> None:
+    """Raise a one-line :class:`ConfigError` naming ``label`` unless ``low <= value <= high``
+    (None passes: the default applies; NaN fails)."""
+    if value is not None and not low <= value <= high:
+        raise ConfigError(f"{label} {value!r}: expected {what} between {low:g} and {high:g}")
+
+
 class ConstraintError(DnnplanError):
     """A constraint no candidate can satisfy (the message names the best value reachable)."""
 

@@ -18,7 +18,6 @@ import os
 import shutil
 import stat
 import tempfile
-import zipfile
 from collections.abc import Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -273,6 +272,17 @@ def _key(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(path))
 
 
+def make_folder(path: str | os.PathLike[str]) -> Path | None:
+    """Create the folder ``path`` and its missing parents; return the top folder made (None when
+    ``path`` existed). That folder, and nothing above it, is what a failed command may remove."""
+    target = Path(path)
+    top = _make_parents(target)
+    if not target.is_dir():
+        target.mkdir()
+        top = top or target
+    return top
+
+
 def _make_parents(target: Path) -> Path | None:
     """Create the missing parents of ``target``; the top one made, or None."""
     top = None
@@ -384,16 +394,18 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         raise SchemaError(f"{p}: not a UTF-8 text file; expected a {what}") from None
 
 
-def read_npz(path: str | os.PathLike[str], missing: str) -> dict[str, Any]:
+def read_npz(path: str | os.PathLike[str], missing: str, max_rows: int | None = None) -> dict[str, Any]:
     """Every array of an ``.npz`` file (no pickles), as a dict; ``missing`` ends the message of
-    the :class:`InputFileError` raised for a file that does not exist."""
-    import numpy as np
+    the :class:`InputFileError` raised for a file that does not exist. Sizes come from the
+    member headers first (:mod:`optimizer.npyfile`): at most ``max_rows`` rows of each array are
+    read, and what is read must fit in the available memory."""
+    from .npyfile import npz_members, read_rows
 
     p = Path(path)
     if not p.is_file():
         raise InputFileError(f"{p}: {missing}")
-    try:
-        with np.load(p, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputFileError(f"{p}: not a readable .npz file ({exc})") from None
+    out = {}
+    for name, m in npz_members(p).items():
+        rows = None if max_rows is None or not m.shape or m.shape[0] <= max_rows else range(max_rows)
+        out[name] = read_rows(p, m, rows)
+    return out

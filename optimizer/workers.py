@@ -2,13 +2,19 @@
 parent alone handles it (stops its workers, prints one line) and workers ignore it.
 
 Used by the batch runner's process pool and Dask LocalCluster and the parallel calibration of
-``quantize``. :func:`proc_kb_bytes` reads the kernel's memory figures of a process or the machine.
+``quantize``. The batch runner's pool workers also end when the process they serve ends
+(:func:`worker_init`). :func:`proc_kb_bytes` reads the kernel's memory figures of a process or
+the machine.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -17,6 +23,68 @@ from contextlib import contextmanager
 def ignore_sigint() -> None:
     """Initializer of worker processes: no KeyboardInterrupt tracebacks from workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: ``prctl`` option of Linux: the signal a process receives when its parent (thread) ends
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """End this process (SIGKILL) when the process that started it ends, however it ends.
+
+    Linux's ``prctl(PR_SET_PDEATHSIG)`` (prctl(2)); elsewhere nothing is done. A worker whose
+    parent was killed (``kill -9``, the OOM killer) would otherwise run its task to the end,
+    unseen, holding memory and cores. A parent already gone when this runs ends the process too.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent or parent == 1:  # the parent ended before the signal was armed
+        os._exit(1)
+
+
+def watch_parent(pid: int, period_s: float = 0.5) -> threading.Thread:
+    """A daemon thread that ends this process (exit status 1) once process ``pid`` has ended.
+
+    For workers whose parent is not the process they serve: a ``forkserver`` pool's workers are
+    children of the fork server, which outlives a killed main process."""
+    def watch() -> None:
+        while process_alive(pid):
+            time.sleep(period_s)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="dnnplan-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux: its ``/proc`` state)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def worker_init(main_pid: int) -> None:
+    """Initializer of the batch runner's pool workers: :func:`ignore_sigint`, :func:`die_with_parent`
+    and :func:`watch_parent` of ``main_pid``, the process that submits the tasks."""
+    ignore_sigint()
+    die_with_parent()
+    watch_parent(main_pid)
 
 
 @contextmanager

@@ -67,15 +67,61 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"{'field ' + repr(loc) + ': ' if loc else ''}{msg}{got_txt}{more}"
 
 
+#: the largest YAML file read (device, job, workload files are a few kB)
+MAX_YAML_BYTES = 16 << 20
+#: nodes a document may have once its aliases are expanded: an alias is a reference, but every
+#: reader that walks the data (validation, JSON) sees the expansion, which nested anchors make
+#: exponential in the file's size ("billion laughs"); safe loaders of untrusted YAML bound it
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes of ``node``'s tree with every alias expanded (counted once per node object)."""
+    key = id(node)
+    if key not in memo:
+        if isinstance(node, yaml.MappingNode):
+            memo[key] = 1 + sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            memo[key] = 1 + sum(_expanded_nodes(v, memo) for v in node.value)
+        else:
+            memo[key] = 1
+    return memo[key]
+
+
+def _parse(text: str, where: Path) -> tuple[Any, yaml.Node | None]:
+    """Compose ``text`` once, refuse it past :data:`MAX_YAML_NODES` expanded nodes, then build
+    the data from the same node tree."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        size = _expanded_nodes(node, {})
+        if size > MAX_YAML_NODES:
+            raise SchemaError(f"{where}: its aliases expand to {size:,} YAML nodes, over the limit of "
+                              f"{MAX_YAML_NODES:,}; write the repeated parts out or use fewer nested anchors")
+        return loader.construct_document(node), node
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | os.PathLike[str]) -> tuple[Any, yaml.Node | None]:
-    """Parse ``path``; returns (data, node tree for line lookups)."""
+    """Parse ``path`` within :data:`MAX_YAML_BYTES` and :data:`MAX_YAML_NODES`; returns (data,
+    node tree for line lookups)."""
     p = Path(path)
     if not p.is_file():
         raise InputFileError(f"{p}: no such file")
-    text = p.read_text(encoding="utf-8")
+    if p.stat().st_size > MAX_YAML_BYTES:
+        raise SchemaError(f"{p}: {p.stat().st_size:,} bytes, over the {MAX_YAML_BYTES >> 20} MiB a YAML input "
+                          "may have; expected a device, job or workload file")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(f"{p}: not a UTF-8 text file; expected YAML") from None
+    try:
+        data, node = _parse(text, p)
+    except RecursionError:
+        raise SchemaError(f"{p}: YAML nested too deeply to read; expected a device, job or workload file") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""

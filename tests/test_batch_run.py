@@ -89,7 +89,7 @@ def test_dask_local_cluster_matches_local_pool(tiny_onnx, tmp_path, reference_ru
 
 
 def test_failing_tasks_are_recorded_and_others_finish(tiny_onnx, tmp_path, run_cli):
-    # a name no task can run is refused before the run folder exists (issue 33)
+    # a name no task can run is refused before the run folder exists
     bad = _job(tmp_path, tiny_onnx, 1, "tasks:\n  - {kind: map, model: no_such_net, device: pixel6}\n")
     res = run_cli("--quiet", "batch", "run", bad, "--out", tmp_path / "bad")
     assert res.exit_code == 2 and "unknown zoo network 'no_such_net'" in res.stderr

@@ -1,4 +1,4 @@
-"""Bounds and out-of-order traces (issue 33 item 4): size flags have documented upper bounds checked
+"""Bounds and out-of-order traces: size flags have documented upper bounds checked
 before any work, and a trace whose time steps back without a clock reset is refused naming the row."""
 
 from __future__ import annotations

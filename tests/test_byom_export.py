@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _byom import (CUSTOM_OP_MODEL, FIXTURE_MODELS, NO_KERNEL_MODEL, even_cuts, export_and_check,
                    searched_plans, third_party_models, zoo_onnx)
+from _cli_checks import assert_one_line_exit_2
 
 
 
@@ -272,13 +273,6 @@ def test_tflite_custom_op_with_unknown_shape_refused(models, tmp_path, run_cli):
     assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1
 
 
-def _one_line_exit_2(res, *needles):
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
-
-
 def test_chain_map_split_export_check_of_a_custom_op_model(models, tmp_path, run_cli):
     """profile -> map / split (real searches) -> export -> run --check on a pretrained file with
     a custom operator: the parts are bit-exact."""
@@ -309,7 +303,7 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
     stateful.write_bytes(write_model(model))
     write_plan(plan_for_cuts(str(stateful), [cut], kind="split"), tmp_path / "plan.json")
     res = run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(tmp_path / "art"))
-    _one_line_exit_2(res, "stateful.tflite", f"crosses tensor {crossing[0]}", "variable")
+    assert_one_line_exit_2(res, "stateful.tflite", f"crosses tensor {crossing[0]}", "variable")
     assert not (tmp_path / "art").exists()
 
 
@@ -331,7 +325,7 @@ def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_
             "--no-pin", "--json"]
     assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(art),
                    "--no-reference").exit_code == 0
-    _one_line_exit_2(run_cli(*args), "no single-file reference", "--no-reference")
+    assert_one_line_exit_2(run_cli(*args), "no single-file reference", "--no-reference")
     for d, seed, flag in ((art, "0", ()), (other, "1", ("--keep-reference",))):
         assert run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(d), *flag,
                        "--seed", seed).exit_code == 0

@@ -80,7 +80,7 @@ def test_profile_table(run_cli):
     assert "total" in res.stdout and "MACs" in res.stdout and "int8" in res.stdout
 
 
-# -- output paths (issue 18 item 6): missing folders are created; impossible paths fail first ----
+# -- output paths: missing folders are created; impossible paths fail first ----
 
 @pytest.mark.parametrize("argv", [
     ["profile", "{model}", "--out", "{out}"],

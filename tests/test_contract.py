@@ -163,7 +163,7 @@ def test_every_backend_is_deterministic_well_shaped_and_slower_at_a_lower_clock(
 
 # ------------------------------------------------------------------ golden figures of the seed settings
 def test_golden_smartsplit_setting():
-    """SmartSplit (METHODS.md §2): MobileNetV2 on galaxy_j6 over 10 Mbps Wi-Fi, exact front + TOPSIS.
+    """SmartSplit (docs/METHODS.md section 3): MobileNetV2 on galaxy_j6 over 10 Mbps Wi-Fi, exact front + TOPSIS.
     A change here changes every split plan: re-record it deliberately (BENCHMARKS.md)."""
     from optimizer.workflow import SplitRequest, parse_request, plan_split
 
@@ -175,7 +175,7 @@ def test_golden_smartsplit_setting():
 
 
 def test_golden_park_ha_setting():
-    """Park & Ha (METHODS.md §3): MobileNetV2 INT8 on pixel6, block granularity, exact optimum."""
+    """Park & Ha (docs/METHODS.md section 2): MobileNetV2 INT8 on pixel6, block granularity, exact optimum."""
     from optimizer.workflow import PipelineRequest, parse_request, plan_pipeline
 
     plan = plan_pipeline(parse_request(PipelineRequest, {"model": "mobilenet_v2", "device": "pixel6",
@@ -185,7 +185,7 @@ def test_golden_park_ha_setting():
 
 
 def test_golden_splash_setting():
-    """SPLASH (METHODS.md §5): Person Finder on pixel4 at 30 FPS for 400 s, HEFT vs Min-Heat."""
+    """SPLASH (docs/METHODS.md section 5): Person Finder on pixel4 at 30 FPS for 400 s, HEFT vs Min-Heat."""
     from optimizer.hardware.thermal_spec import load_thermal_spec
     from optimizer.thermal.policies.splash import run_schedule
     from optimizer.thermal.policies.workload import load_workload, worker_profiles
@@ -198,7 +198,7 @@ def test_golden_splash_setting():
     # 255 -> 225 s when the radio got the Pixel 4's measured Wi-Fi powers and Huang et al.'s tail
     # (it never sleeps between offloads at 30 FPS): offloading now costs more heat;
     # 128/225 -> 130/231 s when the Pixel 4's CPU and GPU got kernel-family efficiencies
-    # (Paddle-Lite's conv1x1/convkxk/depthwise ratios, the RGB stem conv apart; METHODS.md 8b):
+    # (Paddle-Lite's conv1x1/convkxk/depthwise ratios, the RGB stem conv apart; docs/METHODS.md section 8b):
     # the workers' GPU and CPU times moved by a few per cent
     assert (heft.time_to_severe_s, minheat.time_to_severe_s) == (130.0, 231.0)
     assert heft.peak_temp_c["skin"] == pytest.approx(51.15580305700916, rel=1e-6)

@@ -1,4 +1,4 @@
-"""Efficiency per (core microarchitecture, runtime), shared across devices (issue 31 item 3):
+"""Efficiency per (core microarchitecture, runtime), shared across devices:
 CPU clusters in the device schema, the shared core table, and the ``calibrate --report`` rows
 that hold devices of one class and runtime to one rate per core*GHz."""
 
@@ -129,7 +129,8 @@ def test_core_table_rejects_unknown_classes_and_broken_chains():
 
 
 def test_a53_phone_is_slower_per_core_ghz_than_the_jetson_a57():
-    """The inconsistency of issue 31: galaxy_j6 modeled 7x faster than the Jetson's A57."""
+    """Core classes keep galaxy_j6's A53 slower per core·GHz than the Jetson's A57 (a per-device fit had made
+    it 7x faster)."""
     def per_core_ghz_s(dev, rt, clock):
         from optimizer.graph import load_graph
 

@@ -70,7 +70,7 @@ def test_analytic_matches_hand_computation(toy):
     assert ct.energy_j[0, 0] == pytest.approx(cpu * 2.5)
     assert ct.energy_j[0, 1] == pytest.approx(gpu * (0.1 + 8 * 0.5**3))
     # act is fused into the preceding kernel: no dispatch overhead and no memory pass of its own
-    # (TFLite folds BN/activation/pad; METHODS.md section 8)
+    # (TFLite folds BN/activation/pad; docs/METHODS.md section 8)
     assert ct.latency_s[2, 0] == 0.0
     assert np.allclose(ct.cut_bytes, g.cut_bytes_array("fp32"))
     assert ct.stage_latency(0, 3, 1) == pytest.approx(ct.latency_s[:, 1].sum())
@@ -296,7 +296,7 @@ def test_cli_cost_json_and_errors(run_cli, tmp_path):
 
 
 def test_cli_cost_measured_is_labelled_with_the_tables_dtype_and_source(run_cli, tmp_path, zoo_graph):
-    """Issue 33: FP32 onnxruntime timings are shown as fp32 (not the int8 default), the table is
+    """FP32 onnxruntime timings are shown as fp32 (not the int8 default), the table is
     named in the title instead of a stray line, and a contradicting --dtype is one clear line."""
     from optimizer.cost.measured import write_measured_table
 

@@ -1,4 +1,4 @@
-"""Every command on every shipped device (issue 30, item 5), through the real CLI.
+"""Every command on every shipped device, through the real CLI.
 
 For each device file in ``search_spaces/devices`` (the list is read from the folder, so a new
 device joins the contract by being added), with the zoo's MobileNetV1, the commands a user runs
@@ -112,7 +112,7 @@ def test_every_command_on(name, run_cli, tmp_path):
 @pytest.mark.slow
 def test_run_check_after_a_plain_export_of_a_zoo_plan(run_cli, tmp_path):
     """``export`` keeps the single-file reference unless told not to, so ``run --check`` works
-    after a plain export of an INT8 zoo plan (issue 30: it refused, no reference kept)."""
+    after a plain export of an INT8 zoo plan."""
     plan = tmp_path / "plan.json"
     # full width: at alpha=0.25 the GA's cut between a batch norm and its ReLU (conv_dw_7_bn) leaves
     # random-weight logits so close that INT8 parts agree on 65 % of top-1 (SQNR 17.6 dB)

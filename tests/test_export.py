@@ -19,6 +19,7 @@ import pytest
 from optimizer.errors import ConfigError, InputFileError
 from optimizer.plan.export import op_boundaries, part_io
 
+from _cli_checks import assert_one_line_exit_2
 from _deploy_cache import run_single_file, sqnr_db
 
 SIZE = 64
@@ -80,7 +81,7 @@ def test_manifest_validates_against_the_shipped_schema_and_hashes(pipeline_expor
     d = pipeline_export["dir"]
     from optimizer.fileio import _umask
 
-    assert d.stat().st_mode & 0o777 == 0o777 & ~_umask()  # issue 33: an ordinary folder, not mkdtemp's 0700
+    assert d.stat().st_mode & 0o777 == 0o777 & ~_umask()  # an ordinary folder, not mkdtemp's 0700
     data = json.loads((d / "manifest.json").read_text())
     jsonschema.validate(data, shipped_manifest_schema())
     assert sorted(p.name for p in d.iterdir()) == ["manifest.json", "reference.int8.tflite", "stage0.tflite",
@@ -136,13 +137,6 @@ def test_cli_run_reports_json(pipeline_export, run_cli, tmp_path):
     assert rep["frames"] == 5 and len(rep["stages"]) == 3 and rep["throughput_fps"] > 0
 
 
-def _one_line_exit_2(res, *needles):
-    assert res.exit_code == 2, res.stdout + res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    for n in needles:
-        assert n in res.stderr, res.stderr
-
-
 @pytest.mark.slow
 def test_bad_artifacts_and_inputs_are_one_line_errors(pipeline_export, run_cli, tmp_path):
     src = pipeline_export["dir"]
@@ -153,15 +147,15 @@ def test_bad_artifacts_and_inputs_are_one_line_errors(pipeline_export, run_cli, 
     blob = bytearray((bad / "stage1.tflite").read_bytes())
     blob[-1] ^= 0xFF
     (bad / "stage1.tflite").write_bytes(bytes(blob))
-    _one_line_exit_2(run_cli("run", plan_file, "--artifacts", bad, "--frames", "2"), "stage1.tflite", "sha256")
+    assert_one_line_exit_2(run_cli("run", plan_file, "--artifacts", bad, "--frames", "2"), "stage1.tflite", "sha256")
     # missing file
     (bad / "stage1.tflite").unlink()
-    _one_line_exit_2(run_cli("run", plan_file, "--artifacts", bad, "--frames", "2"), "stage1.tflite", "missing")
+    assert_one_line_exit_2(run_cli("run", plan_file, "--artifacts", bad, "--frames", "2"), "stage1.tflite", "missing")
     # missing directory
-    _one_line_exit_2(run_cli("run", plan_file, "--artifacts", tmp_path / "nope"), "no such artifacts directory")
+    assert_one_line_exit_2(run_cli("run", plan_file, "--artifacts", tmp_path / "nope"), "no such artifacts directory")
     # input of the wrong shape
     np.save(tmp_path / "wrong.npy", np.zeros((2, 32, 32, 3), np.float32))
-    _one_line_exit_2(run_cli("run", plan_file, "--artifacts", src, "--input", tmp_path / "wrong.npy"),
+    assert_one_line_exit_2(run_cli("run", plan_file, "--artifacts", src, "--input", tmp_path / "wrong.npy"),
                      "wrong.npy", "[N, 64, 64, 3]")
     # artifacts of another plan
     from optimizer.plan import write_plan
@@ -169,7 +163,7 @@ def test_bad_artifacts_and_inputs_are_one_line_errors(pipeline_export, run_cli, 
 
     other = write_plan(plan_for_cuts("mobilenet_v2", [30], dtype="fp32", variant={"input_size": SIZE}),
                        tmp_path / "other.json")
-    _one_line_exit_2(run_cli("run", other, "--artifacts", src), "another plan")
+    assert_one_line_exit_2(run_cli("run", other, "--artifacts", src), "another plan")
 
 
 @pytest.mark.slow
@@ -189,7 +183,7 @@ def test_failed_export_leaves_nothing_behind(pipeline_export, run_cli, tmp_path)
     with pytest.raises(ConfigError, match="not a dnnplan export"):
         export_plan(plan, tmp_path / "mine")
     res = run_cli("export", pipeline_export["plan_file"], "--out", tmp_path / "mine")
-    _one_line_exit_2(res, "not a dnnplan export")
+    assert_one_line_exit_2(res, "not a dnnplan export")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 
 

@@ -1,4 +1,4 @@
-"""Export in bounded memory (issue 30): the float activations that calibrate later INT8 parts are
+"""Export in bounded memory: the float activations that calibrate later INT8 parts are
 kept on disk (:class:`optimizer.plan.export.CalibrationStore`), Keras calls are sized by
 ``--memory-budget`` and what the process already holds, so peak resident memory does not grow
 with ``--samples``."""

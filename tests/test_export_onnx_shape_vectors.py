@@ -1,4 +1,4 @@
-"""Exports of ONNX files cut where a shape vector crosses (issue 30): tf2onnx computes ``Reshape``
+"""Exports of ONNX files cut where a shape vector crosses: tf2onnx computes ``Reshape``
 targets from ``Shape(input)`` (magika_standard_v3_3's ``LayerNorm_1/Reshape__131:0``). With the
 input shapes fixed these vectors are constants: each part holds them, they are not exchanged as
 ``[1, *shape]`` activations; integer network inputs keep their dtype."""

@@ -1,4 +1,4 @@
-"""Fidelity of the analytic cost model (issue 17): op view = block view, invoke overhead once per
+"""Fidelity of the analytic cost model: op view = block view, invoke overhead once per
 stage, GPU INT8 at FP16, runtime profiles, the published-points file and the report CLI."""
 
 from __future__ import annotations
@@ -131,22 +131,22 @@ def test_calibrate_cli_errors_exit_2(run_cli, tmp_path):
 
 
 def test_known_failures_are_reported_but_do_not_fail_the_report(run_cli, tmp_path):
-    """Issue 33: rows listed in known_failures show as KNOWN and leave the exit status 0 unless
-    --strict; an unlisted failing row still fails; the shipped list names issue 31."""
+    """Rows listed in known_failures show as KNOWN and leave the exit status 0 unless
+    --strict; an unlisted failing row still fails; the shipped list says why each row is known to fail."""
     from optimizer.report.fidelity import FactRow, FidelityReport, format_report
 
     ok = PointRow("d", "cpu", "m", "int8", 10.0, 12.0, 11.0, (0.67, 1.5), "s")
     known = FactRow("pixel6 tpu: INT8/FP32 speed-up x1.3-1.5 (+-5 %)", "x2.15", False, "s")
     other = FactRow("pixel6: GPU INT8 not faster than FP16", "0.5", False, "s")
-    rep = FidelityReport([ok], [known], known=[{"row": "pixel6 tpu: INT8/FP32", "note": "known, issue 31"}])
-    assert not rep.passed and rep.unexpected_failures == [] and rep.known_note(known) == "known, issue 31"
+    rep = FidelityReport([ok], [known], known=[{"row": "pixel6 tpu: INT8/FP32", "note": "needs a per-layer profile of the phone"}])
+    assert not rep.passed and rep.unexpected_failures == [] and rep.known_note(known) == "needs a per-layer profile of the phone"
     lines = format_report(rep)
-    assert "KNOWN (known, issue 31)  pixel6 tpu: INT8/FP32" in "\n".join(lines) and "1 known failure" in lines[-1]
-    assert rep.to_dict()["passed_except_known"] and rep.to_dict()["facts"][0]["known"] == "known, issue 31"
+    assert "KNOWN (needs a per-layer profile of the phone)  pixel6 tpu: INT8/FP32" in "\n".join(lines) and "1 known failure" in lines[-1]
+    assert rep.to_dict()["passed_except_known"] and rep.to_dict()["facts"][0]["known"] == "needs a per-layer profile of the phone"
     rep.facts.append(other)
     assert rep.unexpected_failures == ["pixel6: GPU INT8 not faster than FP16"] and rep.known_note(other) is None
     shipped = read_published()["known_failures"]
-    assert shipped and all("issue 31" in k["note"] for k in shipped)
+    assert shipped and all(k["note"].startswith("needs a per-layer") and "issue" not in k["note"] for k in shipped)
     bad = tmp_path / "p.yaml"
     bad.write_text(open(shipped_root() / "calibration" / "published.yaml").read() + "  - just a string\n")
     r = run_cli("calibrate", "--report", "--published", str(bad))
@@ -155,7 +155,7 @@ def test_known_failures_are_reported_but_do_not_fail_the_report(run_cli, tmp_pat
 
 @pytest.mark.slow
 def test_detector_speedups_and_s22_pipeline_gain_hold():
-    # issue 17: the INT8/FP32 rows this model meets (Park & Ha, METHODS.md section 1) and the S22
+    # the INT8/FP32 rows this model meets (Park & Ha, docs/METHODS.md section 1) and the S22
     # pipeline gain; the Hexagon and pixel6 TPU ratios and pixel6's gain do not hold yet (BENCHMARKS.md)
     from optimizer.report.fidelity import pipeline_facts, processor_facts
 

@@ -80,7 +80,7 @@ def test_huang_radio_model_and_link_times():
     nbytes = 1_000_000
     t = nbytes * 8 / 10e6
     assert link.upload_s(nbytes) == pytest.approx(t)
-    # (alpha_u * tau_u + beta) * I / B with tau = 10 Mbps (METHODS.md section 3)
+    # (alpha_u * tau_u + beta) * I / B with tau = 10 Mbps (docs/METHODS.md section 3)
     assert link.upload_j(nbytes) == pytest.approx((283.17e-3 * 10 + 132.86e-3) * t)
     assert link.download_j(nbytes) == pytest.approx((137.01e-3 * 10 + 132.86e-3) * t)
     assert link.round_trip_s(nbytes, 0) == pytest.approx(link.rtt_s + t)

@@ -12,7 +12,7 @@ import pytest
 from _byom import write_residual_onnx, write_tiny_onnx
 
 #: every kernel family of a network fitted in-sample: modeled / measured within this (the
-#: acceptance of the profile fit, issue 31 item 5)
+#: acceptance of the profile fit)
 FAMILY_BOUND = 1.25
 
 

@@ -1,4 +1,4 @@
-"""Measured pipeline search on this host (issue 10 point 4, issue 6 point 3): candidates run for
+"""Measured pipeline search on this host: candidates run for
 real on the cores of ``host_cores``, every distinct stage converted once, measurements cached
 in JSON lines so an interrupted GA resumes without measuring anything twice."""
 

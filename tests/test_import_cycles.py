@@ -1,4 +1,4 @@
-"""Import structure inside the lowest layers (issue 30, item 6), read from the source with ``ast``.
+"""Import structure inside the lowest layers, read from the source with ``ast``.
 
 * ``graph/`` never imports ``quantize/``: the TFLite flatbuffer reader both use lives in
   :mod:`optimizer.graph.tflite_flatbuffer`, below the quantizer.

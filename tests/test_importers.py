@@ -1,4 +1,4 @@
-"""ONNX, TFLite and SavedModel importers and the shared converters (issue 3, point 4).
+"""ONNX, TFLite and SavedModel importers and the shared converters.
 
 The same zoo network imported from Keras, from its tf2onnx export and from its TFLite
 conversion must agree on total MACs (1 %), on the number of conv/dwconv/dense layers and on

@@ -1,4 +1,4 @@
-"""Input shapes (issue 30, items 1 and 2): ``--input-shape``, dynamic dims, shape inference of
+"""Input shapes: ``--input-shape``, dynamic dims, shape inference of
 real exporters' ONNX files, and the shapes carried by plans and manifests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ONNX node names TensorFlow refuses as name scopes (issue 30: paddle2onnx's ``Softmax@0`` in the
+"""ONNX node names TensorFlow refuses as name scopes (paddle2onnx's ``Softmax@0`` in the
 PP-OCR v2 classifier stopped onnx2tf with "not a valid scope name")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plans name only real processors of their device, and say when the device changed (issue 33):
+"""Plans name only real processors of their device, and say when the device changed:
 ``validate``, ``export`` and ``run`` refuse a stage on a processor the device lacks, before
 anything is written, and warn when the device's identity differs from the one recorded."""
 

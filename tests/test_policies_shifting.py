@@ -1,4 +1,4 @@
-"""Play It Cool dynamic model shifting (issue 9)."""
+"""Play It Cool dynamic model shifting."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def phone():
     return shift_setup("pixel4", "slimmable_resnet50")
 
 
-def test_published_limits(phone):
+def test_shift_setup_takes_play_it_cools_published_limits(phone):
     assert (phone.t_lim_c, phone.g_lim) == (73.0, -0.07)
     assert phone.latency_s[0] > 3 * phone.latency_s[1]
     rpi = shift_setup("raspberry_pi4", "slimmable_resnet50", fps=1.0)
@@ -42,14 +42,14 @@ def test_reload_cost_counts(phone):
     assert free.time_share["reload"] == 0.0 and paid.time_share["reload"] > 0.0
 
 
-def test_bad_input():
+def test_unknown_model_or_mode_is_refused_by_name():
     with pytest.raises(UnknownNameError, match="slimmable_resnet50"):
         shift_setup("pixel4", "alexnet")
     with pytest.raises(UnknownNameError, match="shift"):
         run_shifting(shift_setup("pixel4", "slimmable_resnet50"), "medium")
 
 
-def test_cli_shift(run_cli):
+def test_shift_command_compares_shifting_with_both_fixed_variants(run_cli):
     r = run_cli("shift", "slimmable_resnet50", "--device", "pixel4", "--duration", "600", "--json")
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)

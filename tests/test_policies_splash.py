@@ -1,4 +1,4 @@
-"""SPLASH scheduling (issue 9): workloads, policies on the simulated Pixel 4, bad input."""
+"""SPLASH scheduling: workloads, policies on the simulated Pixel 4, bad input."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_unknown_model_in_workload(tmp_path):
         load_workload("no_such_workload")
 
 
-def test_profiles(pf):
+def test_worker_profiles_price_every_request_on_every_worker(pf):
     assert pf.workers == ("cpu", "gpu", "dsp", "npu", "cloud")
     lat = pf.latency_s
     assert lat.shape == (2, 5) and np.all(lat > 0)
@@ -117,7 +117,7 @@ def test_max_fps_is_the_last_passing_rate_of_an_ascending_scan(pf, spec):
         max_sustainable_fps(pf, spec, "heft", duration_s=200, resolution_fps=0)
 
 
-def test_cli_schedule(run_cli, tmp_path):
+def test_schedule_command_writes_json_and_a_plot_and_refuses_bad_input(run_cli, tmp_path):
     png = tmp_path / "t.png"
     r = run_cli("schedule", "person_finder", "--policy", "heft", "--fps", "10", "--duration", "60",
                 "--json", "--plot", str(png))

@@ -1,4 +1,4 @@
-"""TADF frequency selection and HSWD layer splitting on the Jetson Nano (issue 9)."""
+"""TADF frequency selection and HSWD layer splitting on the Jetson Nano."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_hswd_beats_baselines(model, chosen, zoo_graph):
             assert 0 < la["gpu_share"] < 1
 
 
-def test_cli_tadf(run_cli):
+def test_tadf_command_keeps_the_die_under_tmax_and_refuses_ambient_above_it(run_cli):
     r = run_cli("tadf", "alexnet", "--device", "jetson_nano", "--ambient", "40", "--json")
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
@@ -63,7 +63,7 @@ def test_cli_tadf(run_cli):
 
 
 def test_a_throttled_tadf_run_names_the_governor_rules(run_cli):
-    """Issue 33: the model and simulator temperatures are labelled, and a throttled run says which
+    """The model and simulator temperatures are labelled, and a throttled run says which
     rules of the thermal spec tripped (galaxy_s20's skin trips at 40, 42, 44 °C)."""
     res = tadf("galaxy_s20", 25.0, 85.0)
     assert res.throttled and res.throttle_rules[0] == "skin >= 40 °C" and 0.0 < res.time_to_throttle_s

@@ -165,7 +165,7 @@ def test_profile_of_another_model_is_refused(graphs):
 # ------------------------------------------------------------------ fitting
 
 def test_fit_brings_each_family_within_1_25_and_improves_an_unseen_network(graphs):
-    """Issue 31 acceptance: fitted on the mobilenet_v2 profile, every op family's modeled time is
+    """Fitted on the mobilenet_v2 profile, every op family's modeled time is
     within x1.25 of it; the mobilenet_v1 profile, not used in the fit, is modeled closer."""
     from optimizer.hardware.loader import load_device
     from optimizer.measure.profile_fit import family_rows, fit_processor_to_profiles

@@ -1,4 +1,4 @@
-"""Quantization in bounded memory (issue 30, item 3): calibration streams its samples, so peak
+"""Quantization in bounded memory: calibration streams its samples, so peak
 resident memory does not grow with ``--samples``; batch and processes follow ``--memory-budget``."""
 
 from __future__ import annotations

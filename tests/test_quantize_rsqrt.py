@@ -1,4 +1,4 @@
-"""``DIV(1, SQRT(x))`` of an INT8 model becomes ``RSQRT(x)`` (issue 30: magika_standard_v3_3, a
+"""``DIV(1, SQRT(x))`` of an INT8 model becomes ``RSQRT(x)`` (magika_standard_v3_3, a
 tf2onnx export, failed quantize with LiteRT's ``div.cc: data != zero_point`` on a zero variance)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""README = tool (issue 33, item 5): the README's command table names only commands and flags the
+"""README = tool: the README's command table names only commands and flags the
 CLI has, every command is in the table, and each command's ``--help`` runs (in-process)."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class StageTimeEvaluator:
 ])
 def test_ga_golden_results_per_seed(seed, counts, procs, evaluations, generations):
     """Recorded with the closure-based solve_pipeline_ga before it became PipelineGA (identical);
-    evaluation counts re-recorded after the issue-17 partition model changed the problem's repair of
+    evaluation counts re-recorded after the delegate-partition model changed the problem's repair of
     unsupported layers (same optimum found)."""
     pb = PipelineProblem(synthetic_table(50, seed=3), stages=3)
     r = solve(pb, "ga", seed=seed, evaluator=StageTimeEvaluator())
@@ -84,7 +84,7 @@ def test_bad_time_budget_fails_in_one_line(budget):
 
 
 @pytest.mark.parametrize("network, device, seeds", [
-    ("ssd_mobilenet_v2_fpnlite", "pixel6", (1, 4, 7)),  # issue 32: 3/5 seeds reached 0.99, worst 0.977
+    ("ssd_mobilenet_v2_fpnlite", "pixel6", (1, 4, 7)),  # seeds on which the plain GA stopped short of 0.99 of the optimum
     ("vgg11", "pixel4", (2, 3, 9)),  # the plain GA settles on another processor order at 0.905
 ])
 def test_memetic_ga_reaches_the_exact_optimum_where_the_plain_ga_missed(zoo_graph, network, device, seeds):

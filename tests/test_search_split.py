@@ -104,7 +104,7 @@ def test_exact_front_is_the_true_front(costs):
 
 def test_memory_budget_below_every_split(costs):
     _, c = costs
-    p = SplitProblem(c, memory_limit_bytes=1000, interior_only=True)  # boundary 0 fits any budget (issue 32)
+    p = SplitProblem(c, memory_limit_bytes=1000, interior_only=True)  # boundary 0 fits any budget
     with pytest.raises(ConstraintError, match=r"smallest reachable head memory is 0\.029 MB"):
         p.check()
     with pytest.raises(ConstraintError):
@@ -183,7 +183,7 @@ def test_joint_choice_never_loses_to_index_only(costs):
     from optimizer.search.split_baselines import index_only_decisions
 
     g, c = costs
-    p = SplitProblem(c, interior_only=True)  # the paper's index-only space is 1..L-1 (issue 32 made 0..L the default)
+    p = SplitProblem(c, interior_only=True)  # the paper's index-only space is 1..L-1 (0..L is the default)
     Xi = index_only_decisions(p)
     assert (Xi[:, 1] == Xi[0, 1]).all() and c.options[Xi[0, 1]].kind == "cpu"
     assert c.options[Xi[0, 1]].clock_hz == 2.0e9 and c.wire_dtypes[Xi[0, 2]] == "fp32"

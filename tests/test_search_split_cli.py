@@ -55,7 +55,7 @@ def test_same_seed_same_plan(run_cli, tiny_onnx, tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    # --interior-only: boundary 0 (nothing on the phone) fits any limit since issue 32
+    # --interior-only: boundary 0 (nothing on the phone) fits any limit
     (["--memory-limit", "1 kB", "--interior-only"],
      "memory limit 0.001 MB is below every split of 'tiny'; the smallest reachable"),
     (["--bandwidth", "0 Mbps"], "--bandwidth '0 Mbps': expected a value > 0"),

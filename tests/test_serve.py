@@ -195,7 +195,7 @@ def _corrupt_frames(valid: bytes, rng: np.random.Generator, n: int):
             yield wire.encode(wire.REQUEST, i, {"x": np.zeros((1, 3), np.int64)}), "error"
         else:
             b = bytearray(body)
-            b[4] = 2  # version 2
+            b[4] = 3  # version 3 (this end speaks 1 and 2)
             yield struct.pack("<I", len(b)) + bytes(b), "error"
 
 
@@ -320,7 +320,7 @@ def test_cli_run_split_against_server_with_bandwidth_shaping(split_export, serve
 
 @pytest.mark.slow
 def test_cli_serve_refuses_a_manifest_naming_a_processor_its_device_lacks(split_export, run_cli, tmp_path):
-    """Issue 33: serve checks the export's device parts against its device before listening."""
+    """Serve checks the export's device parts against its device before listening."""
     import shutil
 
     art = tmp_path / "art"

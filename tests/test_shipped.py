@@ -1,5 +1,5 @@
 """One resolver of shipped data (optimizer.shipped): package data found with importlib.resources,
-user folders overlaying it, and every kind of shipped file addressable by name (issue 33)."""
+user folders overlaying it, and every kind of shipped file addressable by name."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def split_plan(graph):
 
 def test_full_load_pipeline_throttles_within_minutes(map_plan, graph):
     res = simulate_plan(map_plan, graph=graph, duration_s=600, ambient_c=25)  # speed: bench_thermal_sim.py
-    # SPLASH (METHODS.md §5): a fully loaded Pixel 4 crosses the 43 °C skin row after ~1-2 min
+    # SPLASH (docs/METHODS.md section 5): a fully loaded Pixel 4 crosses the 43 °C skin row after ~1-2 min
     assert 30 <= res.time_to_first_throttle_s <= 300
     assert res.time_to_severe_s is not None and res.time_to_severe_s > res.time_to_first_throttle_s
     assert res.fps[0] == pytest.approx(map_plan.predicted.throughput_fps, rel=1e-9)
@@ -117,7 +117,7 @@ def test_device_without_thermal_section(tiny_onnx, run_cli, tmp_path):
     path = write_plan(plan, tmp_path / "p.json")
     with pytest.raises(ConfigError, match="redmi_note8.*no thermal section.*pixel4"):
         simulate_plan(plan)
-    # the CLI judges the plan at full clocks and says that temperatures are not modelled (issue 30)
+    # the CLI judges the plan at full clocks and says that temperatures are not modelled
     r = run_cli("simulate", str(path))
     assert r.exit_code == 0, r.stderr
     assert "note: device 'redmi_note8' has no thermal section" in r.stderr and "not modelled" in r.stderr
@@ -131,7 +131,7 @@ def test_device_without_thermal_section(tiny_onnx, run_cli, tmp_path):
 
 
 def test_board_radio_heats_the_board_and_a_spec_without_modem_keeps_the_plan(graph, tmp_path):
-    """Issue 30: on the Pi 4 a split's radio heats the board node (its Wi-Fi sits on the PCB); a
+    """On the Pi 4 a split's radio heats the board node (its Wi-Fi sits on the PCB); a
     spec without a 'modem' processor leaves the radio's heat out with a note, keeping the plan."""
     import yaml
 

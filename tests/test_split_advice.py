@@ -13,7 +13,7 @@ def _split(run_cli, model, tmp_path, *extra, name="plan.json"):
 
 
 def test_dominating_baseline_is_said_in_table_json_and_report(run_cli, tiny_onnx, tmp_path):
-    # --interior-only: COS is a candidate by default (issue 32), so only SmartSplit's space can lose to it
+    # --interior-only: COS is a candidate by default, so only SmartSplit's space can lose to it
     res = _split(run_cli, tiny_onnx, tmp_path, "--bandwidth", "0.1Mbps", "--weights", "1,1,0", "--interior-only")
     assert res.exit_code == 0, res.stderr
     out = res.stdout.replace("\n", " ")
@@ -32,7 +32,7 @@ def test_dominating_baseline_is_said_in_table_json_and_report(run_cli, tiny_onnx
 
 
 def test_memory_only_advantage_is_flagged_against_the_phone_memory(run_cli, tiny_onnx, tmp_path):
-    # --interior-only: COS is a candidate by default (issue 32), so only SmartSplit's space can lose to it
+    # --interior-only: COS is a candidate by default, so only SmartSplit's space can lose to it
     res = _split(run_cli, tiny_onnx, tmp_path, "--bandwidth", "0.1Mbps", "--interior-only")
     assert res.exit_code == 0, res.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
@@ -62,7 +62,7 @@ def test_memory_budget_is_a_constraint_not_an_objective(run_cli, tiny_onnx, tmp_
 @pytest.mark.parametrize("extra, message", [
     (["--memory-budget", "512MB", "--memory-limit", "1GB"], "--memory-budget and --memory-limit both given"),
     (["--memory-budget", "0MB"], "--memory-budget '0MB': expected a value > 0"),
-    # --interior-only: boundary 0 (nothing on the phone) fits any budget since issue 32
+    # --interior-only: boundary 0 (nothing on the phone) fits any budget
     (["--memory-budget", "1 kB", "--interior-only"], "memory limit 0.001 MB is below every split"),
 ])
 def test_memory_budget_errors(run_cli, tiny_onnx, tmp_path, extra, message):

@@ -1,4 +1,4 @@
-"""Issue 32 item 5: not splitting (all on the phone, COS; all on the server, COC) is in every
+"""Not splitting (all on the phone, COS; all on the server, COC) is in every
 split solver's space by default; ``interior_only`` restores SmartSplit's boundaries 1..L-1."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_choice_is_never_dominated_by_not_splitting(lte_costs, trace):
             assert res.settings["split_space"].startswith(f"boundaries 0..{costs.n_layers}")
 
 
-def test_issue_command_chooses_not_to_split(lte_costs):
+def test_risk_averse_vgg16_split_over_a_driving_lte_trace_stays_on_the_phone(lte_costs):
     """vgg16 on Galaxy J6 over ATT-LTE-driving (0.83 Mbps mean), CVaR-95, +5 % mean: the choice is
     COS (or no worse in latency, CVaR and energy). SmartSplit's space (interior only) chose 33/39
     with CVaR-95 54 s; that space is still there with ``interior_only``."""

@@ -1,4 +1,4 @@
-"""Die-level thermal limits (issue 17): die trips hold every shipped device below 100 °C, and the
+"""Die-level thermal limits: die trips hold every shipped device below 100 °C, and the
 radio's heat and thermal mitigation (modem caps) act on offloading."""
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_irregular_sampling_is_resampled_and_gaps_split(small_csv):
         read_trace(small_csv(rows).with_name("missing.csv"), "t_s", "temp_*_c", "p_w")
 
 
-# -- issue 19: logs as loggers write them ---------------------------------------------------------
+# -- logs as loggers write them ------------------------------------------------------------------
 PHONE_TEMPS, PHONE_INPUTS = "t_*_c", "util_*,freq_*,p_battery_w"
 
 
@@ -196,7 +196,7 @@ def test_phone_log_fit_predicts_another_recording_60s_ahead(run_cli, phone_logs,
 def test_discrete_model_gets_the_trace_resampled_onto_its_step_at_any_ratio(synthetic_csv, run_cli, tmp_path):
     """A discrete-only model (here the exact 2 s and 0.5 s discretisations of the network that made
     the 1 s trace) scores a trace at any step: the trace is resampled onto the model's step, inputs
-    averaged over each step under a zero-order hold (issue 32 item 1)."""
+    averaged over each step under a zero-order hold."""
     from optimizer.thermal.fit import align_trace
 
     path, net = synthetic_csv
@@ -222,15 +222,15 @@ def test_discrete_model_gets_the_trace_resampled_onto_its_step_at_any_ratio(synt
 
 def test_matrix_logarithm_cases_say_which_model_was_written():
     """Exact logarithm; negative-axis modes reflected with the other modes and the steady state
-    kept; unstable fits left discrete (issue 32 item 1)."""
-    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, _continuous_from_discrete
+    kept; unstable fits left discrete."""
+    from optimizer.thermal.fit import APPROXIMATE, DISCRETE_ONLY, EXACT, continuous_from_discrete
     from optimizer.thermal.rc import zoh
 
     V = np.array([[1.0, 0.4], [0.3, 1.0]])
     Bd, c = np.array([[0.2], [0.1]]), np.array([0.5, 0.3])
     for lam, kind in (((0.9, 0.3), EXACT), ((0.9, -0.3), APPROXIMATE), ((1.02, 0.3), DISCRETE_ONLY)):
         Ad = V @ np.diag(lam) @ np.linalg.inv(V)
-        cont, how = _continuous_from_discrete(Ad, Bd, c, 2.0)
+        cont, how = continuous_from_discrete(Ad, Bd, c, 2.0)
         assert how.startswith(kind), how
         if kind == DISCRETE_ONLY:
             assert cont is None and "1.02" in how
@@ -298,7 +298,7 @@ def test_single_row_recordings_are_dropped_and_counted(small_csv):
     assert "2 row(s) in segments shorter than 2 samples dropped" in tr.describe()
 
 
-# -- issue 32: models that transfer, and a learned reference --------------------------------------
+# -- models that transfer, and a learned reference -----------------------------------------------
 def _write_at_step(trace, step: float, path) -> None:
     """The trace's segments resampled to ``step`` and written as one CSV (time restarts per segment,
     as a logger with another sample interval would write it)."""
@@ -314,7 +314,7 @@ def _write_at_step(trace, step: float, path) -> None:
 @pytest.mark.parametrize("model, fit_step", [("linear", None), ("linear", "4"), ("rc", None), ("rc", "3")])
 def test_fit_then_eval_another_recording_at_any_step(run_cli, synthetic_csv, tmp_path, model, fit_step):
     """Every model type, at a validated or forced fit step, scores another recording logged at
-    0.4 s or 2.5 s (issue 32 acceptance), next to the ridge reference fitted on its training data."""
+    0.4 s or 2.5 s, next to the ridge reference fitted on its training data."""
     path, _ = synthetic_csv
     out = tmp_path / "m.json"
     r = run_cli("thermal", "fit", path, "--time", "time_s", "--temps", "t_*_c", "--inputs", "p_*",

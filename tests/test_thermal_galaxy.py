@@ -1,4 +1,4 @@
-"""Issue 32 item 3 on the real phone log stored in the repository
+"""Thermal fits on the real phone log stored in the repository
 (search_spaces/thermal/traces/galaxy_c7pro_stress.csv.gz: Galaxy C7 Pro, one stress recording,
 thermal zone 1 in whole °C, ~1.3 s logging stamped to the second): ``thermal fit`` then
 ``thermal eval`` on a held-out part, with the ridge reference on a one-sensor trace."""

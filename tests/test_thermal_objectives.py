@@ -91,7 +91,7 @@ def test_governor_levels_pixel4():
     lv = GovernorLevels(thermal_spec_of(load_device("pixel4")))
     names = lv.spec.processor_names
     assert len(lv.caps) == 7  # unthrottled + six skin rows (the shutdown row is not a level; the
-    #                            die and modem rows of issue 17 are off the skin ladder)
+    #                            die and modem rows are off the skin ladder)
     assert np.all(np.diff(lv.caps, axis=0) <= 1e-12)  # each level caps at least as hard
     assert lv.caps[0].tolist() == [1.0] * len(names)
     assert lv.caps[-1][names.index("npu")] == 0.0 and lv.caps[-2][names.index("npu")] == 1.0

@@ -1,4 +1,4 @@
-"""Issues 8 and 19 acceptance on the real Odroid-XU3 trace stored in the repository
+"""Thermal fits on the real Odroid-XU3 trace stored in the repository
 (search_spaces/thermal/traces/odroid_xu3_rise.csv.gz, full rate): fit on t >= 600 s, evaluate
 open loop on the first 10 minutes (the heating transient, ~12 °C of rise)."""
 
@@ -44,7 +44,7 @@ def test_default_fits_beat_published_and_persistence_open_loop(odroid, kind):
     fit_open = fit_scores[-1].rmse_c["overall"]
     persistence = fit_scores[-1].persistence_rmse_c["overall"]
     assert pub_open > 6.0 and persistence > 6.0  # ~7.9 and ~8.2 °C: the transient is ~12 °C
-    assert fit_open <= 2.0, (kind, fit_open)     # issue 19 floor (plain 0.1 s least squares: 2.88)
+    assert fit_open <= 2.0, (kind, fit_open)     # the floor of the validated fit step (plain 0.1 s least squares is worse)
     assert fitted.continuous_time and fitted.info["fit_step_s"] > 0.1  # step chosen on held-out data
     assert len(fitted.info.get("validation") or fitted.info["step_validation"]) >= 3
 

@@ -1,4 +1,4 @@
-"""The wheel carries its data (issue 33, item 6): build an sdist from the checkout, a wheel from
+"""The wheel carries its data: build an sdist from the checkout, a wheel from
 that sdist (as ``python -m build`` does), install the wheel (not editable) into a fresh virtual
 environment, and run the smoke set of commands from a folder outside the checkout.
 

@@ -90,7 +90,7 @@ def test_plan_split_request_with_thermal_objective(tiny_onnx):
 def test_batch_split_task_honours_its_objectives(tiny_onnx, tmp_path):
     """Before the workflow layer a batch split task dropped ``objectives``: the plan searched
     latency, energy and memory only, and an unknown objective passed silently; now it is refused
-    before the run folder is created (issue 33)."""
+    before the run folder is created."""
     from optimizer.batch import ResultStore, load_job, run_job
     from optimizer.errors import ConfigError
 

@@ -218,7 +218,7 @@ def test_ssd_mobilenet_v2_fpnlite_structure(zoo_graph):
     names = [la.name for la in g.layers]
     assert not any(n.startswith("ClassPredictionTower") for n in names)
     # TFLite operator count: convs (separable = 2), adds, resizes, head reshapes, concats;
-    # Park & Ha count 149 inference-body layers for this network (METHODS.md section 2)
+    # Park & Ha count 149 inference-body layers for this network (docs/METHODS.md section 2)
     kernels = {"conv": 1, "dwconv": 1, "add": 1, "resize": 1, "concat": 1}
     n_ops = sum(2 if la.op_type == "SeparableConv2D" else kernels.get(la.op, 0) for la in g.layers)
     n_ops += sum(la.name.endswith(tuple(f"_reshape_P{lv}" for lv in range(3, 8))) for la in g.layers)

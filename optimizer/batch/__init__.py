@@ -1,4 +1,4 @@
-"""Batch search jobs (see DESIGN.md, ``batch/``): job files → tasks → local pool or Dask → store."""
+"""Batch search jobs (docs/ARCHITECTURE.md, ``batch/``): job files → tasks → local pool or Dask → store."""
 
 from .jobspec import JobSpec, TaskSpec, load_job
 from .runner import RunSummary, run_job

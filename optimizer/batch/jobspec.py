@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import __version__
+from ..bounds import MAX_JOB_TASKS
 from ..errors import SchemaError
 from ..yamlio import describe_validation_error, line_of, load_model_yaml, read_yaml
 
@@ -208,14 +209,38 @@ class JobSpec(_Strict):
     grid: Grid | None = None
     tasks: list[dict[str, Any]] = Field(default_factory=list)
 
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, v: str) -> str:
+        """The name is the default run folder ``results/<name>``: one plain component."""
+        from ..confine import name_problem
+
+        problem = name_problem(v, single=True)
+        if problem is not None:
+            raise ValueError(f"the job name becomes the run folder results/<name> and {problem}")
+        return v
+
     def explicit_task(self, i: int) -> TaskSpec:
         """Explicit task ``i`` with the job's defaults applied."""
         return TaskSpec.model_validate({**self.defaults.model_dump(exclude_none=True), **self.tasks[i]})
+
+    def size(self) -> int:
+        """Tasks the grid and the explicit list describe (duplicates counted), without building them."""
+        n = len(self.tasks)
+        g = self.grid
+        for sub, networks in ((g.map, 1), (g.split, len(g.split.networks) if g.split else 0)) if g else ():
+            if sub is not None:
+                n += (len(g.models) * len(g.devices) * len(g.seeds) * networks * max(1, len(sub.solvers))
+                      * max(1, len(sub.objectives)))
+        return n
 
     def expand(self) -> list[TaskSpec]:
         """Every task of the job, grid first then the explicit list, duplicates removed."""
         base = self.defaults.model_dump(exclude_none=True)
         out: list[TaskSpec] = []
+        if self.size() > MAX_JOB_TASKS:
+            raise SchemaError(f"job {self.name!r}: expands to {self.size():,} tasks, over the {MAX_JOB_TASKS:,} one "
+                              "job may hold; split it into several jobs")
         if self.grid is not None:
             g = self.grid
             for kind, sub in (("map", g.map), ("split", g.split)):

@@ -5,12 +5,15 @@ handed to the workers — scattered once per key on Dask — never rebuilt per t
 written by this process only, each task's ``result.json`` last, so an interrupted run
 (Ctrl-C or SIGKILL) resumes with no finished task lost or repeated. Workers ignore SIGINT (a
 terminal's Ctrl-C reaches the whole process group): this process stops them and raises
-:class:`~optimizer.errors.Interrupted` with the finished and remaining counts.
+:class:`~optimizer.errors.Interrupted` with the finished and remaining counts. Pool workers die
+with this process when it is killed (:func:`optimizer.workers.worker_init`; a LocalCluster's
+nannies already watch their parent). The run holds the run folder's lock throughout.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, Interrupted
-from ..workers import ignore_sigint, sigint_ignored, stop_pool
+from ..workers import sigint_ignored, stop_pool, worker_init
 from .jobspec import JobSpec, TaskSpec
 from .store import ResultStore, TaskOutcome
 from .tasks import SharedInputs, build_inputs, check_tasks, execute_task
@@ -113,6 +116,7 @@ def run_job(
             finished = sum(store.counts().get(k, 0) for k in ("done", "failed"))
             raise Interrupted(f"{finished} done, {len(tasks) - finished} remaining; re-run to resume") from None
     finally:
+        store.close()
         if client is not None:
             client.close()
         if cluster is not None:
@@ -127,7 +131,8 @@ def _run_pool(workers: int, todo: list[TaskSpec], inputs: dict[Any, SharedInputs
     if not todo:
         return
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=ignore_sigint) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker_init,
+                             initargs=(os.getpid(),)) as pool:
         futures: dict[Future[TaskOutcome], TaskSpec] = {}
         try:
             for t in todo:

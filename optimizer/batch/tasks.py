@@ -89,32 +89,40 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
 
 
 def check_tasks(job_name: str, tasks: list[TaskSpec]) -> None:
-    """Resolve every name of every task before anything is created or run (issue 33): model,
-    device, network, server and bandwidth trace, and the request each task becomes (objectives,
-    solver, risk, settings). Each distinct name is resolved once.
+    """Resolve every name of every task before anything is created or run: model, device,
+    network, server, bandwidth trace, labelled accuracy data (its arrays' headers) and a split
+    task's head processors; the solver settings the CLI bounds (:mod:`optimizer.bounds`); and
+    the request each task becomes (objectives, solver, risk, settings). Each distinct name is
+    resolved once.
 
     Raises
     ------
     ConfigError
         ``job <name>: <task label>: <the one-line error>`` for the first task that cannot run.
     """
+    from ..bounds import check_task_settings
     from ..errors import ConfigError
     from ..graph.loader import resolve_model
     from ..hardware import load_device, load_link, load_server
     from ..hardware.bandwidth import load_trace
+    from ..plan.accuracy import labelled_members
 
     resolvers: dict[str, Any] = {"model": resolve_model, "device": load_device, "network": load_link,
-                                 "server": load_server, "trace": load_trace}
+                                 "server": load_server, "trace": load_trace, "accuracy_data": labelled_members}
     seen: set[tuple[str, str]] = set()
     for t in tasks:
         names = {"model": t.model, "device": t.device}
         if t.kind == "split":
-            names.update(network=t.network or "", server=t.server or DEFAULT_SERVER, trace=t.bandwidth_trace or "")
+            names.update(network=t.network or "", server=t.server or DEFAULT_SERVER, trace=t.bandwidth_trace or "",
+                         accuracy_data=t.accuracy_data or "")
         try:
             for kind, name in names.items():
                 if name and (kind, name) not in seen:
                     resolvers[kind](name)
                     seen.add((kind, name))
+            for p in t.processors or ():  # a split task's head processors are the device's
+                load_device(t.device).processor(p)
+            check_task_settings(t.kind, t.settings)
             map_request(t) if t.kind == "map" else split_request(t)
         except DnnplanError as exc:
             raise ConfigError(f"job {job_name}: {t.label()}: {str(exc).splitlines()[0]}") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -48,21 +47,22 @@ def batch_run(
 ) -> None:
     """Run every unfinished task; re-running resumes (finished tasks are skipped)."""
     from ..batch import ResultStore, load_job, run_job
+    from ..confine import inside
     from ..errors import ConfigError
 
     if scheduler and local_cluster:
         raise ConfigError("give either --scheduler or --local-cluster, not both")
     job = load_job(job_file)
-    root = store_folder(out or f"results/{job.name}")
-    new = not Path(root).exists()
+    root = store_folder(out or inside("results", job.name, "job name", single=True))
     store = ResultStore(root)
     try:
         with _progress() as update:
             summary = run_job(job, store, workers=workers, scheduler=scheduler,
                               local_cluster=local_cluster, retry_failed=retry_failed, progress=update)
     except Exception:  # an interrupted run keeps its folder: re-running resumes it
-        if new and not any(store.root.glob("tasks/*/result.json")):
-            shutil.rmtree(store.root, ignore_errors=True)  # nothing finished: leave nothing behind
+        made = store.created  # only a folder this run made, never one that existed before it
+        if made is not None and not any(made.glob("**/tasks/*/result.json")):
+            shutil.rmtree(made, ignore_errors=True)  # nothing finished: leave nothing behind
         raise
     console.print(f"{summary.total} tasks: {summary.done} done, {summary.failed} failed "
                   f"({summary.ran} run now, {summary.skipped} already finished) in "

@@ -39,7 +39,7 @@ def calibrate(
     delegate: str = typer.Option("xnnpack", "--delegate", help="With --runner adb: benchmark_model delegate: xnnpack, cpu, gpu or nnapi."),
     serial: Optional[str] = typer.Option(None, "--serial", help="With --runner adb: the phone's adb serial."),
 ) -> None:
-    """Fidelity report of the device models (METHODS.md sections 1-8); exit 1 when a row fails that
+    """Fidelity report of the device models (docs/METHODS.md sections 1-8); exit 1 when a row fails that
     is not a known failure (``known_failures`` of the published data; all rows with --strict).
     With --from-profile, fit a processor of --device to profiles and print per op family the
     profiled, modeled-before and modeled-after times. With --probes N, measure N single-kernel

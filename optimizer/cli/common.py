@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ..errors import check_between  # noqa: F401  (the commands check flag ranges with it)
 from ..fileio import check_output_path, register_output
 
 console = Console(soft_wrap=True)
@@ -90,19 +91,6 @@ def parse_input_shape_option(values: list[str] | None) -> dict[str, tuple[int, .
     from ..graph.input_shapes import parse_input_shapes
 
     return parse_input_shapes(values) or None
-
-
-def check_between(flag: str, value: float | None, low: float, high: float, what: str) -> None:
-    """Raise a one-line :class:`~optimizer.errors.ConfigError` naming ``flag`` unless
-    ``low <= value <= high`` (None passes: the default applies; NaN fails)."""
-    from ..errors import ConfigError
-
-    if value is not None and not low <= value <= high:
-        raise ConfigError(f"{flag} {value!r}: expected {what} between {low:g} and {high:g}")
-
-
-#: the ambient temperatures the thermal models are meant for (°C), as ``simulate --ambient``
-AMBIENT_RANGE = (-50.0, 80.0)
 
 
 def output_file(value: Any) -> Any:

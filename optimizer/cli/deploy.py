@@ -51,6 +51,10 @@ def export(
     if shapes:  # default: the shapes the plan was made at (model.input_shapes)
         plan = plan.model_copy(update={"model": plan.model.model_copy(
             update={"input_shapes": {k: list(v) for k, v in shapes.items()}})})
+    if plan.model.input_shapes:
+        from ..graph.input_shapes import check_frames_fit
+
+        check_frames_fit(plan.model.input_shapes, 1, "export", "give a smaller --input-shape")
     progress = None if (STATE.quiet or as_json) else (lambda msg: console_err.print(f"[dim]{msg}[/]"))
     manifest = export_plan(plan, out, model=model, calib=calib, samples=samples, seed=seed,
                            keep_reference=keep_reference, memory_budget=budget, progress=progress,
@@ -86,16 +90,21 @@ def run(
                                "--min-agreement."),
     min_agreement: float = typer.Option(0.99, "--min-agreement", help="Top-1 agreement --check requires."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    token_file: Optional[str] = typer.Option(None, "--token-file", help="Shared token of the tail server "
+                                             "(serve --token-file): requests are signed with it (HMAC-SHA256); "
+                                             "needed for a --server beyond loopback."),
 ) -> None:
     """Execute a plan on this host and report measured FPS and latency next to the prediction."""
     from ..plan import read_plan
     from ..plan.device_check import check_plan_device
     from ..runtime import parse_bandwidth, parse_server, run_plan
+    from ..runtime.wire import read_token
 
     check_between("--min-agreement", min_agreement, 0.0, 1.0, "a top-1 agreement")
+    token = read_token(token_file) if token_file is not None else None
     plan = read_plan(plan_file)
     check_plan_device(plan, plan_file)
-    addr = parse_server(server) if server else None
+    addr = parse_server(server, token) if server else None
     rate = parse_bandwidth(bandwidth)
     trace = None
     if bandwidth_trace is not None:
@@ -106,7 +115,7 @@ def run(
         trace = load_trace(bandwidth_trace)
     report = run_plan(plan, artifacts, frames=frames, input=input_file, server=addr,
                       bandwidth_bps=rate, pin=not no_pin, input_fps=fps,
-                      check_min_agreement=min_agreement if check else None, bandwidth_trace=trace)
+                      check_min_agreement=min_agreement if check else None, bandwidth_trace=trace, token=token)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -185,18 +194,30 @@ def _print_check(check: CheckReport) -> None:
 @app.command()
 def serve(
     artifacts: str = typer.Option(..., "--artifacts", help="Directory written by 'dnnplan export' (split plan)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Loopback address to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on: loopback, or any with --token-file."),
     port: int = typer.Option(5599, "--port", help="TCP port (0 = any free port)."),
     workers: int = typer.Option(2, "--workers", help="Interpreters serving requests concurrently."),
-    max_clients: int = typer.Option(32, "--max-clients", help="Concurrent connections."),
+    max_clients: int = typer.Option(256, "--max-clients", help="Connections at once; more are answered 'busy'. "
+                                    "Slow or idle ones are closed by --frame-deadline and --idle-timeout."),
+    frame_deadline: float = typer.Option(60.0, "--frame-deadline", help="Seconds a request frame may take from "
+                                         "its first byte to its last; a slower sender is cut off."),
+    idle_timeout: float = typer.Option(30.0, "--idle-timeout", help="Seconds a connection may wait between "
+                                       "frames."),
+    token_file: Optional[str] = typer.Option(None, "--token-file", help="Shared token (a file of at least 16 "
+                                             "random bytes): every request must carry its HMAC-SHA256; "
+                                             "required to listen beyond loopback."),
 ) -> None:
     """Serve the tail of a split plan over TCP until interrupted (Ctrl-C or SIGTERM: exit 130)."""
     from ..plan.device_check import check_manifest_device
     from ..plan.manifest import read_manifest
-    from ..runtime import TailServer
+    from ..runtime import TailServer, check_loopback
+    from ..runtime.wire import read_token
 
+    token = read_token(token_file) if token_file is not None else None
+    check_loopback(host, "--host", token)  # before any work: no unauthenticated listener beyond loopback
     check_manifest_device(read_manifest(artifacts), artifacts)
-    server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients).start()
+    server = TailServer(artifacts, host, port, workers=workers, max_clients=max_clients,
+                        frame_deadline_s=frame_deadline, idle_timeout_s=idle_timeout, token=token).start()
     try:
         console_err.print(f"serving the tail of {server.manifest.model.name} on {server.host}:{server.port} "
                           "(Ctrl-C stops)", highlight=False)

@@ -128,12 +128,15 @@ def _run(search, generations: int, command: str | None, ckpt: Path):
     try:
         return _solve(search, generations, command, done)
     except KeyboardInterrupt:
-        if search.request.solver == "ga" and ckpt.exists():
-            from ..errors import Interrupted
+        from ..errors import Interrupted
 
+        if search.request.solver != "ga":
+            raise
+        if ckpt.exists():
             raise Interrupted(f"{done['gen']} generations done, {generations - done['gen']} remaining; checkpoint "
                               f"kept at {ckpt}; re-run the same command with --resume to resume") from None
-        raise
+        raise Interrupted(f"0 of {generations} generations done, before the first checkpoint ({ckpt}); re-run the "
+                          "same command to start again") from None
 
 
 def _solve(search, generations: int, command: str | None, done: dict[str, int]):

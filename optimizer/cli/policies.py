@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import typer
 
 from . import app
 from .bounds import bounded
-from .common import AMBIENT_RANGE, STATE, check_between, console, console_err, output_file, print_json
+from .common import STATE, console, console_err, output_file, print_json
+
+#: how each command names its request's fields (errors speak of the options)
+SCHEDULE_OPTIONS = {"device": "--device", "network": "--network", "policy": "--policy", "duration_s": "--duration",
+                    "fps": "--fps", "max_fps": "--max-fps", "eta": "--eta", "ambient_c": "--ambient", "seed": "--seed"}
+TADF_OPTIONS = {"device": "--device", "ambient_c": "--ambient", "tmax_c": "--tmax", "theta_c": "--theta",
+                "dtype": "--dtype"}
+SHIFT_OPTIONS = {"device": "--device", "duration_s": "--duration", "fps": "--fps", "reload_s": "--reload",
+                 "ambient_c": "--ambient", "dtype": "--dtype"}
 
 
 def _opt(v: float | None, fmt: str = "{:.0f} s") -> str:
@@ -34,37 +43,16 @@ def schedule(
     plot: Optional[str] = typer.Option(None, "--plot", callback=output_file, help="Write temperatures and status over time (PNG)."),
 ) -> None:
     """SPLASH scheduling of a multi-DNN workload over the phone's processors and the cloud."""
-    from ..errors import ConfigError
-    from ..hardware import load_device
-    from ..hardware.thermal_spec import thermal_spec_of
-    from ..thermal.policies.splash import POLICIES, run_schedule
-    from ..thermal.policies.workload import load_workload, worker_profiles
+    from ..workflow.requests import parse_request
+    from ..workflow.thermal import run_schedule_request
+    from ..workflow.thermal_requests import ScheduleRequest
 
-    if policy not in POLICIES:
-        from ..errors import UnknownNameError
-
-        raise UnknownNameError("policy", policy, POLICIES)
-    if max_fps and fps is not None:
-        raise ConfigError("give either --fps N or --max-fps, not both")
-    link = None if network.lower() == "none" else network
-    if link is None and policy in ("heft-cloud",):
-        raise ConfigError(f"--policy {policy} offloads to the cloud; give --network LINK")
-    _check_run(duration, ambient, eta=eta, link=link)  # before the seconds of profiling
-    wl = load_workload(workload)
-    spec = thermal_spec_of(load_device(device))
-    if not STATE.quiet:
-        console_err.print(f"[dim]profiling {wl.name} on {device} (cost model) ...[/]")
-    prof = worker_profiles(wl, device, link)
-    kw = dict(duration_s=duration, eta=eta, ambient_c=ambient, seed=seed)
-    found = None
-    if max_fps:
-        found, res = _scan_max_fps(prof, spec, policy, kw)
-        if res is None:
-            raise ConfigError(f"{policy} cannot run {wl.name} on {device} even at 0.5 FPS for {duration:g} s "
-                              "without reaching thermal status severe")
-        res = run_schedule(prof, spec, policy, found, **kw)
-    else:
-        res = run_schedule(prof, spec, policy, wl.fps if fps is None else fps, **kw)
+    request = parse_request(ScheduleRequest, {
+        "workload": workload, "device": device, "network": network, "policy": policy, "duration_s": duration,
+        "fps": fps, "max_fps": max_fps, "eta": eta, "ambient_c": ambient, "seed": seed}, labels=SCHEDULE_OPTIONS)
+    with _rate_status(request) as on_rate:
+        outcome = run_schedule_request(request, on_profiling=None if STATE.quiet else _dim, on_rate=on_rate)
+    res, found, spec = outcome.result, outcome.max_fps, outcome.spec
     out = res.to_dict() if as_json else res.summary()
     if found is not None:
         out["max_fps_without_throttling"] = found
@@ -76,7 +64,7 @@ def schedule(
     from rich.table import Table
 
     s = res.summary()
-    head = (f"{wl.name} on {device} via {res.link or 'no cloud'} — {policy}, {res.fps:.2f} FPS, "
+    head = (f"{outcome.workload.name} on {device} via {res.link or 'no cloud'} — {policy}, {res.fps:.2f} FPS, "
             f"{res.duration_s:.0f} s at {res.ambient_c:g} °C")
     console.print(f"[bold]{head}[/]")
     if found is not None:
@@ -88,8 +76,7 @@ def schedule(
     for c in ("worker", "share %", "peak °C", "final °C", "model RMSE °C", "persistence RMSE °C"):
         t.add_column(c, justify="right")
     for w in res.workers:
-        proc = spec.processors.get("modem" if w == "cloud" else w)   # the node its heat mostly goes to
-        node = max(proc.heats, key=proc.heats.__getitem__) if proc is not None else w
+        node = outcome.heated_node(w)
         rm = res.model_rmse_c[w]
         t.add_row(w, f"{100 * res.share[w]:.1f}", f"{res.peak_temp_c.get(node, float('nan')):.1f}",
                   f"{res.final_temp_c.get(node, float('nan')):.1f}", f"{rm['model']:.3f}", f"{rm['persistence']:.3f}")
@@ -98,16 +85,21 @@ def schedule(
     console.print(f"skin peak {res.peak_temp_c[skin]:.1f} °C; simulated in {res.wall_s:.2f} s")
 
 
-def _scan_max_fps(prof: Any, spec: Any, policy: str, kw: dict[str, Any]) -> tuple[float, Any]:
-    """:func:`max_sustainable_fps` with a status line naming the rate being run."""
-    from ..thermal.policies.splash import max_sustainable_fps
+def _dim(message: str) -> None:
+    console_err.print(f"[dim]{message}[/]")
 
-    with console_err.status("", spinner="dots") if not STATE.quiet else nullcontext() as status:
+
+@contextmanager
+def _rate_status(request: Any) -> Iterator[Callable[[float, float], None] | None]:
+    """A status line naming the rate the FPS search is running (None without --max-fps or with --quiet)."""
+    if not request.max_fps or STATE.quiet:
+        yield None
+        return
+    with console_err.status("", spinner="dots") as status:
         def show(f: float, cap: float) -> None:
-            if status is not None:
-                status.update(f"{policy}: running {kw['duration_s']:g} s at {f:.1f} FPS (capacity {cap:.1f} FPS)")
+            status.update(f"{request.policy}: running {request.duration_s:g} s at {f:.1f} FPS (capacity {cap:.1f} FPS)")
 
-        return max_sustainable_fps(prof, spec, policy, progress=show, **kw)
+        yield show
 
 
 def _plot(res, path: str) -> None:
@@ -148,47 +140,49 @@ def tadf(
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
 ) -> None:
     """TADF clock choice under T_max and HSWD per-layer CPU/GPU split vs CPU, GPU and CGP."""
-    from ..graph import load_graph
-    from ..thermal.policies.tadf import hswd
-    from ..thermal.policies.tadf import tadf as run_tadf
+    from ..workflow.requests import parse_request
+    from ..workflow.thermal import run_tadf_request
+    from ..workflow.thermal_requests import TadfRequest
 
-    check_between("--theta", theta, 1e-3, 50.0, "a tolerance in °C")
-    res = run_tadf(device, ambient, tmax, theta)
-    h = hswd(load_graph(model), device, res.clock_hz, dtype)
+    request = parse_request(TadfRequest, {"model": model, "device": device, "ambient_c": ambient, "tmax_c": tmax,
+                                          "theta_c": theta, "dtype": dtype}, labels=TADF_OPTIONS)
+    clocks, splits = run_tadf_request(request)
     if as_json:
-        print_json({"tadf": res.to_dict(), "hswd": h.to_dict()})
+        print_json({"tadf": clocks.to_dict(), "hswd": splits.to_dict()})
         return
     from rich.table import Table
 
-    clocks = ", ".join(f"{p} {f / 1e6:.0f} MHz (max {res.max_clock_hz[p] / 1e6:.0f})" for p, f in res.clock_hz.items())
-    co = res.coefficients
-    console.print(f"[bold]TADF on {res.device} at {res.ambient_c:g} °C, T_max {res.tmax_c:g} °C:[/] {clocks}"
-                  f"{' (max clocks fit)' if res.at_max else ''}")
-    console.print(f"T_inf = {co['a1']:g}·T_env + {co['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
-                  f"{co['a3_at_max_c']:.2f}·(fG/fGmax)³ + {co['a0']:.2f}  (node {co['node']}, derived from the "
-                  "RC network and power model)")
-    node, model_c = max(res.predicted_steady_c.items(), key=lambda kv: kv[1])
-    throttled = (f"; THROTTLED at {res.time_to_throttle_s:.0f} s by the thermal spec's governor rule(s) "
-                 f"{', '.join(res.throttle_rules) or '(status only)'}, whose caps hold the die below the unthrottled "
-                 "steady state" if res.throttled else "; not throttled")
+    clock_text = ", ".join(f"{p} {f / 1e6:.0f} MHz (max {clocks.max_clock_hz[p] / 1e6:.0f})"
+                           for p, f in clocks.clock_hz.items())
+    coefficients = clocks.coefficients
+    console.print(f"[bold]TADF on {clocks.device} at {clocks.ambient_c:g} °C, T_max {clocks.tmax_c:g} °C:[/] {clock_text}"
+                  f"{' (max clocks fit)' if clocks.at_max else ''}")
+    console.print(f"T_inf = {coefficients['a1']:g}·T_env + {coefficients['a2_at_max_c']:.2f}·(fC/fCmax)³ + "
+                  f"{coefficients['a3_at_max_c']:.2f}·(fG/fGmax)³ + {coefficients['a0']:.2f}  "
+                  f"(node {coefficients['node']}, derived from the RC network and power model)")
+    node, model_c = max(clocks.predicted_steady_c.items(), key=lambda kv: kv[1])
+    throttled = (f"; THROTTLED at {clocks.time_to_throttle_s:.0f} s by the thermal spec's governor rule(s) "
+                 f"{', '.join(clocks.throttle_rules) or '(status only)'}, whose caps hold the die below the unthrottled "
+                 "steady state" if clocks.throttled else "; not throttled")
     console.print(f"steady temperature: TADF model {model_c:.1f} °C ({node}, no governor), simulator "
-                  f"{res.simulated_peak_die_c:.1f} °C (hottest die, with the governor){throttled}", highlight=False)
+                  f"{clocks.simulated_peak_die_c:.1f} °C (hottest die, with the governor){throttled}", highlight=False)
     if layers and not STATE.quiet:
-        t = Table(title=f"HSWD decisions: {h.model}", header_style="bold")
+        t = Table(title=f"HSWD decisions: {splits.model}", header_style="bold")
         for c in ("layer", "op", "choice", "GPU share", "CPU ms", "GPU ms", "split ms"):
             t.add_column(c, justify="right")
-        for la in h.layers:
-            t.add_row(la["name"], la["op"], la["choice"], f"{la['gpu_share']:.2f}", f"{la['t_cpu_ms']:.2f}",
-                      f"{la['t_gpu_ms']:.2f}", "-" if la["t_split_ms"] is None else f"{la['t_split_ms']:.2f}")
+        for layer in splits.layers:
+            t.add_row(layer["name"], layer["op"], layer["choice"], f"{layer['gpu_share']:.2f}",
+                      f"{layer['t_cpu_ms']:.2f}", f"{layer['t_gpu_ms']:.2f}",
+                      "-" if layer["t_split_ms"] is None else f"{layer['t_split_ms']:.2f}")
         console.print(t)
-    d = h.to_dict()["decisions"]
+    d = splits.to_dict()["decisions"]
     console.print(f"HSWD decisions: {d['split']} split, {d['cpu']} CPU, {d['gpu']} GPU")
-    t = Table(title=f"{h.model} whole-network latency", header_style="bold")
+    t = Table(title=f"{splits.model} whole-network latency", header_style="bold")
     for c in ("method", "ms", "HSWD speed-up"):
         t.add_column(c, justify="right")
-    sp = h.speedups()
-    for k, v in h.latency_s.items():
-        t.add_row(k, f"{1e3 * v:.1f}", "-" if k == "hswd" else f"×{sp[k]:.2f}")
+    speedups = splits.speedups()
+    for k, v in splits.latency_s.items():
+        t.add_row(k, f"{1e3 * v:.1f}", "-" if k == "hswd" else f"×{speedups[k]:.2f}")
     console.print(t)
 
 
@@ -204,11 +198,14 @@ def shift(
     as_json: bool = typer.Option(False, "--json", help="Print JSON to stdout."),
 ) -> None:
     """Play It Cool dynamic model shifting vs always-large and always-small."""
-    from ..thermal.policies.shifting import compare_shifting, shift_setup
+    from ..workflow.requests import parse_request
+    from ..workflow.thermal import run_shift_request
+    from ..workflow.thermal_requests import ShiftRequest
 
-    _check_run(duration, ambient)
-    setup = shift_setup(device, model, dtype=dtype, fps=fps, reload_s=reload)
-    res = compare_shifting(setup, duration_s=duration, ambient_c=ambient)
+    request = parse_request(ShiftRequest, {"model": model, "device": device, "duration_s": duration, "fps": fps,
+                                           "reload_s": reload, "ambient_c": ambient, "dtype": dtype},
+                            labels=SHIFT_OPTIONS)
+    setup, res = run_shift_request(request)
     if as_json:
         print_json({"setup": {"device": setup.device, "model": setup.model, "fps": setup.fps,
                               "latency_s": setup.latency_s, "t_lim_c": setup.t_lim_c, "g_lim": setup.g_lim,
@@ -230,18 +227,3 @@ def shift(
                   "-" if r.accuracy_score is None else f"{r.accuracy_score:.3f}", str(r.switches),
                   str(r.throttle_events), _opt(r.time_to_first_throttle_s), f"{r.peak_cpu_c:.1f}")
     console.print(t)
-
-
-def _check_run(duration: float | None, ambient: float | None, *, eta: float | None = None,
-               link: str | None = None) -> None:
-    """The bad numbers and names of a policy run, refused before any work."""
-    from ..errors import ConfigError
-
-    if duration is not None and not duration > 0:
-        raise ConfigError(f"--duration {duration!r}: expected simulated seconds > 0")
-    check_between("--ambient", ambient, *AMBIENT_RANGE, "a temperature in °C")
-    check_between("--eta", eta, 0.0, 1.0, "SPLASH's eta")
-    if link is not None:
-        from ..hardware import load_link
-
-        load_link(link)

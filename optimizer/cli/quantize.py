@@ -31,6 +31,8 @@ def quantize(
     calib_workers: Optional[int] = typer.Option(None, "--calib-workers", help="Processes calibrating in parallel (default: one per 256 samples, at most one per CPU, as many as --memory-budget holds; output unchanged)."),
     memory_budget: str = typer.Option("4GB", "--memory-budget", help="Peak memory to plan calibration for (batch, processes, batch-norm passes), e.g. 4GB, 512MB; samples are streamed."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON to stdout instead of the summary."),
+    mixed: str = typer.Option("off", "--mixed", help="off: full-integer (Edge TPU, Hexagon and other integer-only accelerators need it); auto: keep in float the operators outside the host's XNNPACK delegate whose float version makes the model faster, measured."),
+    rewrite: bool = typer.Option(True, "--rewrite/--no-rewrite", help="Rewrite INT8 operators XNNPACK has no kernel for (hard-swish, clamps, nearest resize, ...) into ones it runs, so the model stays in few delegate partitions."),
     input_shape: Optional[list[str]] = input_shape_option(),
 ) -> None:
     """Quantize a model with TFLite PTQ (Park & Ha scheme by default) and report size, ops, fidelity, latency."""
@@ -43,14 +45,15 @@ def quantize(
                            heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                            allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
                            compact=compact, calib_workers=calib_workers, memory_budget=memory_budget,
-                           input_shapes=shapes)
+                           input_shapes=shapes, rewrite=rewrite, mixed=mixed)
     else:
         with console_err.status("quantizing") as status:
             rep = run_quantize(model, out, calib=calib, samples=samples, scheme=scheme, io=io,
                                seed=seed, heldout=heldout, threads=threads, runs=runs, warmup=warmup,
                                allow_float_ops=allow_float_ops, measure_latency_=not no_latency,
                                compact=compact, calib_workers=calib_workers, memory_budget=memory_budget,
-                               progress=lambda msg: status.update(msg), input_shapes=shapes)
+                               progress=lambda msg: status.update(msg), input_shapes=shapes,
+                               rewrite=rewrite, mixed=mixed)
     if report:
         rep.write_json(report)
     if as_json:
@@ -103,6 +106,23 @@ def _print_summary(rep) -> None:
             top1 = "" if f.top1_agreement is None else f", top-1 agreement {100 * f.top1_agreement:.1f} %"
             t.add_row(f"fidelity {f.output}", f"SQNR {sq}, max |err| {f.max_abs_error:.4g}{top1} "
                                               f"({rep.fidelity.samples} held-out samples)")
+    if rep.delegation is not None:
+        d = rep.delegation
+        t.add_row(f"{d.quantized.delegate} partitions ({d.threads} threads)",
+                  f"FP32 {d.fp32.partitions}; {rep.scheme} as quantized {d.converted.partitions} → "
+                  f"{d.quantized.partitions} after rewrites" + (" and mixed precision" if rep.mixed else ""))
+        t.add_row(f"ops outside {d.quantized.delegate}",
+                  f"FP32: {_counts(d.fp32.ops_outside)}; as quantized: {_counts(d.converted.ops_outside)}; "
+                  f"final: {_counts(d.quantized.ops_outside)}")
+        if d.rewrites:
+            t.add_row("rewrites", _counts(d.rewrites))
+    if rep.mixed is not None:
+        m = rep.mixed
+        trials = "; ".join(f"{tr.op} x{tr.ops}: {_ms(tr.current_ms)} → {_ms(tr.candidate_ms)}"
+                           + (f", SQNR {tr.sqnr_db:.1f} dB" if tr.sqnr_db is not None else "")
+                           + (" kept" if tr.kept else " not kept") for tr in m.trials) or "no candidates"
+        t.add_row("mixed precision", f"float: {_counts(m.float_op_counts)}; {100 * m.int8_mac_share:.1f} % of "
+                                     f"MACs in INT8; trials: {trials}")
     if rep.latency is not None:
         lat = rep.latency
         t.add_row(f"latency ({lat.threads} threads)",
@@ -110,6 +130,17 @@ def _print_summary(rep) -> None:
                   f"{rep.scheme} {lat.quantized.median_ms:.2f} ms (p90 {lat.quantized.p90_ms:.2f}); "
                   f"speed-up x{lat.speedup:.2f} over {lat.fp32.runs} runs")
     console.print(t)
+    if rep.summary:
+        label = "[yellow]warning:[/]" if rep.summary_warns else "[bold]summary:[/]"
+        console.print(f"{label} {rep.summary}", highlight=False)
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in counts.items()) or "none"
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
 
 
 def _count(items) -> dict[str, int]:

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import typer
 
-from ..errors import ConfigError
 from . import app
 from .common import STATE, console, console_err, output_file, print_json
+
+#: how ``thermal fit`` and ``thermal eval`` name their requests' fields (errors speak of the options)
+FIT_OPTIONS = {"model": "--model", "window": "--window", "ridge": "--ridge", "hidden": "--hidden",
+               "fit_step_s": "--fit-step", "shooting_s": "--shooting", "train_from_s": "--train-from",
+               "train_to_s": "--train-to", "gap_factor": "--gap-factor", "time": "--time", "temps": "--temps",
+               "inputs": "--inputs"}
+EVAL_OPTIONS = {"horizons": "--horizons", "from_s": "--from", "to_s": "--to", "time": "--time",
+                "gap_factor": "--gap-factor", "train": "--train"}
 
 thermal_app = typer.Typer(help="Thermal models: fit from traces (SPLASH linear, RC) and evaluate.",
                           no_args_is_help=True)
@@ -40,37 +47,30 @@ def fit_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the rc fit's restarts."),
 ) -> None:
     """Fit a thermal model to a trace and write it as JSON."""
-    from ..thermal.fit import EXACT, fit_model, save_model
-    from ..thermal.trace import read_trace
+    from ..thermal.fit import EXACT, save_model
+    from ..workflow.requests import parse_request
+    from ..workflow.thermal import fit_thermal_model
+    from ..workflow.thermal_requests import ThermalFitRequest
 
-    if model not in ("linear", "rc"):
-        raise ConfigError(f"--model must be linear or rc, got {model!r}")
-    if hidden != "auto" and not hidden.isdigit():
-        raise ConfigError(f"--hidden must be a whole number >= 0 or auto, got {hidden!r}")
-    hidden_nodes: int | str = hidden if hidden == "auto" else int(hidden)
-    if not ridge >= 0:
-        raise ConfigError(f"--ridge {ridge!r}: expected a penalty >= 0 (0 = plain least squares)")
-    tr = read_trace(trace, time, temps, inputs, gap_factor=gap_factor)
-    tr = tr.window(train_from, train_to) if (train_from is not None or train_to is not None) else tr
+    request = parse_request(ThermalFitRequest, {
+        "trace": str(trace), "time": time, "temps": temps, "inputs": inputs, "model": model, "window": window,
+        "ridge": ridge, "hidden": hidden, "fit_step_s": fit_step, "shooting_s": shooting, "train_from_s": train_from,
+        "train_to_s": train_to, "gap_factor": gap_factor, "seed": seed}, labels=FIT_OPTIONS)
     with _progress() as progress:
-        m = fit_model(tr, model, window=window, ridge=ridge, hidden=hidden_nodes, shooting_s=shooting, seed=seed,
-                      fit_step_s=fit_step, progress=progress)
-    # what `thermal eval` needs to fit the ridge reference on the same training data
-    m.info.update(trace_resolved=str(Path(trace).resolve()), train_window_s=[train_from, train_to],
-                  gap_factor=gap_factor)
-    save_model(m, out)
+        fitted, training = fit_thermal_model(request, progress)
+    save_model(fitted, out)
     if not STATE.quiet:
-        taus = ", ".join(f"{t:.3g}" for t in m.time_constants_s()[:4])
-        how = ("continuous-time: predicts traces at any step" if m.continuous_time else
-               f"discrete-time at {m.dt_s:g} s: traces at other steps are resampled onto it")
-        hid = f", {m.n_hidden} hidden node(s)" if model == "rc" else ""
-        console_err.print(f"trace: {tr.describe()}", highlight=False)
-        console_err.print(f"{model} model: {len(m.temp_names)} sensors, {len(m.input_names)} inputs{hid}, "
-                          f"fitted at a {m.info.get('fit_step_s') or m.dt_s:.4g} s step, {how}; "
+        taus = ", ".join(f"{t:.3g}" for t in fitted.time_constants_s()[:4])
+        how = ("continuous-time: predicts traces at any step" if fitted.continuous_time else
+               f"discrete-time at {fitted.dt_s:g} s: traces at other steps are resampled onto it")
+        hidden_nodes = f", {fitted.n_hidden} hidden node(s)" if model == "rc" else ""
+        console_err.print(f"trace: {training.describe()}", highlight=False)
+        console_err.print(f"{model} model: {len(fitted.temp_names)} sensors, {len(fitted.input_names)} inputs{hidden_nodes}, "
+                          f"fitted at a {fitted.info.get('fit_step_s') or fitted.dt_s:.4g} s step, {how}; "
                           f"time constants {taus} s -> {out}", highlight=False)
-        how_ct = m.info.get("discretisation", "")
-        if how_ct and not how_ct.startswith(EXACT):
-            console_err.print(f"note: the {model} model written is {how_ct}", highlight=False)
+        discretisation = fitted.info.get("discretisation", "")
+        if discretisation and not discretisation.startswith(EXACT):
+            console_err.print(f"note: the {model} model written is {discretisation}", highlight=False)
 
 
 @contextmanager
@@ -90,28 +90,6 @@ def _progress():
         yield update
 
 
-def _parse_horizons(text: str, dt: float, max_steps: int) -> list[int]:
-    """Horizons in steps; each within ``[1, max_steps]`` (the longest segment's steps: a longer
-    horizon has no start to score)."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            steps = round(float(part[:-1]) / dt) if part.endswith("s") else int(part)
-        except (ValueError, OverflowError):
-            raise ConfigError(f"--horizons: {part!r} is not a step count (e.g. 10) or a duration (e.g. 60s)") from None
-        if steps < 1:
-            raise ConfigError(f"--horizons: {part!r} is shorter than one step ({dt:g} s)")
-        if steps > max_steps:
-            raise ConfigError(f"--horizons: {part!r} is {steps} steps, longer than the trace's longest segment "
-                              f"({max_steps} steps of {dt:g} s): no start can be scored; give at most {max_steps}")
-        out.append(steps)
-    if not out:
-        raise ConfigError("--horizons is empty")
-    return out
-
-
 @thermal_app.command("eval")
 def eval_cmd(
     model_path: Path = typer.Argument(..., help="Model JSON written by 'thermal fit'."),
@@ -127,45 +105,35 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """RMSE per sensor at each horizon and open loop, next to a ridge reference and persistence."""
-    from ..thermal.fit import align_trace, evaluate, load_model
-    from ..thermal.reference import training_trace
-    from ..thermal.trace import read_trace
+    from ..workflow.requests import parse_request
+    from ..workflow.thermal import evaluate_thermal_model
+    from ..workflow.thermal_requests import ThermalEvalRequest
 
-    m = load_model(model_path)
-    tcol = time or m.info.get("time_column") or "t_s"
-    train_tr = None
-    if not no_ridge:
-        info = m.info if train is None else {**m.info, "train_window_s": None}
-        train_tr = training_trace(info, m.temp_names, m.input_names, train, where=str(model_path))
-    tr = read_trace(trace, tcol, list(m.temp_names), list(m.input_names), gap_factor=gap_factor)
-    if t_from is not None or t_to is not None:
-        tr = tr.window(t_from, t_to)
-    described = tr.describe()
-    tr, note = align_trace(m, tr)
-    scores = evaluate(m, tr, _parse_horizons(horizons, tr.dt_s, max(len(sg) for sg in tr.segments) - 1), train=train_tr)
-    ridge_about = (None if train_tr is None else
-                   f"ridge reference: T[k+h]-T[k] ~ current temps, current inputs and the inputs' mean over the "
-                   f"horizon (one RidgeCV per horizon), fitted on {train_tr.path} ({train_tr.n_rows} rows)")
+    request = parse_request(ThermalEvalRequest, {
+        "model_path": str(model_path), "trace": str(trace), "horizons": horizons, "from_s": t_from, "to_s": t_to,
+        "time": time, "gap_factor": gap_factor, "train": None if train is None else str(train),
+        "ridge_reference": not no_ridge}, labels=EVAL_OPTIONS)
+    evaluation = evaluate_thermal_model(request)
+    fitted, scored, scores = evaluation.model, evaluation.trace, evaluation.scores
     if as_json:
-        print_json({"model": str(model_path), "kind": m.kind, "trace": str(trace), "dt_s": tr.dt_s,
-                    "rows": tr.n_rows, "segments": len(tr.segments), "breaks": tr.breaks, "resampled": note,
-                    "ridge_reference": ridge_about, "scores": [s.to_dict() for s in scores]})
+        print_json(evaluation.to_dict())
         return
     if not STATE.quiet:
-        console_err.print(f"trace: {described}" + (f"; {note}" if note else ""), highlight=False)
-        if ridge_about:
-            console_err.print(ridge_about, highlight=False)
+        note = evaluation.resampled_note
+        console_err.print(f"trace: {evaluation.described}" + (f"; {note}" if note else ""), highlight=False)
+        if evaluation.ridge_reference:
+            console_err.print(evaluation.ridge_reference, highlight=False, markup=False)
     from rich.table import Table
 
-    cols = "model / ridge / persistence" if train_tr is not None else "model / persistence"
-    table = Table(title=f"{m.kind} model on {trace.name} ({tr.n_rows} rows, step {tr.dt_s:g} s): RMSE °C ({cols})")
+    cols = "model / ridge / persistence" if evaluation.train is not None else "model / persistence"
+    table = Table(title=f"{fitted.kind} model on {trace.name} ({scored.n_rows} rows, step {scored.dt_s:g} s): RMSE °C ({cols})")
     table.add_column("horizon")
-    for name in [*m.temp_names, "overall"]:
+    for name in [*fitted.temp_names, "overall"]:
         table.add_column(name, justify="right")
     for s in scores:
         label = s.label if s.seconds is None else f"{s.steps} ({s.seconds:g} s)"
         table.add_row(label, *[" / ".join(f"{d[k]:.3f}" for d in (s.rmse_c, s.ridge_rmse_c, s.persistence_rmse_c)
-                                          if d is not None) for k in [*m.temp_names, "overall"]])
+                                          if d is not None) for k in [*fitted.temp_names, "overall"]])
     console.print(table)
     summary = Table(title="overall RMSE °C: does the model beat the learned reference and persistence?")
     for c in ("horizon", "model", "ridge", "persistence", "persistence ÷ model", "model ÷ ridge"):

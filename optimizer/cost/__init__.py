@@ -1,4 +1,4 @@
-"""Cost models: (LayerGraph, Device) -> CostTable (see DESIGN.md, ``cost/``).
+"""Cost models: (LayerGraph, Device) -> CostTable (docs/ARCHITECTURE.md, ``cost/``).
 
 Backends: ``analytic`` (roofline + CPU fallback), ``measured`` (per-layer tables from
 ``dnnplan measure`` or a phone) and ``learned`` (a scikit-learn Pipeline trained on measured

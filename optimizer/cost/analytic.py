@@ -15,6 +15,7 @@ plus ``(in + out) * h_j_per_byte`` for a fallback's transfers.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,10 +52,10 @@ def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.nda
 
 def executed_dtype(kind: str, dtype: str) -> str:
     """The dtype a processor really computes ``dtype`` in: the TFLite GPU delegate runs INT8
-    models in FP16 (TFLite GPU delegate documentation; METHODS.md section 8); NNAPI accelerators
+    models in FP16 (TFLite GPU delegate documentation; docs/METHODS.md section 8); NNAPI accelerators
     (tpu, npu) run FP32 models with relaxed FP16 precision (Android NNAPI
     ``setRelaxComputationFloat32toFloat16``); a DSP's delegate (Hexagon/QNN HTP) runs an FP32 graph
-    in FP16 (owner decision, METHODS.md section 8b). A processor without an FP16 peak computes
+    in FP16 (owner decision, docs/METHODS.md section 8b). A processor without an FP16 peak computes
     ``dtype`` itself (see :func:`native_latency`)."""
     if (kind == "gpu" and dtype == "int8") or (kind in ("tpu", "npu", "dsp") and dtype == "fp32"):
         return "fp16"
@@ -63,7 +64,7 @@ def executed_dtype(kind: str, dtype: str) -> str:
 
 def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None, dtype: str) -> np.ndarray:
     """[L] fraction of its ``dtype`` peak ``proc`` reaches on every layer: its efficiency for the
-    layer's kernel family (conv1x1, dwconv_s2, ...; METHODS.md section 8b), else for its coarse op
+    layer's kernel family (conv1x1, dwconv_s2, ...; docs/METHODS.md section 8b), else for its coarse op
     family, else its default, times the shared core-class rate of its op family where the
     processor declares core clusters (:func:`optimizer.hardware.cores.family_scales`)."""
     kernels = arrays.kernel_index if arrays.kernel_index is not None else np.full(len(arrays.macs), -1)
@@ -81,7 +82,7 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     A processor without a peak at ``dtype`` gets ``inf`` (it cannot run the layer natively).
     Fused layers (batch-norm, activation, padding, reshapes: ``arrays.dispatched`` False) cost
     no dispatch and no memory pass of their own: TFLite folds them into the preceding kernel
-    (METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile, and
+    (docs/METHODS.md section 8). ``runtime`` scales the efficiencies by the processor's profile, and
     a CPU that declares its core clusters runs at the shared core table's rate for them
     (:func:`optimizer.hardware.cores.family_scales`).
     """
@@ -111,10 +112,19 @@ def processor_power(device: Device, clocks: np.ndarray) -> np.ndarray:
     return np.array([p.power_w(clocks[j]) for j, p in enumerate(device.processors)])
 
 
+def type_support(graph: LayerGraph, device: Device, dtype: str) -> np.ndarray:
+    """[L, P] bool: processor p's delegate runs layer l's operator type at ``dtype``
+    (:meth:`optimizer.hardware.schema.Processor.supports_type`)."""
+    types = sorted({la.op_type for la in graph.layers})
+    table = np.array([[p.supports_type(t, dtype) for p in device.processors] for t in types], dtype=bool)
+    index = {t: i for i, t in enumerate(types)}
+    return table[[index[la.op_type] for la in graph.layers]].reshape(len(graph.layers), len(device.processors))
+
+
 def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
     """[L, P] native support of an op-level (or member-less) graph; identity layers run
     everywhere; the fallback processor must run every layer."""
-    supported = supported_matrix(device, arrays.op_index, dtype)
+    supported = supported_matrix(device, arrays.op_index, dtype) & type_support(graph, device, dtype)
     if arrays.identity is not None:
         supported = supported | arrays.identity[:, None]
     fb = device.fallback_index
@@ -155,7 +165,7 @@ def analytic_costs(
     """
     runtime = device.check_runtime(runtime)
     if graph.op_view is not None:
-        return _block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
+        return block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
     arrays = layer_arrays(graph, dtype)
     clocks = resolve_clocks(device, clock_hz)
     native = native_latency(device, arrays, dtype, clocks, runtime)
@@ -163,28 +173,46 @@ def analytic_costs(
     if arrays.identity is not None:
         native[arrays.identity] = 0.0
     power = processor_power(device, clocks)
-    latency, energy = with_fallback(device, arrays, native, supported, power)
+    cpu_s = fallback_cpu_seconds(graph, device, dtype, arrays, native, clocks, runtime)
+    latency, energy = with_fallback(device, arrays, native, supported, power, cpu_s)
     return {"latency_s": latency, "energy_j": energy, "supported": supported,
-            "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays}
+            "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays,
+            "fallback_cpu_s": cpu_s}
 
 
 def with_fallback(device: Device, arrays: LayerArrays, native: np.ndarray, supported: np.ndarray,
-                  power: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  power: np.ndarray, cpu_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(latency, energy) [L, P] of layers with native times ``native``: a layer ``p`` does not
-    support runs on the fallback processor plus the transfer of its inputs and outputs."""
+    support runs on the fallback processor (``cpu_s`` [L], :func:`fallback_cpu_seconds`) plus the
+    transfer of its inputs and outputs."""
     fb = device.fallback_index
     h_lat, h_spb, h_jpb = device.handoff_matrices()
     io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
-    fallback_s = native[:, [fb]] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
-    fallback_j = (power[fb] * native[:, [fb]]) + io_bytes * h_jpb[:, fb][None, :]
+    fallback_s = cpu_s[:, None] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
+    fallback_j = (power[fb] * cpu_s[:, None]) + io_bytes * h_jpb[:, fb][None, :]
     return np.where(supported, native, fallback_s), np.where(supported, native * power[None, :], fallback_j)
 
 
-def _block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
+def fallback_cpu_seconds(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays, native: np.ndarray,
+                         clocks: np.ndarray, runtime: str | None) -> np.ndarray:
+    """[L] the CPU's time of each layer when a delegate hands it over: ``native``'s CPU column,
+    except that an operator type a delegate cannot run leaves it as a kernel of its own on the
+    CPU, even where the CPU would fuse it (HARD_SWISH after a convolution is then one more
+    memory pass)."""
+    fb = device.fallback_index
+    alone = ~type_support(graph, device, dtype).all(axis=1) & ~arrays.dispatched
+    cpu_s = native[:, fb].copy()
+    if alone.any():
+        standalone = dataclasses.replace(arrays, dispatched=arrays.dispatched | alone)
+        cpu_s[alone] = native_latency(device, standalone, dtype, clocks, runtime)[alone, fb]
+    return cpu_s
+
+
+def block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
     """Sum op-view costs over each unit's (consecutive) members."""
     starts = _block_starts(graph)
     out = dict(fine)
-    for key in ("latency_s", "energy_j", "native_s"):
+    for key in ("latency_s", "energy_j", "native_s", "fallback_cpu_s"):
         out[key] = np.add.reduceat(fine[key], starts, axis=0)
     out["supported"] = np.logical_and.reduceat(fine["supported"], starts, axis=0)
     out["arrays"] = layer_arrays(graph, dtype)
@@ -195,4 +223,4 @@ def analytic_backend(inputs: BackendInputs) -> BackendCosts:
     """The ``analytic`` cost backend: the roofline of the module docstring, with CPU fallback."""
     base = analytic_costs(inputs.graph, inputs.device, inputs.dtype, inputs.clock_hz, inputs.runtime)
     return BackendCosts(latency_s=base["latency_s"], energy_j=base["energy_j"], supported=base["supported"],
-                        arrays=base["arrays"])
+                        arrays=base["arrays"], fallback_cpu_s=base["fallback_cpu_s"])

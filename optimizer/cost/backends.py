@@ -65,6 +65,8 @@ class BackendCosts:
     meta: dict[str, Any] = field(default_factory=dict)
     #: [P] per-call overhead a backend measured (NaN: the device file's ``invoke_overhead``)
     invoke_overhead_s: np.ndarray | None = None
+    #: [L] the CPU's time of each layer when a delegate hands it over (None: ``latency_s`` of the CPU)
+    fallback_cpu_s: np.ndarray | None = None
 
 
 BackendFn = Callable[..., BackendCosts]

@@ -50,7 +50,7 @@ def build_cost_table(
         (:mod:`optimizer.cost.predicted`); ``analytic``: roofline model of :mod:`optimizer.cost.analytic`; ``measured``: per-layer
         ``table`` (from ``dnnplan measure`` or a phone) for every processor of the device;
         ``learned``: a fitted Pipeline ``model`` (:func:`optimizer.cost.learned.fit_learned_model`
-        or a joblib file) predicting each processor's layer latencies.
+        or a JSON file of :func:`~optimizer.cost.learned.save_learned_model`) predicting each processor's layer latencies.
     clock_hz : mapping, optional
         Clock per processor name (default: each processor's maximum), for DVFS evaluation.
         Measured and learned latencies were taken at the maximum clock and are scaled by
@@ -99,7 +99,7 @@ def build_cost_table(
         memory_capacity_bytes=capacity, active_power_w=inputs.power_w, idle_power_w=device.idle_power_w,
         meta=meta, invoke_overhead_s=_invoke_overhead(device, runtime, costs.invoke_overhead_s),
         max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
-        **_parameter_cache(device, dtype, runtime),
+        fallback_cpu_s=costs.fallback_cpu_s, **_parameter_cache(device, dtype, runtime),
     )
 
 

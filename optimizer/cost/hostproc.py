@@ -1,6 +1,6 @@
 """CPU pre- and post-processing time of a detector, from its tensor shapes.
 
-Park & Ha (IEEE Access 2024; METHODS.md section 2) run a pre-processing stage (image resize and
+Park & Ha (IEEE Access 2024; docs/METHODS.md section 2) run a pre-processing stage (image resize and
 normalisation) and a post-processing stage (box decoding, score conversion, non-maximum
 suppression) on the CPU with 2 threads each, around the inference stages. Their cost is charged
 here from the work each step does on the graph's own tensors, at the CPU's vector rate:

@@ -26,6 +26,7 @@ not fitted to networks.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -200,7 +201,7 @@ def predict_latency(model: Any, graph: LayerGraph, dtype: str, processor: str) -
 
 def learned_backend(inputs: BackendInputs, *, model: Any = None) -> BackendCosts:
     """The ``learned`` cost backend: every processor's layer latencies predicted by a fitted
-    Pipeline (:func:`fit_learned_model`, or a joblib file of one), scaled by ``f_max / f``;
+    Pipeline (:func:`fit_learned_model`, or a file of :func:`save_learned_model`), scaled by ``f_max / f``;
     energy is active power x latency. Support comes from the device's op lists
     (:func:`optimizer.cost.analytic.layer_support`); no analytic latency is computed."""
     from .analytic import layer_support
@@ -218,15 +219,60 @@ def learned_backend(inputs: BackendInputs, *, model: Any = None) -> BackendCosts
                         meta={"trained_on": list(getattr(pipe, "processors_", []))})
 
 
-def load_learned_model(model: Any) -> Any:
-    """A fitted model as given, or loaded from a joblib file path."""
-    if isinstance(model, (str, os.PathLike)):
-        p = Path(model)
-        if not p.is_file():
-            raise InputFileError(f"{p}: no such learned cost model file")
-        import joblib
+#: the data format of a saved learned model (:func:`save_learned_model`)
+LEARNED_FORMAT, LEARNED_VERSION = "dnnplan-learned-cost-model", 1
 
-        return joblib.load(p)
+
+def save_learned_model(model: Any, path: str | os.PathLike[str]) -> Path:
+    """Write a fitted model (:func:`fit_learned_model`) as JSON data: its nominal rates, dtype,
+    training networks and every coefficient by ``processor:term``, with a content hash. Nothing
+    in it is code; :func:`load_learned_model` rebuilds the Pipeline from the numbers."""
+    from ..fileio import atomic_write_json, sha256_bytes
+
+    terms = model.named_steps["terms"]
+    body = {"macs_per_s": float(terms.macs_per_s), "bytes_per_s": float(terms.bytes_per_s),
+            "dtype": getattr(model, "dtype_", "fp32"), "trained_on": list(getattr(model, "trained_on_", [])),
+            "processors": list(terms.processors_), "terms": list(TERMS), "coefficients": coefficients(model)}
+    digest = sha256_bytes(json.dumps(body, sort_keys=True).encode("utf-8"))
+    return atomic_write_json(path, {"format": LEARNED_FORMAT, "version": LEARNED_VERSION, "sha256": digest, **body})
+
+
+def load_learned_model(model: Any) -> Any:
+    """A fitted model as given, or rebuilt from a JSON file of :func:`save_learned_model` (data
+    only: a pickled or joblib file is refused, never loaded)."""
+    if isinstance(model, (str, os.PathLike)):
+        return _read_learned_model(Path(model))
     if not hasattr(model, "predict"):
         raise ConfigError(f"learned cost model must have predict(); got {type(model).__name__}")
     return model
+
+
+def _read_learned_model(path: Path) -> Any:
+    from ..errors import SchemaError
+    from ..fileio import read_json, sha256_bytes
+
+    if not path.is_file():
+        raise InputFileError(f"{path}: no such learned cost model file")
+    try:
+        doc = read_json(path, "learned cost model")
+    except SchemaError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != LEARNED_FORMAT or doc.get("version") != LEARNED_VERSION:
+        raise InputFileError(f"{path}: not a version-{LEARNED_VERSION} dnnplan learned cost model (JSON written by "
+                             "save_learned_model); train it again from measured tables")
+    body = {k: v for k, v in doc.items() if k not in ("format", "version", "sha256")}
+    if doc.get("sha256") != sha256_bytes(json.dumps(body, sort_keys=True).encode("utf-8")):
+        raise InputFileError(f"{path}: the learned cost model is damaged or was altered (its content hash "
+                             "differs); train it again")
+    try:
+        pipe = make_learned_pipeline(float(body["macs_per_s"]), float(body["bytes_per_s"]))
+        terms, regressor = pipe.named_steps["terms"], pipe.named_steps["regressor"]
+        terms.processors_ = [str(p) for p in body["processors"]]
+        names = terms.get_feature_names_out()
+        regressor.coef_ = np.array([float(body["coefficients"][str(n)]) for n in names])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputFileError(f"{path}: the learned cost model lacks {exc} (its terms are not this "
+                             "version's); train it again") from None
+    regressor.intercept_, regressor.n_features_in_ = 0.0, len(names)
+    pipe.processors_, pipe.dtype_, pipe.trained_on_ = list(terms.processors_), str(body["dtype"]), list(body["trained_on"])
+    return pipe

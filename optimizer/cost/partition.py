@@ -3,7 +3,7 @@
 A TFLite delegate (GPU, NNAPI, Hexagon) claims the graph's supported operators and groups each
 maximal run of consecutive supported operators into one *delegate partition*; the operators in
 between run on the CPU (TFLite delegate documentation, "Delegate partitioning"; Park & Ha, IEEE
-Access 2024: unsupported operators fall back to the CPU, costing transfers; METHODS.md sections 1,
+Access 2024: unsupported operators fall back to the CPU, costing transfers; docs/METHODS.md sections 1,
 2). For a stage running layers ``a..b-1`` on processor ``p`` this module charges:
 
 * every layer at its native time on ``p`` when it belongs to a delegated partition, else at the
@@ -49,18 +49,22 @@ class Partitions:
 
 def build_partitions(latency_s: np.ndarray, supported: np.ndarray, cpu: int, cut_bytes: np.ndarray,
                      handoff_latency_s: np.ndarray, handoff_s_per_byte: np.ndarray,
-                     invoke_overhead_s: np.ndarray, limit: np.ndarray) -> Partitions:
+                     invoke_overhead_s: np.ndarray, limit: np.ndarray,
+                     fallback_cpu_s: np.ndarray | None = None) -> Partitions:
     """Arrays for :func:`stage_seconds` from a table's per-layer costs (see module doc).
 
     ``latency_s[:, cpu]`` is the CPU's own time of every layer (the CPU runs every op); a
-    supported layer's ``latency_s`` is its native time.
+    supported layer's ``latency_s`` is its native time. ``fallback_cpu_s`` [L]: the CPU's time of
+    a layer another processor hands over (a fused activation the delegate cannot run is then a
+    kernel of its own); default ``latency_s[:, cpu]``.
     """
     L, P = latency_s.shape
+    handed = latency_s[:, cpu] if fallback_cpu_s is None else np.asarray(fallback_cpu_s, float)
     supported = _inherit_free_layers(supported.astype(bool), latency_s, cpu)
     sup = np.vstack([supported, np.zeros((1, P), bool)])
     sup[:, cpu] = True
     sup[L, cpu] = False
-    mixed = np.where(supported, latency_s, latency_s[:, [cpu]])
+    mixed = np.where(supported, latency_s, handed[:, None])
     mixed[:, cpu] = latency_s[:, cpu]
     zero = np.zeros((1, P))
     cum_mixed = np.vstack([zero, np.cumsum(mixed, axis=0)])
@@ -75,7 +79,7 @@ def build_partitions(latency_s: np.ndarray, supported: np.ndarray, cpu: int, cut
     nxt = np.minimum.accumulate(np.where(sup, idx, L)[::-1], axis=0)[::-1]  # first supported >= i
     unsup = np.minimum.accumulate(np.where(~sup, idx, L)[::-1], axis=0)[::-1]  # first unsupported >= i
     end = np.where(sup, unsup, idx)
-    fallback = np.where(sup[:L], 0.0, latency_s[:, [cpu]])
+    fallback = np.where(sup[:L], 0.0, handed[:, None])
     return Partitions(cpu=cpu, cum_mixed=cum_mixed, cum_cpu=cum_mixed[:, cpu].copy(),
                       cum_fallback=np.vstack([zero, np.cumsum(fallback, axis=0)]), cum_switch=cum_switch,
                       cum_runs=cum_runs, xfer=xfer, supported=sup, next_supported=nxt, run_end=end,

@@ -31,7 +31,7 @@ from ..errors import InputFileError
 from ..graph.kernel_config import KernelConfig
 from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Predictor
-from .analytic import _block_sums, analytic_costs, with_fallback
+from .analytic import analytic_costs, block_sums, with_fallback
 from .backends import BackendCosts, BackendInputs
 from .fusion import runtime_kernels
 from .predictor import KernelPredictors, predictors_for
@@ -143,11 +143,16 @@ def predicted_backend(inputs: BackendInputs) -> BackendCosts:
             "corrections": dict(entry.corrections),
             "analytic_layers": [{"layer": op.layers[i].name, "reason": r} for i, r in sorted(analytic.items())],
         }
-    latency, energy = with_fallback(device, base["arrays"], native, base["supported"], base["active_power_w"])
-    fine = {**base, "latency_s": latency, "energy_j": energy, "native_s": native}
-    out = _block_sums(graph, fine, dtype) if graph is not op else fine
+    fb = device.fallback_index
+    # the CPU's predicted time, plus what the analytic model adds where a delegate leaves an
+    # operator type as a kernel of its own
+    cpu_s = native[:, fb] + (base["fallback_cpu_s"] - base["native_s"][:, fb])
+    latency, energy = with_fallback(device, base["arrays"], native, base["supported"], base["active_power_w"], cpu_s)
+    fine = {**base, "latency_s": latency, "energy_j": energy, "native_s": native, "fallback_cpu_s": cpu_s}
+    out = block_sums(graph, fine, dtype) if graph is not op else fine
     return BackendCosts(latency_s=out["latency_s"], energy_j=out["energy_j"], supported=out["supported"],
-                        arrays=out["arrays"], meta={"predicted": meta}, invoke_overhead_s=invoke)
+                        arrays=out["arrays"], meta={"predicted": meta}, invoke_overhead_s=invoke,
+                        fallback_cpu_s=out["fallback_cpu_s"])
 
 
 def family_seconds(graph: LayerGraph, device: Any, dtype: str, processor: str,

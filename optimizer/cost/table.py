@@ -61,6 +61,9 @@ class CostTable:
     #: [P] on-chip parameter cache bytes (inf = none) and seconds per streamed weight byte beyond it
     parameter_cache_bytes: np.ndarray | None = None
     parameter_stream_s_per_byte: np.ndarray | None = None
+    #: [L] the CPU's time of a layer a delegate hands over (an operator type it cannot run then is a
+    #: CPU kernel of its own, even where the CPU would fuse it); None = ``latency_s`` of the CPU
+    fallback_cpu_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n_layers, n_procs = len(self.layer_names), len(self.processors)
@@ -144,7 +147,7 @@ class CostTable:
         assert self.invoke_overhead_s is not None and self.max_delegated_partitions is not None  # __post_init__
         return build_partitions(self.latency_s, self.supported, self.processor_kinds.index("cpu"), self.cut_bytes,
                                 self.handoff_latency_s, self.handoff_s_per_byte, self.invoke_overhead_s,
-                                self.max_delegated_partitions)
+                                self.max_delegated_partitions, self.fallback_cpu_s)
 
     def stage_seconds(self, a: np.ndarray | int, b: np.ndarray | int, p: np.ndarray | int) -> np.ndarray:
         """Time of layers a..b-1 (b > a) as one stage on p: delegate partitions, CPU fallback,

@@ -1,4 +1,4 @@
-"""Model importers and the immutable LayerGraph (see DESIGN.md, ``graph/``).
+"""Model importers and the immutable LayerGraph (docs/ARCHITECTURE.md, ``graph/``).
 
 ``load_graph(model)`` accepts a zoo name, a ``.keras`` file, a SavedModel directory, an
 ``.onnx`` or a ``.tflite`` file. TensorFlow and onnx are imported only when needed.

@@ -56,7 +56,7 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
 #: tf2onnx's peak resident bytes: a base plus this many per byte of float weights (measured
 #: with its optimizers working in place on fresh node protos: mobilenet_v2 14 MB -> 1.15 GB,
 #: resnet50 102 MB -> 3.1 GB, alexnet 244 MB -> 5.8-6.5 GB, vgg16 553 MB -> 14.0 GB; the peak is
-#: now TensorFlow's grappler pass; benchmarks/bench_tf2onnx_memory.py, BENCHMARKS.md session 32)
+#: now TensorFlow's grappler pass; benchmarks/bench_tf2onnx_memory.py, figures in BENCHMARKS.md)
 TF2ONNX_BASE_BYTES = 1.0e9
 TF2ONNX_BYTES_PER_WEIGHT_BYTE = 24
 

@@ -12,15 +12,19 @@ example flag.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, InputShapeNote
+from ..memory import check_fits, gigabytes
 
 InputShapes = dict[str, tuple[int, ...]]
 ONLY_INPUT = ""  # key of a shape given without a name: the model's only input
 FLAG = "--input-shape"
+#: elements per input above which a shape is warned about (4 GB as float32 per frame)
+LARGE_INPUT_ELEMENTS = 10**9
 EXAMPLE_DIM = 640  # the example's size of a dynamic non-batch dim (onnx2tf's README uses 640)
 
 
@@ -56,6 +60,10 @@ def parse_input_shapes(value: Any, label: str = FLAG) -> InputShapes:
             raise ConfigError(f"{label} {shown!r}: input {name or '(unnamed)'!r} is given twice; give one "
                               "shape per input")
         out[name] = _dims(dims, shown, label)
+        if math.prod(out[name]) > LARGE_INPUT_ELEMENTS:
+            warnings.warn(f"{label} {shown!r}: {math.prod(out[name]):,} elements per frame ("
+                          f"{gigabytes(4 * math.prod(out[name]))} as float32), over {LARGE_INPUT_ELEMENTS:.0e}; "
+                          "commands that hold frames of it refuse what does not fit in memory", stacklevel=2)
     if ONLY_INPUT in out and len(out) > 1:
         raise ConfigError(f"{label}: a shape without a name and named shapes both given; name every input, "
                           f"e.g. {label} x:1,3,640,640")
@@ -76,6 +84,19 @@ def _dims(dims: Any, shown: str, label: str) -> tuple[int, ...]:
     if bad:
         raise ConfigError(f"{label} {shown!r}: size {bad[0]} is not positive; every dim must be >= 1")
     return values
+
+
+def check_frames_fit(shapes: Mapping[str, Sequence[int]], frames: int, what: str, fix: str,
+                     dtypes: Mapping[str, str] | None = None) -> None:
+    """Refuse (:func:`optimizer.memory.check_fits`) ``frames`` frames of every input of ``shapes``
+    (full shapes, batch included; ``dtypes`` by name, float32 by default) that do not fit in the
+    available memory, naming the inputs, their size and the memory available."""
+    import numpy as np
+
+    types = {name: (dtypes or {}).get(name, "float32") for name in shapes}
+    per_frame = sum(np.dtype(types[name]).itemsize * math.prod(dims) for name, dims in shapes.items())
+    shown = ", ".join(f"{name or 'input'} {list(dims)} {types[name]}" for name, dims in shapes.items())
+    check_fits(frames * per_frame, f"{what}: {frames} frame(s) of {shown} ({gigabytes(per_frame)} each)", fix)
 
 
 def format_input_shapes(shapes: Mapping[str, Sequence[int]]) -> list[str]:

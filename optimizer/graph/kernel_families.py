@@ -1,4 +1,4 @@
-"""Kernel families: the op families a runtime's kernels really differ by (METHODS.md section 8b).
+"""Kernel families: the op families a runtime's kernels really differ by (docs/METHODS.md section 8b).
 
 The coarse op family of a layer (``Layer.op``: conv, dwconv, ...) decides *where* an op can run
 (a delegate's supported-ops list). How *fast* it runs depends on a finer split, because the kernels
@@ -11,8 +11,8 @@ GPU's 0.2; nn-Meter (Zhang et al., MobiSys'21) predicts per kernel type for the 
 family, operator type, per-sample shapes, MACs), so Keras, ONNX and TFLite graphs agree:
 
 * ``convstem``: a convolution reading 4 channels or fewer (an image network's first layer), which
-  accelerators map poorly (Qualcomm's HTP guidance recommends space-to-depth for it; METHODS.md
-  section 8b) and which shares little with the wide 3x3 convolutions in speed;
+  accelerators map poorly (Qualcomm's HTP guidance recommends space-to-depth for it;
+  docs/METHODS.md section 8b) and which shares little with the wide 3x3 convolutions in speed;
 * ``conv1x1`` / ``convkxk``: kernel area ``MACs / (H_out * W_out * C_out * C_in)`` is 1 or more;
 * ``dwconv_s1`` / ``dwconv_s2``: depthwise by stride ``H_in / H_out`` (1, or 2 and more);
 * ``dense``: a fully connected layer on one row per sample (a classifier's matrix-vector

@@ -36,7 +36,7 @@ Granularity = Literal["op", "kernel", "block"]
 GRANULARITIES: tuple[str, ...] = ("op", "kernel", "block")
 #: op families a runtime folds into the kernel that produces their input: TFLite folds batch-norms
 #: into the convolution and fuses activations into conv/add kernels, reshapes and dropout move no
-#: data (METHODS.md section 8); the cost models charge them nothing of their own
+#: data (docs/METHODS.md section 8); the cost models charge them nothing of their own
 FUSED_FAMILIES: tuple[str, ...] = ("act", "norm", "reshape", "other")
 INPUT_PRODUCER = -1  # producer index of graph inputs: they exist before boundary 0
 
@@ -300,7 +300,7 @@ def build_graph(
     With ``kernel_order`` (operator specs), every op that fuses into another's kernel
     (:func:`fused_anchors`) is moved up to follow it, so a kernel's members are consecutive:
     parallel towers that a framework lists interleaved (SSD box and class heads) would otherwise
-    let a cut fall between a convolution and its batch-norm.
+    let a stage or split boundary fall between a convolution and its batch-norm.
     """
     from ..errors import ModelFormatError
 
@@ -359,7 +359,7 @@ def fused_anchors(ops: Sequence[LayerSpec | Layer], graph_outputs: Iterable[str]
     An op of a :data:`FUSED_FAMILIES` family with a single input runs in the kernel of the op
     that produces that input when that op has one output which nothing else reads and which is
     no graph output: the runtime then never materialises the tensor between them (TFLite's
-    batch-norm folding and activation fusion, METHODS.md section 8). Chains follow
+    batch-norm folding and activation fusion, docs/METHODS.md section 8). Chains follow
     (conv -> batch-norm -> ReLU6 is one kernel).
     """
     uses = Counter(t for op in ops for t in op.inputs)
@@ -391,7 +391,7 @@ def _kernel_contiguous(specs: Sequence[LayerSpec], outputs: Iterable[str]) -> li
 
 def coarsen_to_kernels(graph: LayerGraph) -> LayerGraph:
     """One unit per runtime kernel: each operator with the ops fused into it
-    (:func:`fused_anchors`), so cuts fall only where a runtime can end a partition."""
+    (:func:`fused_anchors`), so boundaries fall only where a runtime can end a partition."""
     anchors = graph.kernel_anchors
     return _coarsen(graph, [int(a) for a in anchors], [graph.layers[a].name for a in anchors], "kernel")
 
@@ -411,7 +411,7 @@ def _coarsen(graph: LayerGraph, keys: Sequence[object], names: Sequence[str], gr
     A unit's MACs and params are the sums of its members; its op family is the heaviest
     member's (by MACs, then by a fixed priority); its inputs are the tensors it reads from
     outside, its outputs the tensors it produces that are read outside (or are graph outputs).
-    Cuts in this view therefore fall only on unit boundaries.
+    Boundaries in this view therefore fall only between units.
     """
     runs: list[list[Layer]] = []
     run_names: list[str] = []

@@ -148,3 +148,68 @@ def drop_unused_tensors(model: Any, sg: Any) -> None:
         if sig.subgraphIndex == index:
             for tm in [*(sig.inputs or []), *(sig.outputs or [])]:
                 tm.tensorIndex = remap[int(tm.tensorIndex)]
+
+
+def sub_model(model: Any, op_ids: list[int], inputs: list[int], outputs: list[int], name: str,
+              description: str = "", keep_all_buffers: bool = False) -> Any:
+    """A new ``ModelT`` whose main subgraph runs operators ``op_ids`` (indices into subgraph 0 of
+    ``model``, in that order) between tensors ``inputs`` and ``outputs`` of subgraph 0, with a
+    ``serving_default`` signature (:func:`serving_signature`).
+
+    The tensors keep their types, shapes and quantization parameters, so a part of an INT8 model
+    exchanges exactly the values the whole model computes. Only the buffers the part reads are
+    kept and only the operator codes it uses, unless ``keep_all_buffers`` (a model with
+    control-flow subgraphs: every buffer, operator code and later subgraph kept with its index).
+    The objects of ``model`` are shallow-copied, never changed.
+    """
+    import copy
+
+    schema = tflite_schema()
+    main = model.subgraphs[0]
+    used: list[int] = []
+    for k in op_ids:
+        op = main.operators[k]
+        for seq in (op.inputs, op.outputs, op.intermediates):
+            used.extend(int(t) for t in (seq if seq is not None else []) if t >= 0)
+    used.extend(int(t) for t in [*inputs, *outputs])
+    remap = {t: i for i, t in enumerate(dict.fromkeys(used))}
+    buffers = [schema.BufferT()]
+    buf_remap: dict[int, int] = {}
+    tensors = []
+    for t in remap:
+        tensor = copy.copy(main.tensors[t])
+        data = model.buffers[tensor.buffer].data if tensor.buffer < len(model.buffers) else None
+        if keep_all_buffers:
+            pass
+        elif data is not None and len(data):
+            if tensor.buffer not in buf_remap:
+                buf_remap[tensor.buffer] = len(buffers)
+                buffers.append(model.buffers[tensor.buffer])
+            tensor.buffer = buf_remap[tensor.buffer]
+        else:
+            tensor.buffer = 0
+        tensors.append(tensor)
+    sg = schema.SubGraphT()
+    sg.name = name.encode()
+    sg.tensors = tensors
+    sg.operators = []
+    codes: dict[int, int] = {}
+    for k in op_ids:
+        op = copy.copy(main.operators[k])
+        if not keep_all_buffers:
+            op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
+        for field in ("inputs", "outputs", "intermediates"):
+            seq = getattr(op, field)
+            if seq is not None:
+                setattr(op, field, [remap[int(t)] if t >= 0 else -1 for t in seq])
+        sg.operators.append(op)
+    sg.inputs = [remap[int(t)] for t in inputs]
+    sg.outputs = [remap[int(t)] for t in outputs]
+    part = schema.ModelT()
+    part.version = model.version
+    part.operatorCodes = model.operatorCodes if keep_all_buffers else [model.operatorCodes[c] for c in codes]
+    part.description = description.encode()
+    part.buffers = model.buffers if keep_all_buffers else buffers
+    part.subgraphs = [sg, *model.subgraphs[1:]]
+    part.signatureDefs = [serving_signature(sg.inputs, sg.outputs)]
+    return part

@@ -390,3 +390,24 @@ def _macs(op: str, ins_full: list[tuple[int, ...]], ins: list[tuple[int, ...]],
         return math.prod(ins[2]) * math.prod(ins_full[1][:-1])
     return 0
 
+
+
+def operator_macs(data: bytes) -> list[int]:
+    """MACs of every operator of a ``.tflite`` model's main subgraph, by operator index (the
+    counting rules of the module docstring; 0 for operators without weights)."""
+    from ..lazy import litert_interpreter, silenced_stderr
+
+    with silenced_stderr():  # not allocated: the stored shapes are enough, and a custom operator only
+        # a delegate implements has no builtin kernel to prepare
+        interp = litert_interpreter()(model_content=data, experimental_op_resolver_type=_resolver_without_delegates())
+    details = {int(d["index"]): d for d in interp.get_tensor_details()}
+
+    def full(t: int) -> tuple[int, ...]:
+        return tuple(max(int(x), 1) for x in details[t]["shape"])
+
+    out = []
+    for op in interp._get_ops_details():
+        ins = [int(t) for t in op["inputs"] if t >= 0]
+        outs = tuple(full(int(t)) for t in op["outputs"] if t >= 0)
+        out.append(_macs(str(op["op_name"]), [full(t) for t in ins], [full(t)[1:] for t in ins], outs))
+    return out

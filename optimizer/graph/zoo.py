@@ -125,13 +125,13 @@ def reestimate_batchnorm(model: Any, inputs: list[Any], frames_per_pass: int | N
     saved = [la.momentum for la in bns]
     try:
         for k, start in enumerate(range(0, n, step)):
-            part = [a[start:start + step] for a in inputs]
-            if len(part[0]) < step and k:  # equal weights: a short last pass is dropped
+            frames = [a[start:start + step] for a in inputs]
+            if len(frames[0]) < step and k:  # equal weights: a short last pass is dropped
                 break
             for la in bns:
                 la.momentum = k / (k + 1)
             with silenced_stderr():  # traced per pass: the momentum is read when tracing
-                tensorflow().function(lambda x: model(x, training=True))(list(part) if len(part) > 1 else part[0])
+                tensorflow().function(lambda x: model(x, training=True))(list(frames) if len(frames) > 1 else frames[0])
     finally:
         for la, m in zip(bns, saved, strict=True):
             la.momentum = m

@@ -1,4 +1,4 @@
-"""Hardware descriptions: devices, servers and network links (see DESIGN.md, ``hardware/``).
+"""Hardware descriptions: devices, servers and network links (docs/ARCHITECTURE.md, ``hardware/``).
 
 ``load_device("pixel6")``, ``load_server("smartsplit_i5")`` and ``load_link("wifi_10")`` read
 the YAML files in ``search_spaces/``; units are parsed at the edge (:mod:`.units`).

@@ -23,8 +23,10 @@ at ``t`` leaves at the ``n``-th opportunity at or after ``t``); the split risk o
 
 from __future__ import annotations
 
-import hashlib
+import math
 import os
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ import numpy as np
 
 from .. import shipped
 from ..errors import ConfigError, InputFileError, SchemaError
+from ..fileio import sha256_file
 
 PACKET_BYTES = 1500
 PACKET_BITS = PACKET_BYTES * 8
@@ -68,10 +71,11 @@ class BandwidthTrace:
         return np.bincount(idx, minlength=n) * PACKET_BITS / window_s
 
     def start_times(self, step_s: float = 0.1) -> np.ndarray:
-        """A grid of upload start times over one period (the samples of the distribution)."""
+        """A grid of upload start times over one period (the samples of the distribution): every
+        ``step_s``, or :data:`MAX_START_SAMPLES` evenly spaced ones over a longer period."""
         if not step_s > 0:
             raise ConfigError(f"trace sample step {step_s:g} s: expected a value > 0")
-        return np.arange(0.0, self.period_s, step_s)
+        return np.arange(0.0, self.period_s, max(step_s, self.period_s / MAX_START_SAMPLES))
 
     def transfer_s(self, nbytes: np.ndarray, starts_s: np.ndarray) -> np.ndarray:
         """Seconds to deliver ``nbytes`` [N] queued at each start time [S], shape [N, S].
@@ -120,18 +124,29 @@ class BandwidthTrace:
 
 
 # ---------------------------------------------------------------------------- readers
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise SchemaError(f"{path}: not a text file; expected a Mahimahi trace or a t_s,mbps CSV") from None
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read bandwidth trace ({exc.strerror or exc})") from None
+#: rows of a ``t_s,mbps`` CSV (a day at 0.1 s steps is 864,000)
+MAX_CSV_ROWS = 1_000_000
+#: delivery opportunities (1500-byte packets) of one trace period: 100 Mbps for 33 minutes,
+#: 128 MiB as float64; a Mahimahi file has one line per opportunity
+MAX_TRACE_PACKETS = 1 << 24
+#: the fastest rate a CSV row may give (100 Gbps)
+MAX_RATE_MBPS = 100_000.0
+#: the longest trace period (7 days, as ``simulate --duration``): per-second windows are kept
+MAX_TRACE_S = 7 * 86_400.0
+#: upload start times sampled over one period; a longer trace is sampled more coarsely
+MAX_START_SAMPLES = 20_000
 
 
-def parse_mahimahi(lines: list[str], where: str) -> tuple[np.ndarray, float]:
-    """Opportunity times (s) and period (s) of Mahimahi packet-delivery lines."""
-    stamps: list[int] = []
+def _too_many(where: str, what: str, limit: int) -> SchemaError:
+    return SchemaError(f"{where}: more than {limit:,} {what}; a trace may have at most that many "
+                       "(bandwidth.py limits): shorten it, or resample it to a coarser step")
+
+
+def parse_mahimahi(lines: Iterable[str], where: str) -> tuple[np.ndarray, float]:
+    """Opportunity times (s) and period (s) of Mahimahi packet-delivery lines (streamed; at most
+    :data:`MAX_TRACE_PACKETS` of them, lasting at most :data:`MAX_TRACE_S`)."""
+    stamps = array("q")
+    last = -1
     for no, raw in enumerate(lines, 1):
         text = raw.strip()
         if not text:
@@ -140,17 +155,25 @@ def parse_mahimahi(lines: list[str], where: str) -> tuple[np.ndarray, float]:
             raise SchemaError(f"{where}:{no}: {text[:40]!r} is not a millisecond timestamp; expected one "
                               "non-negative integer per line (Mahimahi packet-delivery format)")
         ms = int(text)
-        if stamps and ms < stamps[-1]:
-            raise SchemaError(f"{where}:{no}: timestamp {ms} ms is before the previous {stamps[-1]} ms; "
+        if ms < last:
+            raise SchemaError(f"{where}:{no}: timestamp {ms} ms is before the previous {last} ms; "
                               "expected non-decreasing timestamps")
+        if ms > MAX_TRACE_S * 1e3:
+            raise SchemaError(f"{where}:{no}: timestamp {ms} ms is past {MAX_TRACE_S:g} s, the longest trace "
+                              "period modelled; shorten the trace")
+        if len(stamps) >= MAX_TRACE_PACKETS:
+            raise _too_many(where, "delivery opportunities (lines)", MAX_TRACE_PACKETS)
         stamps.append(ms)
-    if not stamps or stamps[-1] == 0:
+        last = ms
+    if not stamps or last == 0:
         raise SchemaError(f"{where}: no delivery opportunity after 0 ms; expected a trace lasting > 0 ms")
-    return np.asarray(stamps, dtype=np.float64) / 1e3, stamps[-1] / 1e3
+    return np.frombuffer(stamps, dtype=np.int64) / 1e3, last / 1e3
 
 
-def _csv_rows(lines: list[str], where: str) -> np.ndarray:
-    rows: list[tuple[float, float]] = []
+def _csv_rows(lines: Iterable[str], where: str) -> np.ndarray:
+    """``[rows, 2]`` (t_s, mbps) of a CSV trace, streamed; at most :data:`MAX_CSV_ROWS` rows,
+    rates at most :data:`MAX_RATE_MBPS`."""
+    rows = array("d")
     for no, raw in enumerate(lines, 1):
         text = raw.strip()
         if not text or text.startswith("#"):
@@ -159,25 +182,37 @@ def _csv_rows(lines: list[str], where: str) -> np.ndarray:
         if not rows and cells[:2] == ["t_s", "mbps"]:
             continue
         try:
-            t, r = (float(c) for c in cells) if len(cells) == 2 else (np.nan, np.nan)
+            t, r = (float(c) for c in cells) if len(cells) == 2 else (math.nan, math.nan)
         except ValueError:
-            t = r = np.nan
-        if not (np.isfinite(t) and np.isfinite(r) and r >= 0 and t >= 0):
+            t = r = math.nan
+        if not (math.isfinite(t) and math.isfinite(r) and r >= 0 and t >= 0):
             raise SchemaError(f"{where}:{no}: {text[:40]!r}; expected 't_s,mbps' with t_s >= 0 and mbps >= 0")
-        if rows and t <= rows[-1][0]:
-            raise SchemaError(f"{where}:{no}: t_s {t:g} is not after the previous {rows[-1][0]:g}; "
+        if r > MAX_RATE_MBPS or t > MAX_TRACE_S:
+            raise SchemaError(f"{where}:{no}: {text[:40]!r}; expected mbps <= {MAX_RATE_MBPS:g} and t_s <= "
+                              f"{MAX_TRACE_S:g} (7 days)")
+        if rows and t <= rows[-2]:
+            raise SchemaError(f"{where}:{no}: t_s {t:g} is not after the previous {rows[-2]:g}; "
                               "expected increasing times")
-        rows.append((t, r))
+        if len(rows) >= 2 * MAX_CSV_ROWS:
+            raise _too_many(where, "rows", MAX_CSV_ROWS)
+        rows.extend((t, r))
     if not rows:
         raise SchemaError(f"{where}: no 't_s,mbps' rows")
-    return np.asarray(rows)
+    return np.frombuffer(rows, dtype=np.float64).reshape(-1, 2)
 
 
 def rates_to_opportunities(t_s: np.ndarray, rate_bps: np.ndarray, end_s: float) -> tuple[np.ndarray, float]:
     """Opportunities of a piecewise-constant rate (``rate_bps[i]`` from ``t_s[i]`` to the next
-    time, the last to ``end_s``): where cumulative bits cross each multiple of one packet."""
+    time, the last to ``end_s``): where cumulative bits cross each multiple of one packet.
+
+    Raises :class:`~optimizer.errors.SchemaError` before allocating them when there would be
+    more than :data:`MAX_TRACE_PACKETS`."""
     edges = np.append(np.asarray(t_s, dtype=np.float64), end_s) - float(t_s[0])
     bits = np.concatenate([[0.0], np.cumsum(np.asarray(rate_bps) * np.diff(edges))])
+    if bits[-1] // PACKET_BITS > MAX_TRACE_PACKETS:
+        raise SchemaError(f"the trace delivers {bits[-1] / PACKET_BITS:,.0f} packets of {PACKET_BYTES} bytes in "
+                          f"{edges[-1]:g} s (mean {bits[-1] / edges[-1] / 1e6:,.1f} Mbps); at most "
+                          f"{MAX_TRACE_PACKETS:,} are modelled: shorten the trace or lower its rates")
     n = int(bits[-1] // PACKET_BITS)
     if n == 0:
         return np.zeros(0), float(edges[-1])
@@ -188,11 +223,14 @@ def rates_to_opportunities(t_s: np.ndarray, rate_bps: np.ndarray, end_s: float) 
     return edges[j - 1] + frac * (edges[j] - edges[j - 1]), float(edges[-1])
 
 
-def parse_csv(lines: list[str], where: str) -> tuple[np.ndarray, float]:
+def parse_csv(lines: Iterable[str], where: str) -> tuple[np.ndarray, float]:
     """Opportunity times (s) and period (s) of ``t_s,mbps`` CSV lines."""
     rows = _csv_rows(lines, where)
     step = float(np.median(np.diff(rows[:, 0]))) if len(rows) > 1 else 1.0
-    return rates_to_opportunities(rows[:, 0], rows[:, 1] * 1e6, float(rows[-1, 0]) + step)
+    try:
+        return rates_to_opportunities(rows[:, 0], rows[:, 1] * 1e6, float(rows[-1, 0]) + step)
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
 
 
 def read_trace(path: str | os.PathLike[str]) -> BandwidthTrace:
@@ -200,12 +238,17 @@ def read_trace(path: str | os.PathLike[str]) -> BandwidthTrace:
     p = Path(path)
     if not p.is_file():
         raise InputFileError(f"{p}: no such bandwidth trace file")
-    lines = _lines(p)
-    opp, period = (parse_csv if p.suffix.lower() == ".csv" else parse_mahimahi)(lines, str(p))
+    parse = parse_csv if p.suffix.lower() == ".csv" else parse_mahimahi
+    try:
+        with open(p, encoding="utf-8") as lines:  # streamed, never held whole
+            opp, period = parse(lines, str(p))
+    except UnicodeDecodeError:
+        raise SchemaError(f"{p}: not a text file; expected a Mahimahi trace or a t_s,mbps CSV") from None
+    except OSError as exc:
+        raise InputFileError(f"{p}: cannot read bandwidth trace ({exc.strerror or exc})") from None
     if len(opp) == 0:
         raise SchemaError(f"{p}: the trace delivers less than one 1500-byte packet; expected a positive rate")
-    digest = hashlib.sha256(p.read_bytes()).hexdigest()
-    return BandwidthTrace(p.stem, opp, period, source=_shown(p), sha256=digest)
+    return BandwidthTrace(p.stem, opp, period, source=_shown(p), sha256=sha256_file(p))
 
 
 def _shown(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Efficiency per (core microarchitecture, runtime), shared across devices (METHODS.md section 8b).
+"""Efficiency per (core microarchitecture, runtime), shared across devices (docs/METHODS.md section 8b).
 
 A runtime's kernels reach about the same MACs per cycle per core on every core of one
 microarchitecture: the Jetson Nano's Cortex-A57 under PyTorch and a phone's Cortex-A53 under FP32

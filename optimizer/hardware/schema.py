@@ -39,7 +39,7 @@ DTYPES: tuple[str, ...] = ("fp32", "fp16", "int8")
 
 #: core microarchitectures a CPU processor's clusters may declare (Arm Cortex names; ``x86`` for
 #: desktop/server cores); efficiency per (class, runtime) is shared across devices
-#: (``search_spaces/calibration/cores.yaml``, :mod:`optimizer.hardware.cores`; METHODS.md section 8b)
+#: (``search_spaces/calibration/cores.yaml``, :mod:`optimizer.hardware.cores`; docs/METHODS.md section 8b)
 CORE_CLASSES: tuple[str, ...] = ("A53", "A55", "A57", "A72", "A73", "A75", "A76", "A77", "A78", "X1", "X2",
                                  "A510", "A710", "x86")
 #: vendor core names -> the Arm core they derive from (Qualcomm product briefs; AnandTech reviews)
@@ -122,7 +122,7 @@ class CoreCluster(_Model):
 
 class RuntimeProfile(_Model):
     """How one processor performs under a runtime other than its device's default one (e.g.
-    PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; METHODS.md section 8). Fields left
+    PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; docs/METHODS.md section 8). Fields left
     out keep the processor's own values; ``efficiency`` replaces the efficiency table's shape.
     Where the shared core table (:mod:`optimizer.hardware.cores`) rates the processor's clusters
     under this runtime, those rates set the overall level unless ``override`` gives the sourced
@@ -212,7 +212,7 @@ class Processor(_Model):
     #: supported ops stay on the CPU (TFLite GPU delegate default 1, NNAPI 3)
     max_delegated_partitions: Annotated[int, Field(ge=0)] = 0
     #: on-chip parameter cache: a stage whose weights exceed it streams the excess from DRAM at
-    #: ``memory_bandwidth`` on every call (Coral, "Edge TPU parameter data caching"; METHODS.md 8b)
+    #: ``memory_bandwidth`` on every call (Coral, "Edge TPU parameter data caching"; docs/METHODS.md section 8b)
     parameter_cache_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="parameter_cache")
     #: profiles of non-default runtimes (e.g. ``pytorch``), see Device.runtime
     runtime_profiles: dict[str, RuntimeProfile] = Field(default_factory=dict, alias="runtimes")
@@ -222,6 +222,11 @@ class Processor(_Model):
     supported_ops: dict[str, OpList]
     #: per-device latency predictors (probe tables) by runtime, dtype and threads
     predictors: list[Predictor] = Field(default_factory=list)
+    #: operator types this processor's delegate cannot run at a dtype although it runs their op
+    #: family (TFLite builtin names, e.g. ``RELU_0_TO_1``; ONNX/Keras types match after CamelCase ->
+    #: UPPER_SNAKE, ``HardSigmoid`` -> ``HARD_SIGMOID``): they fall back to the CPU as kernels of
+    #: their own, each a delegate partition boundary (published delegate op lists, cited in ``source``)
+    unsupported_op_types: dict[str, list[str]] = Field(default_factory=dict, alias="unsupported_ops")
     power: PowerModel
     memory_bytes: Annotated[Bytes, Positive] | None = Field(None, alias="memory")
     source: str
@@ -237,7 +242,7 @@ class Processor(_Model):
             raise ValueError("clock levels must be strictly ascending (the maximum last)")
         return v
 
-    @field_validator("peak_macs_per_s", "supported_ops")
+    @field_validator("peak_macs_per_s", "supported_ops", "unsupported_op_types")
     @classmethod
     def _dtypes(cls, v: dict[str, Any]) -> dict[str, Any]:
         bad = [k for k in v if k not in DTYPES]
@@ -321,6 +326,11 @@ class Processor(_Model):
             return self.kind in ("cpu", "cloud")
         return ops == "all" or op in ops
 
+    def supports_type(self, op_type: str, dtype: str) -> bool:
+        """Whether this processor's delegate runs operator type ``op_type`` at ``dtype`` (its op
+        family's support is :meth:`supports`)."""
+        return canonical_op_type(op_type) not in self.unsupported_op_types.get(dtype, ())
+
     def peak_at(self, dtype: str, clock_hz: float | None = None) -> float:
         """Peak MAC/s at ``dtype`` and clock (default: max); 0 if the dtype is unsupported."""
         peak = self.peak_macs_per_s.get(dtype, 0.0)
@@ -330,6 +340,14 @@ class Processor(_Model):
     def power_w(self, clock_hz: float | None = None) -> float:
         """Active power (W) at ``clock_hz`` (default: max clock)."""
         return self.power.power_w(self.max_clock_hz if clock_hz is None else clock_hz, self.max_clock_hz)
+
+
+def canonical_op_type(op_type: str) -> str:
+    """An operator type in TFLite's builtin spelling: ``HARD_SWISH`` stays, ``HardSwish`` (ONNX) and
+    ``hard_swish`` become ``HARD_SWISH``."""
+    import re
+
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).upper()
 
 
 class HandoffCost(_Model):

@@ -6,13 +6,13 @@ with units ("0.8 W/K", "940.8 MHz", "25 °C", "1 s"); a bare number is SI. Every
 a ``source`` string (a paper table, a vendor configuration, or "calibrated to ...").
 
 The RC network is the lumped model ``C dT/dt = -G (T - T_amb 1) + S P`` of Skadron et al.
-(HotSpot, ISCA 2003) used by SPLASH and TADF (METHODS.md §4-§5): nodes with heat capacities,
+(HotSpot, ISCA 2003) used by SPLASH and TADF (docs/METHODS.md sections 4-5): nodes with heat capacities,
 conductances between nodes and to ambient, and an explicit map saying which processor's power
 heats which node (``processors.<name>.heats``: node → share of that processor's power).
 
 The governor is data: a trip table in the style of Qualcomm's thermal-engine "monitor"
 algorithm (a row trips at ``trip`` and clears at ``clear`` on one sensor node and caps clocks
-while active) plus Android thermal status levels with one hysteresis (METHODS.md §5).
+while active) plus Android thermal status levels with one hysteresis (docs/METHODS.md section 5).
 """
 
 from __future__ import annotations
@@ -270,6 +270,12 @@ class ThermalSpec(_Model):
         if name not in self.node_names:
             raise UnknownNameError("thermal node", name, self.node_names, where=f"thermal spec {self.device!r}")
         return self.node_names.index(name)
+
+    def heated_node(self, processor: str) -> str:
+        """The node ``processor`` heats most: the one whose temperature it reads (a die, or the
+        modem for the radio)."""
+        heats = self.processors[processor].heats
+        return max(heats, key=heats.__getitem__)
 
     @property
     def processor_names(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Real measurements on this host and through external commands (see DESIGN.md, ``measure/``).
+"""Real measurements on this host and through external commands (docs/ARCHITECTURE.md, ``measure/``).
 
 * :func:`measure_ort`: onnxruntime per-node profiling mapped to LayerGraph layers.
 * :func:`time_litert`: LiteRT whole-model timing.

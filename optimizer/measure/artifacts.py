@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..confine import inside
 from ..errors import ConfigError
 from ..graph.layergraph import LayerGraph
 
@@ -50,7 +51,7 @@ def export_artifact(model_ref: str, graph: LayerGraph, fmt: str, **variant: Any)
         raise ConfigError(f"{model_ref}: cannot turn a {p.suffix or 'SavedModel'} model into .{fmt} for "
                           f"measurement; give a zoo name, a .keras file or a .{fmt} file")
     ident = (graph.source_sha256 or graph.name)[:16]
-    out = cache_dir() / "artifacts" / f"{graph.name}-{ident}.{fmt}"
+    out = inside(cache_dir() / "artifacts", f"{graph.name}-{ident}.{fmt}", "artifact cache key", single=True)
     if out.is_file():
         return out
     model = _keras_model(model_ref, variant)

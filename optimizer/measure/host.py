@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.measured import MeasuredTable, read_measured_table, write_measured_table
+from ..confine import inside
 from ..errors import ConfigError
 from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Device
@@ -45,8 +46,8 @@ def measure_model(model_ref: str, graph: LayerGraph | None = None, *, threads: i
     extra = f"-x{rounds}" if rounds > 1 else ""
     if g.served_input_shapes:  # a model file measured at --input-shape: one table per shape
         extra += "-" + "-".join("x".join(map(str, s)) for s in g.served_input_shapes.values())
-    path = (cache_dir() / "measure"
-            / f"{g.name}-{ident}-{g.granularity}-ort-t{threads}-r{repeats}-w{warmup}{extra}.csv")
+    path = inside(cache_dir() / "measure", f"{g.name}-{ident}-{g.granularity}-ort-t{threads}-r{repeats}-w{warmup}"
+                  f"{extra}.csv", "measurement cache key", single=True)
     if path.is_file() and not refresh:
         return read_measured_table(path)
     onnx_path = export_artifact(model_ref, g, "onnx", **variant)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, MeasurementError
+from ..quantize.delegation import invoke_times, random_feed
 
 
 @dataclass(frozen=True)
@@ -30,19 +30,6 @@ class TimingResult:
         return asdict(self)
 
 
-def _inputs(interpreter: Any, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for d in interpreter.get_input_details():
-        shape = [int(s) if s > 0 else 1 for s in d["shape"]]
-        dtype = np.dtype(d["dtype"])
-        if np.issubdtype(dtype, np.integer):
-            info = np.iinfo(dtype)
-            data = rng.integers(max(info.min, -128), min(info.max, 127) + 1, size=shape).astype(dtype)
-        else:
-            data = rng.standard_normal(shape).astype(dtype)
-        interpreter.set_tensor(d["index"], data)
-
-
 def time_litert(tflite_path: str | os.PathLike[str], *, threads: int = 1, repeats: int = 20,
                 warmup: int = 3, seed: int = 0) -> TimingResult:
     """Median, spread and percentiles of ``invoke()`` on this host's CPU (XNNPACK)."""
@@ -60,14 +47,8 @@ def time_litert(tflite_path: str | os.PathLike[str], *, threads: int = 1, repeat
         interp.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise MeasurementError(f"{p}: LiteRT cannot load the model ({str(exc).splitlines()[0][:160]})") from exc
-    _inputs(interp, seed)
-    for _ in range(warmup):
-        interp.invoke()
-    times = np.empty(repeats)
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        interp.invoke()
-        times[i] = time.perf_counter() - t0
+    random_feed(interp, seed)
+    times = invoke_times(interp, repeats, warmup)
     return TimingResult(
         median_s=float(np.median(times)), mean_s=float(times.mean()), std_s=float(times.std()),
         p10_s=float(np.percentile(times, 10)), p90_s=float(np.percentile(times, 90)),

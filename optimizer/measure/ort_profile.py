@@ -159,7 +159,7 @@ def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
 
     onnxruntime's NCHWc layout conversions (``ReorderInput``/``ReorderOutput``) belong to no
     layer and stay unattributed: charging them to the neighbouring kernel made both host fits
-    worse (BENCHMARKS.md, session 31), so the one-thread rescale to the run's CPU time spreads
+    worse (BENCHMARKS.md, host calibration), so the one-thread rescale to the run's CPU time spreads
     them over the layers instead."""
     by_name = _layer_matcher(graph)
     per_run = np.zeros((len(runs), len(graph.layers)))

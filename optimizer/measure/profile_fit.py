@@ -168,11 +168,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
 
     if not matches:
         raise ConfigError("calibrate --from-profile needs at least one profile")
-    for m in matches:
-        if m.mode == "delegate":
-            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
-                          "times are the model's own split, so the fit only scales them (profile with the "
-                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=2)
+    _warn_whole_delegate_rows(matches)
     proc = device.processor(processor)
     data = []
     families: list[str] = []
@@ -235,6 +231,14 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
     notes = _unconstrained(fit, families + ["layer_overhead", "memory_bandwidth"], lo, hi)
     return ProfileFit(fitted, processor, eff, float(math.exp(fit.x[-2])), invoke, float(math.exp(fit.x[-1])),
                       rows, float(fit.cost), whole, notes)
+
+
+def _warn_whole_delegate_rows(matches: list[ProfileMatch]) -> None:
+    for m in matches:
+        if m.mode == "delegate":
+            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
+                          "times are the model's own split, so the fit only scales them (profile with the "
+                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=3)
 
 
 def _unconstrained(fit: Any, names: list[str], lo: np.ndarray, hi: np.ndarray) -> list[str]:

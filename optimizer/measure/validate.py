@@ -92,7 +92,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     from ..fileio import atomic_write_bytes
-    from .probe_models import quantize_model_static
+    from .probe_onnx import quantize_model_static
     from .probe_runner import quiet_quantizer
 
     model = onnx.load(str(src))

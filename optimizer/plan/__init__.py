@@ -1,4 +1,4 @@
-"""Plan schema v1, validated I/O (see DESIGN.md, ``plan/``)."""
+"""Plan schema v1, validated I/O (docs/ARCHITECTURE.md, ``plan/``)."""
 
 from .io import plan_from_dict, plan_to_json, read_plan, shipped_schema, write_plan
 from .schema import (

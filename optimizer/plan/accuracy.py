@@ -1,8 +1,8 @@
 """Accuracy of a deployed split configuration on a labelled set: head dtype, wire dtype, tail dtype.
 
 A split at boundary ``l`` runs the head (layers ``0..l-1``) on the phone and the tail on the
-server; the crossing tensors (the DAG cut, :func:`optimizer.plan.export.part_io`) travel in the
-wire dtype. For each configuration the network is cut with the exporter's own machinery
+server; the tensors crossing the boundary (:func:`optimizer.plan.export.part_io`) travel in the
+wire dtype. For each configuration the network is divided with the exporter's own machinery
 (:class:`~optimizer.plan.export.KerasCutter`, :func:`~optimizer.plan.export.convert_part`) and run:
 
 * head ``int8``: the head part converted with full-integer post-training quantization (Jacob et
@@ -242,6 +242,28 @@ def accuracy_table(model: Any, x: np.ndarray, y: np.ndarray, *, calib: np.ndarra
     return table
 
 
+def labelled_members(path: str | Path) -> dict[str, Any]:
+    """The arrays of a labelled ``.npz`` (:class:`optimizer.npyfile.NpyMember`, from the headers
+    only), checked: ``x`` [N, ...] and ``y`` [N] present.
+
+    Raises
+    ------
+    InputFileError
+        Missing or unreadable file, missing arrays, or mismatched lengths.
+    """
+    from ..errors import InputFileError
+    from ..npyfile import npz_members
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"{p}: no such labelled data file; expected an .npz with arrays x and y")
+    members = npz_members(p)
+    x, y = members.get("x"), members.get("y")
+    if x is None or y is None or not x.shape or not y.shape or x.shape[0] != y.shape[0]:
+        raise InputFileError(f"{p}: arrays {sorted(members)}; expected x [N, ...] and y [N] of the same length")
+    return members
+
+
 def load_labelled(path: str | Path, *, calib_samples: int = 128) -> dict[str, np.ndarray]:
     """A labelled set from an ``.npz`` with ``x`` [N, ...] and integer ``y`` [N] (optional ``calib``;
     else the first ``calib_samples`` rows calibrate and the rest are evaluated).
@@ -255,9 +277,8 @@ def load_labelled(path: str | Path, *, calib_samples: int = 128) -> dict[str, np
     from ..fileio import read_npz
 
     p = Path(path)
+    labelled_members(p)
     arrays = read_npz(p, "no such labelled data file; expected an .npz with arrays x and y")
-    if "x" not in arrays or "y" not in arrays or len(arrays["x"]) != len(arrays["y"]):
-        raise InputFileError(f"{p}: arrays {sorted(arrays)}; expected x [N, ...] and y [N] of the same length")
     x, y = arrays["x"].astype(np.float32), arrays["y"].astype(np.int64).reshape(-1)
     if "calib" in arrays:
         return {"x": x, "y": y, "calib": arrays["calib"].astype(np.float32)}

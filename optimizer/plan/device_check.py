@@ -1,5 +1,5 @@
 """A plan against its device: every processor it names exists there, and the device is the one
-the plan was made with (issue 33: ``validate``, ``export``, ``run`` and ``serve`` check this).
+the plan was made with (``validate``, ``export``, ``run`` and ``serve`` check this).
 
 A stage may also name one core of a CPU processor by suffixing its index (``cpu0``, ``cpu1`` of a
 device whose CPU processor is ``cpu``): the reference runtime pins such stages to this host's CPUs

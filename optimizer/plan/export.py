@@ -67,7 +67,7 @@ def plan_sha256(plan: Plan) -> str:
     """SHA-256 of the plan's deployment fields (``kind, model, device, stages, split``) as
     canonical JSON: what a manifest records. Predictions, search info and provenance are left
     out, so re-stamping a plan does not invalidate its artifacts; ``split.result`` counts only when
-    set (it was added later: artifacts of plans without it stay valid)."""
+    set, so a plan that leaves it unset hashes as if the field did not exist."""
     import json
 
     data = plan.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS))
@@ -404,7 +404,7 @@ def calibration_inputs(graph: LayerGraph, calib: Any, samples: int, seed: int) -
         arrays, info = calib, Calibration(source="arrays", samples=samples, seed=seed)
     else:
         p = Path(calib)
-        arrays = read_npz(p, "no such calibration file; give an .npz file or 'synthetic'")
+        arrays = read_npz(p, "no such calibration file; give an .npz file or 'synthetic'", max_rows=samples)
         info = Calibration(source=p.name, samples=samples, seed=seed, file_sha256=sha256_file(p))
     data = {}
     keys = list(arrays)

@@ -20,7 +20,6 @@ The inputs and outputs of a part are the DAG cut of
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from ..graph.layergraph import LayerGraph
-from ..graph.tflite_flatbuffer import read_model, serving_signature, tflite_schema, write_model
+from ..graph.tflite_flatbuffer import read_model, sub_model, tflite_schema, write_model
 from .manifest import Quantization, TensorSpec
 
 FILE_FORMATS = (".tflite", ".onnx")
@@ -96,72 +95,29 @@ class TfliteCutter:
         schema = tflite_schema()
         self._check_exchangeable(ins + outs, f"the part of ops {first_op}-{end_op - 1}", schema)
         op_ids = self._ops_of(first_op, end_op)
-        used: list[int] = []
-        for k in op_ids:
-            op = self.sg.operators[k]
-            for seq in (op.inputs, op.outputs, op.intermediates):
-                used.extend(int(t) for t in (seq if seq is not None else []) if t >= 0)
-        used.extend(int(t) for t in ins + outs)
-        remap = {t: i for i, t in enumerate(dict.fromkeys(used))}
-        buffers = [schema.BufferT()]
-        buf_remap: dict[int, int] = {}
-        tensors = []
-        for t in remap:
-            tensor = copy.copy(self.sg.tensors[t])
-            data = self.model.buffers[tensor.buffer].data if tensor.buffer < len(self.model.buffers) else None
-            if self.multi:  # one part holding control flow: every buffer kept, indices unchanged
-                pass
-            elif data is not None and len(data):
-                if tensor.buffer not in buf_remap:
-                    buf_remap[tensor.buffer] = len(buffers)
-                    buffers.append(self.model.buffers[tensor.buffer])
-                tensor.buffer = buf_remap[tensor.buffer]
-            else:
-                tensor.buffer = 0
-            tensors.append(tensor)
-        sg = schema.SubGraphT()
-        sg.name = name.encode()
-        sg.tensors = tensors
-        sg.operators = []
-        codes: dict[int, int] = {}  # only the operator codes this part uses
-        for k in op_ids:
-            op = copy.copy(self.sg.operators[k])
-            if not self.multi:
-                op.opcodeIndex = codes.setdefault(op.opcodeIndex, len(codes))
-            for field in ("inputs", "outputs", "intermediates"):
-                seq = getattr(op, field)
-                if seq is not None:
-                    setattr(op, field, [remap[int(t)] if t >= 0 else -1 for t in seq])
-            sg.operators.append(op)
-        sg.inputs = [remap[int(t)] for t in ins]
-        sg.outputs = [remap[int(t)] for t in outs]
-        sig = serving_signature(sg.inputs, sg.outputs)
-        part = schema.ModelT()
-        part.version = self.model.version
-        part.operatorCodes = (self.model.operatorCodes if self.multi
-                              else [self.model.operatorCodes[c] for c in codes])
-        part.description = f"dnnplan part {name} of {self.path.name}".encode()
-        part.buffers = self.model.buffers if self.multi else buffers
-        part.subgraphs = [sg, *self.model.subgraphs[1:]]  # control-flow bodies keep their indices
-        part.signatureDefs = [sig]
+        part = sub_model(self.model, op_ids, [int(t) for t in ins], [int(t) for t in outs], name,
+                         f"dnnplan part {name} of {self.path.name}", keep_all_buffers=self.multi)
+        sg = part.subgraphs[0]
         atomic_write_bytes(path, write_model(part))
-        return (self._specs(ins, "in", remap, tensors), self._specs(outs, "output_", remap, tensors))
+        return (self._specs(ins, "in", list(sg.inputs), sg.tensors),
+                self._specs(outs, "output_", list(sg.outputs), sg.tensors))
 
     @staticmethod
-    def _specs(names: list[str], prefix: str, remap: dict[int, int], tensors: list[Any]) -> list[TensorSpec]:
+    def _specs(names: list[str], prefix: str, indices: list[int], tensors: list[Any]) -> list[TensorSpec]:
+        """Specs of the part's tensors ``names`` (original tensor ids) stored at ``indices`` of ``tensors``."""
         from ..graph.tflite_import import tflite_np_type
 
         schema = tflite_schema()
         types = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
         specs = []
         for k, tid in enumerate(names):
-            t = tensors[remap[int(tid)]]
+            t = tensors[indices[k]]
             q = t.quantization
             quant = None
             if q is not None and q.scale is not None and len(q.scale) == 1 and float(q.scale[0]) > 0:
                 zp = int(q.zeroPoint[0]) if q.zeroPoint is not None and len(q.zeroPoint) else 0
                 quant = Quantization(scale=float(q.scale[0]), zero_point=zp)
-            specs.append(TensorSpec(name=tid, signature_name=f"{prefix}{k}", index=remap[int(tid)],
+            specs.append(TensorSpec(name=tid, signature_name=f"{prefix}{k}", index=indices[k],
                                     shape=[int(s) for s in t.shape],
                                     dtype=np.dtype(tflite_np_type(types.get(t.type, "FLOAT32"))).name,
                                     quantization=quant))

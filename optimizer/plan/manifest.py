@@ -112,7 +112,8 @@ class Wire(_Strict):
     """The split's transport (see ``docs/MANIFEST.md`` for the frame layout)."""
 
     protocol: Literal["dnnplan-tcp"] = "dnnplan-tcp"
-    protocol_version: int = 1
+    protocol_version: int = Field(default=2, description="Wire protocol version the server speaks (2: optional "
+                                  "HMAC-SHA256 signing; it reads version-1 frames too)")
     byte_order: Literal["little"] = "little"
     max_frame_bytes: int = Field(gt=0)
     request: list[TensorInfo] = Field(description="Tensors of a request frame (head -> tail)")
@@ -249,19 +250,34 @@ def read_manifest(artifacts_dir: str | os.PathLike[str], *, verify: bool = True)
         from .io import format_validation_error
 
         raise SchemaError(format_validation_error(str(path), exc)) from None
+    for field, _, file, _ in manifest_files(manifest):
+        artifact_path(d, file, f"{path}: field {field}")
     if verify:
         verify_artifacts(manifest, d)
     return manifest
 
 
-def verify_artifacts(manifest: Manifest, artifacts_dir: str | os.PathLike[str]) -> None:
-    """Check that every part's file exists and has the manifest's SHA-256."""
-    d = Path(artifacts_dir)
-    files = [(p.name, p.file, p.sha256) for p in manifest.parts]
+def manifest_files(manifest: Manifest) -> list[tuple[str, str, str, str]]:
+    """``(field, part name, file, sha256)`` of every file a manifest names."""
+    files = [(f"parts[{k}].file", p.name, p.file, p.sha256) for k, p in enumerate(manifest.parts)]
     if manifest.reference is not None:
-        files.append(("reference", manifest.reference.file, manifest.reference.sha256))
-    for name, file, sha in files:
-        f = d / file
+        files.append(("reference.file", "reference", manifest.reference.file, manifest.reference.sha256))
+    return files
+
+
+def artifact_path(artifacts_dir: str | os.PathLike[str], file: str, field: str) -> Path:
+    """The path of a file a manifest names, refused (:class:`SchemaError` naming ``field``) when it
+    is absolute, has ``..`` or leads out of the artifacts folder through a symbolic link."""
+    from ..confine import inside
+
+    return inside(artifacts_dir, file, field, error=SchemaError)
+
+
+def verify_artifacts(manifest: Manifest, artifacts_dir: str | os.PathLike[str]) -> None:
+    """Check that every part's file lies inside ``artifacts_dir``, exists and has the manifest's SHA-256."""
+    d = Path(artifacts_dir)
+    for field, name, file, sha in manifest_files(manifest):
+        f = artifact_path(d, file, f"manifest field {field}")
         if not f.is_file():
             raise InputFileError(f"{f}: artifact of part {name!r} is missing; re-run 'dnnplan export'")
         digest = sha256_file(f)

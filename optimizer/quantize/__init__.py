@@ -1,4 +1,4 @@
-"""TFLite post-training quantization and its report (Park & Ha, IEEE Access 2024; METHODS.md §1).
+"""TFLite post-training quantization and its report (Park & Ha, IEEE Access 2024; docs/METHODS.md section 1).
 
 ``quantize(model, out, calib=..., scheme=...)`` converts a zoo network, ``.keras`` file,
 SavedModel directory or in-memory Keras model into a quantized ``.tflite`` and returns a

@@ -1,7 +1,8 @@
-"""``quantize``: model → quantized ``.tflite`` + :class:`QuantizeReport` (METHODS.md §1)."""
+"""``quantize``: model → quantized ``.tflite`` + :class:`QuantizeReport` (docs/METHODS.md section 1)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
@@ -21,11 +22,15 @@ from .convert import (INTEGER_SCHEMES, SCHEMES, ModelSource, convert_float, conv
                       estimate_batchnorm_statistics, model_from_keras, open_model, temp_workdir)
 from .flatbuffer import compact as compact_model
 from .flatbuffer import reciprocal_sqrt_as_rsqrt
-from .evaluate import FidelityStats, TfliteRunner, measure_latency
+from .delegation import FEW_PARTITIONS, host_delegation, time_segments
+from .evaluate import FidelityStats, TfliteRunner, measure_latency_pair
+from .mixed import MIXED_MODES, choose_float_ops, int8_mac_share
+from .rewrites import rewrite_for_xnnpack
 from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, peak_rss_bytes, plan_calibration
 from .inspect import OpsAnalysis, analyse_tflite
-from .report import (CalibrationInfo, FidelityInfo, LatencyInfo, LatencyReport, OpEntry, OpsInfo,
-                     OutputFidelity, QuantizeReport, SizeInfo, TransposeInfo)
+from .report import (CalibrationInfo, DelegateInfo, DelegationReport, FidelityInfo, LatencyInfo, LatencyReport,
+                     MixedInfo, MixedTrialInfo, OpEntry, OpsInfo, OutputFidelity, QuantizeReport, SegmentTime,
+                     SizeInfo, TransposeInfo)
 
 IO_TYPES = ("int8", "float")
 ONNX_GAP_WARN = 1e-3  # relative ONNX vs converted-FP32 gap above which quantize warns
@@ -41,6 +46,7 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
              allow_float_ops: bool = False, measure_latency_: bool = True, compact: bool = True,
              calib_workers: int | None = None, memory_budget: float | str = DEFAULT_MEMORY_BUDGET,
              input_shapes: dict[str, tuple[int, ...]] | None = None,
+             rewrite: bool = True, mixed: str = "off",
              progress: Callable[[str], None] | None = None) -> QuantizeReport:
     """Quantize ``model`` with TFLite post-training quantization and report on the result.
 
@@ -86,17 +92,22 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
     input_shapes
         ``.onnx`` models: input name -> full shape in the file's own layout (e.g.
         ``{"x": (1, 3, 640, 640)}``), fixing dynamic dimensions before conversion.
+    rewrite
+        Integer schemes: rewrite the operators XNNPACK has no INT8 kernel for into ones it runs
+        (:mod:`.rewrites`), so the model stays in few delegate partitions.
+    mixed
+        ``off`` (full-integer, what integer-only accelerators need) or ``auto``: keep in float the
+        operators outside the host delegate whose float version makes the model faster, measured
+        (:mod:`.mixed`).
     progress
         Called with a short stage description as work proceeds.
-    input_shapes
-        ``.onnx`` files: input name → full shape fixed before conversion (``--input-shape``).
 
     Returns
     -------
     QuantizeReport
     """
     asked_io = io
-    io = check_options(scheme, io, threads, runs, warmup, calib_workers)
+    io = check_options(scheme, io, threads, runs, warmup, calib_workers, mixed)
     check_calibration(calib, samples, heldout)  # before seconds of model loading
     budget = parse_memory_budget(memory_budget)
     with temp_workdir() as tmp:
@@ -107,12 +118,14 @@ def quantize(model: Any, out: str | os.PathLike[str], *, calib: str | os.PathLik
         return quantize_prepared(prep, out, scheme=scheme, io=io, threads=threads, runs=runs,
                                  warmup=warmup, allow_float_ops=allow_float_ops,
                                  measure_latency_=measure_latency_, compact=compact,
-                                 calib_workers=calib_workers, progress=progress)
+                                 calib_workers=calib_workers, rewrite=rewrite, mixed=mixed, progress=progress)
 
 
 def check_options(scheme: str, io: str | None, threads: int = 2, runs: int = 30, warmup: int = 5,
-                  calib_workers: int | None = None) -> str:
-    """Validate scheme/interface/timing options; returns the effective ``io``."""
+                  calib_workers: int | None = None, mixed: str = "off") -> str:
+    """Validate scheme/interface/timing/mixed-precision options; returns the effective ``io``."""
+    if mixed not in MIXED_MODES:
+        raise ConfigError(f"--mixed {mixed!r} unknown; expected one of {', '.join(MIXED_MODES)}")
     if scheme not in SCHEMES:
         raise ConfigError(f"--scheme {scheme!r} unknown; expected one of {', '.join(SCHEMES)}")
     if io is None:
@@ -247,57 +260,60 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                       io: str | None = None, threads: int = 2, runs: int = 30, warmup: int = 5,
                       allow_float_ops: bool = False, measure_latency_: bool = True,
                       compact: bool = True, calib_workers: int | None = None,
+                      rewrite: bool = True, mixed: str = "off",
                       progress: Callable[[str], None] | None = None) -> QuantizeReport:
     """Quantize a :class:`Prepared` model with one scheme, write ``out`` and report (see :func:`quantize`)."""
-    io = check_options(scheme, io, threads, runs, warmup, calib_workers)
+    io = check_options(scheme, io, threads, runs, warmup, calib_workers, mixed)
     say = progress or (lambda _msg: None)
     src, cal = prep.src, prep.cal
     fp32 = compact_model(prep.fp32, f"{src.name} (FP32)") if compact else prep.fp32
     if scheme in INTEGER_SCHEMES:
         warnings = list(prep.warnings)
         say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
-    else:  # fp16 and dynamic read no calibration data: no warning about it (issue 33)
+    else:  # fp16 and dynamic read no calibration data: no warning about it
         warnings = [w for w in prep.warnings if w not in cal.notes]
         if cal.source == "synthetic":
             warnings.append(f"the {scheme} scheme uses no calibration data; its fidelity figures compare "
                             "outputs on synthetic held-out inputs")
         say(f"quantizing ({scheme}, no calibration data)")
     out_path = Path(out)
-    plan = None
-    if scheme in INTEGER_SCHEMES and src.tflite is None:
-        plan = plan_calibration(cal.size(), prep.memory_budget, frame_bytes_of(prep.fp32, cal.frame_bytes()),
-                                len(prep.fp32), calib_workers)
-        if plan.estimate() > plan.budget_bytes:
-            warnings.append(f"calibrating in batches of {plan.batch} on {plan.workers} process"
-                            f"{'es' if plan.workers != 1 else ''} needs about {plan.estimate() / 1e9:.1f} GB, "
-                            f"more than --memory-budget {plan.budget_bytes / 1e9:.1f} GB")
+    plan = _calibration_plan(prep, scheme, calib_workers, warnings)
     say(f"quantizing ({scheme}, {cal.size()} calibration samples"
         + (f", batches of {plan.batch} on {plan.workers} process{'es' if plan.workers != 1 else ''})" if plan else ")"))
     t0 = time.perf_counter()
     calib_info: dict[str, Any] = {}
-    converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info)
-    if scheme in INTEGER_SCHEMES:
-        converted, n_rsqrt = reciprocal_sqrt_as_rsqrt(converted, src.name)
-        if n_rsqrt:
-            warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
-                            "refuses a zero divisor; RSQRT takes it)")
-    qbytes = compact_model(converted, src.name) if compact else converted
+    integer = scheme in INTEGER_SCHEMES
+    store: dict[str, Any] | None = {} if integer and mixed == "auto" else None
+
+    quantized = functools.partial(_convert_int8, src, scheme, cal, io, plan, compact=compact, rewrite=rewrite,
+                                  store=store)
+    converted, as_converted, qbytes, rewrites, n_rsqrt = quantized(calib_info=calib_info)
+    if n_rsqrt:
+        warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
+                        "refuses a zero divisor; RSQRT takes it)")
     conversion_s = time.perf_counter() - t0
     ops = analyse_tflite(qbytes, src.name)
     if scheme in INTEGER_SCHEMES and ops.float_ops and not allow_float_ops:
-        first = ops.float_ops[0]
-        names = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in Counter(o.op for o in ops.float_ops).items())
-        raise UnsupportedOperatorError(
-            f"{src.name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
-            f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
+        _refuse_float_ops(ops, src.name)
+    mixed_info = None
+    if integer and mixed == "auto":
+        say("choosing operators to keep in float (mixed precision)")
+        qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
+                                              threads, runs, warmup)
+        ops = analyse_tflite(qbytes, src.name)
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
     if fidelity is None:
         warnings.append("no held-out samples: fidelity not measured")
-    latency = None
     if measure_latency_:
         say("timing FP32 vs quantized inference")
-        latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup)
+    latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup) if measure_latency_ else None
+    delegation, summary, slow_or_split = None, None, False
+    if integer:
+        say("reading which operators XNNPACK runs")
+        delegation = delegation_report(fp32, as_converted, qbytes, rewrites, threads,
+                                       runs if measure_latency_ else 0, warmup)
+        summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed, rewrite)
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
@@ -316,17 +332,76 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings,
         peak_rss_bytes=peak_rss_bytes(), helper_peak_rss_bytes=calib_info.get("helper_peak_rss"),
         transposes=TransposeInfo(fp32=analyse_tflite(fp32, f"{src.name} (FP32)").op_counts().get("TRANSPOSE", 0),
-                                 quantized=ops.op_counts().get("TRANSPOSE", 0)))
+                                 quantized=ops.op_counts().get("TRANSPOSE", 0)),
+        delegation=delegation, mixed=mixed_info, summary=summary, summary_warns=slow_or_split)
     atomic_write_bytes(out_path, qbytes)
     return report
 
 
+def _calibration_plan(prep: Prepared, scheme: str, calib_workers: int | None, warnings: list[str]) -> Any:
+    """Batch and processes of an integer scheme's calibration (None for a ``.tflite`` source or a
+    scheme without calibration); a plan over ``--memory-budget`` adds a warning."""
+    src, cal = prep.src, prep.cal
+    if scheme not in INTEGER_SCHEMES or src.tflite is not None:
+        return None
+    plan = plan_calibration(cal.size(), prep.memory_budget, frame_bytes_of(prep.fp32, cal.frame_bytes()),
+                            len(prep.fp32), calib_workers)
+    if plan.estimate() > plan.budget_bytes:
+        warnings.append(f"calibrating in batches of {plan.batch} on {plan.workers} process"
+                        f"{'es' if plan.workers != 1 else ''} needs about {plan.estimate() / 1e9:.1f} GB, "
+                        f"more than --memory-budget {plan.budget_bytes / 1e9:.1f} GB")
+    return plan
+
+
+def _refuse_float_ops(ops: OpsAnalysis, name: str) -> None:
+    first = ops.float_ops[0]
+    names = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in Counter(o.op for o in ops.float_ops).items())
+    raise UnsupportedOperatorError(
+        f"{name}: TFLite cannot quantize operator {first.op} (output {first.output!r}) to int8; "
+        f"left in float: {names}. Use --allow-float-ops to keep them in float, or --scheme dynamic")
+
+
+def _convert_int8(src: ModelSource, scheme: str, cal: CalibrationSet, io: str, plan: Any, *, compact: bool,
+                  rewrite: bool, store: dict[str, Any] | None, float_nodes: list[str] | None = None,
+                  calib_info: dict[str, Any] | None = None) -> tuple[bytes, bytes, bytes, dict[str, int], int]:
+    """Quantize (operators ``float_nodes`` kept in float), then for integer schemes rewrite
+    ``DIV(1, SQRT)`` as ``RSQRT``, compact, and apply the XNNPACK rewrites. Returns the converter's
+    bytes, the compacted model before the XNNPACK rewrites, the final model, the rewrite counts
+    and the number of ``RSQRT`` rewrites."""
+    converted = convert_quantized(src, scheme, cal, io, plan, calib_info=calib_info, float_nodes=float_nodes,
+                                  calibrated=store)
+    integer, n_rsqrt = scheme in INTEGER_SCHEMES, 0
+    if integer:
+        converted, n_rsqrt = reciprocal_sqrt_as_rsqrt(converted, src.name)
+    as_converted = compact_model(converted, src.name) if compact else converted
+    final, rewrites = (rewrite_for_xnnpack(as_converted, src.name) if integer and rewrite else (as_converted, {}))
+    return converted, as_converted, final, rewrites, n_rsqrt
+
+
+def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: bytes,
+                     requantize: Callable[[list[str]], bytes], threads: int, runs: int,
+                     warmup: int) -> tuple[bytes, MixedInfo]:
+    """The model :func:`.mixed.choose_float_ops` keeps (``--mixed auto``) and its report."""
+    chosen = choose_float_ops(full, fp32, requantize, _timing_sample(cal),
+                              lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup)
+    info = MixedInfo(
+        mode="auto", float_op_counts=dict(Counter(o.op for o in analyse_tflite(chosen.model, src.name).float_ops)),
+        int8_mac_share=int8_mac_share(chosen.model, src.name),
+        trials=[MixedTrialInfo(op=t.op, ops=t.ops, current_ms=_finite(t.current_ms), candidate_ms=_finite(t.candidate_ms),
+                               sqnr_db=t.sqnr_db, kept=t.kept, note=t.note) for t in chosen.trials])
+    return chosen.model, info
+
+
+def _timing_sample(cal: Any) -> dict[str, np.ndarray]:
+    """The first held-out (else calibration) sample: the input latency is timed on."""
+    return cal.batch("heldout" if cal.size("heldout") else "calib", 0, 1)
+
+
 def _latency_report(fp32: bytes, qbytes: bytes, cal: Any, threads: int, runs: int, warmup: int) -> LatencyReport:
     """Median and p90 latency of the FP32 and the quantized model on one held-out (else
-    calibration) sample, on this host with LiteRT."""
-    first_sample = cal.batch("heldout" if cal.size("heldout") else "calib", 0, 1)
-    lat_f = measure_latency(TfliteRunner(fp32, threads), first_sample, runs, warmup)
-    lat_q = measure_latency(TfliteRunner(qbytes, threads), first_sample, runs, warmup)
+    calibration) sample, on this host with LiteRT, timed interleaved."""
+    lat_f, lat_q = measure_latency_pair(TfliteRunner(fp32, threads), TfliteRunner(qbytes, threads),
+                                        _timing_sample(cal), runs, warmup)
     return LatencyReport(
         threads=threads,
         fp32=LatencyInfo(median_ms=lat_f.median_s * 1e3, p90_ms=lat_f.p90_s * 1e3, runs=runs, warmup=warmup),
@@ -356,12 +431,97 @@ def _ops_info(ops: OpsAnalysis) -> OpsInfo:
                    cpu_segments=ops.cpu_segments)
 
 
-def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, cal: CalibrationSet, threads: int) -> FidelityInfo:
+def _finite(x: float) -> float | None:
+    return x if np.isfinite(x) else None
+
+
+#: held-out samples a mixed-precision trial's SQNR is measured on
+TRIAL_SAMPLES = 10
+
+
+def _trial_sqnr(src: ModelSource, fp32: bytes, candidate: bytes, cal: CalibrationSet, threads: int) -> float | None:
+    """Lowest SQNR over the outputs of ``candidate`` against FP32 on the first held-out samples."""
+    if not cal.size("heldout"):
+        return None
+    info = _fidelity(src, fp32, candidate, cal, threads, TRIAL_SAMPLES)
+    values = [o.sqnr_db for o in info.outputs if o.sqnr_db is not None]
+    return min(values) if values else None
+
+
+def _delegate_info(data: bytes, threads: int, runs: int, warmup: int) -> DelegateInfo:
+    """:class:`DelegateInfo` of ``data``; segments timed when ``runs`` > 0."""
+    d = host_delegation(data, threads)
+    outside = [OpEntry(index=o.index, op=o.op, tensor=o.output) for o in d.outside]
+    if runs <= 0:
+        return DelegateInfo(delegate=d.delegate, partitions=d.partitions, ops_total=len(d.ops),
+                            ops_outside=d.outside_counts(), outside=outside)
+    t = time_segments(data, threads, runs, warmup, d)
+    return DelegateInfo(delegate=d.delegate, partitions=d.partitions, ops_total=len(d.ops),
+                        ops_outside=d.outside_counts(), outside=outside, whole_ms=t.whole_ms,
+                        segments=[SegmentTime(segment=s.label, ops=len(s.ops), op_counts=s.op_counts,
+                                              delegated=s.delegated, median_ms=s.median_ms) for s in t.segments])
+
+
+def delegation_report(fp32: bytes, converted: bytes, quantized: bytes, rewrites: dict[str, int], threads: int,
+                      runs: int, warmup: int = 3) -> DelegationReport:
+    """Host-delegate placement (and, when ``runs`` > 0, segment times) of the FP32 reference, the
+    quantizer's model and the final model."""
+    return DelegationReport(threads=threads, fp32=_delegate_info(fp32, threads, runs, warmup),
+                            converted=_delegate_info(converted, threads, runs, warmup),
+                            quantized=_delegate_info(quantized, threads, runs, warmup), rewrites=rewrites)
+
+
+def _outside_text(info: DelegateInfo) -> str:
+    """``HARD_SWISH x24 (17.7 ms), ...``: operators outside the delegate, slowest first."""
+    times: dict[str, float] = {}
+    for seg in info.segments or []:
+        if not seg.delegated:
+            times[seg.segment] = times.get(seg.segment, 0.0) + seg.median_ms
+    items = sorted(info.ops_outside.items(), key=lambda kv: (-times.get(kv[0], 0.0), -kv[1]))
+    return ", ".join(f"{op} x{n}" + (f" ({times[op]:.2f} ms)" if op in times else "") for op, n in items)
+
+
+def speed_summary(delegation: DelegationReport, latency: LatencyReport | None, mixed_info: MixedInfo | None,
+                  mixed: str, rewrite: bool = True) -> tuple[str, bool]:
+    """One line: host speed-up and partitions of the final model, the operators XNNPACK left out
+    (those of the quantizer's model when the final one is clean) and what was done about them;
+    and whether the final model is slower than FP32 or split into more than
+    :data:`~.delegation.FEW_PARTITIONS` partitions."""
+    final, before = delegation.quantized, delegation.converted
+    slow = latency is not None and latency.speedup < 1.0
+    split = final.partitions > FEW_PARTITIONS
+    speed = f"x{latency.speedup:.2f} the FP32 speed" if latency is not None else "not timed"
+    if slow or split:
+        head = (f"INT8 is slower than FP32 on this host ({speed}, {final.partitions} {final.delegate} partitions)"
+                if slow else f"INT8 splits into {final.partitions} {final.delegate} partitions ({speed})")
+        cause = f"; outside {final.delegate}: {_outside_text(final) or 'none'}"
+    else:
+        head = f"INT8 runs at {speed} on this host in {final.partitions} {final.delegate} partition" + (
+            "s" if final.partitions != 1 else "")
+        cause = (f"; the quantizer's model had {before.partitions} partitions, outside {before.delegate}: "
+                 f"{_outside_text(before)}" if before.ops_outside else "")
+    done = [] if rewrite or not (slow or split) else ["XNNPACK rewrites are off (--no-rewrite)"]
+    if delegation.rewrites:
+        done.append("rewrote " + ", ".join(f"{k} x{v}" for k, v in delegation.rewrites.items()))
+    if mixed_info is not None and mixed_info.float_op_counts:
+        done.append("kept in float " + ", ".join(f"{k} x{v}" for k, v in mixed_info.float_op_counts.items())
+                    + f" ({100 * mixed_info.int8_mac_share:.1f} % of MACs in INT8)")
+    elif mixed == "off" and final.ops_outside and (slow or split):
+        done.append("--mixed auto may keep them in float")
+    return head + cause + ("; " + "; ".join(done) if done else ""), slow or split
+
+
+def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, cal: CalibrationSet, threads: int,
+              limit: int | None = None) -> FidelityInfo:
     """SQNR, max |error| and top-1 agreement of ``qbytes`` against ``fp32``, accumulated sample by
-    sample over the held-out set (no outputs are kept)."""
+    sample over the held-out set (its first ``limit`` samples when given; no outputs are kept)."""
     ref_runner, q_runner = TfliteRunner(fp32, threads), TfliteRunner(qbytes, threads)
     stats: dict[str, FidelityStats] = {}
+    n = 0
     for sample in cal.samples("heldout"):
+        if limit is not None and n >= limit:
+            break
+        n += 1
         ref, got = ref_runner.run(ref_runner.feed(sample)), q_runner.run(q_runner.feed(sample))
         for name, r in ref.items():
             is_classifier = (src.task == "classification" if src.task is not None
@@ -373,4 +533,4 @@ def _fidelity(src: ModelSource, fp32: bytes, qbytes: bytes, cal: CalibrationSet,
         s = st.sqnr_db()
         outputs.append(OutputFidelity(output=name, sqnr_db=s if np.isfinite(s) else None,
                                       max_abs_error=st.max_abs_error, top1_agreement=st.top1_agreement()))
-    return FidelityInfo(samples=cal.size("heldout"), outputs=outputs)
+    return FidelityInfo(samples=n, outputs=outputs)

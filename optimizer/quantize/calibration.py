@@ -1,7 +1,7 @@
 """Calibration and held-out input sets for post-training quantization.
 
 Park & Ha (IEEE Access 2024) calibrate on 1000 samples drawn at random from the training
-distribution, normalised and resized exactly like inference inputs (METHODS.md §1). Four
+distribution, normalised and resized exactly like inference inputs (docs/METHODS.md section 1). Four
 sources are accepted:
 
 * a directory of images (searched recursively), decoded with Pillow, converted to the model's
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import os
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,11 @@ import numpy as np
 from ..errors import ConfigError, InputFileError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".gif", ".webp", ".tif", ".tiff")
+
+#: samples an ``.npz`` calibration file may hold (they are permuted in memory)
+MAX_NPZ_SAMPLES = 1 << 24
+#: ``.npz`` rows read per pass when they are copied into a work directory
+NPZ_COPY_ROWS = 64
 
 #: Preprocessing assumed when a model declares none: pixel values scaled to [0, 1].
 DEFAULT_PREPROCESS: dict[str, Any] = {"layout": "NHWC", "color": "RGB", "mean": [0.0], "std": [255.0]}
@@ -180,13 +184,16 @@ def load_calibration(source: str | os.PathLike[str], specs: list[InputSpec],
         return CalibrationSet(specs, preprocess, "images", seed, {"calib": n_calib, "heldout": n_held},
                               f"{src} ({len(files)} images)", notes, files=chosen)
     if path.suffix.lower() == ".npz":
-        arrays = _load_npz(path, specs, workdir)
-        total = int(next(iter(arrays.values())).shape[0])
+        members = _npz_members(path, specs)
+        total = next(iter(members.values())).shape[0]
+        if total > MAX_NPZ_SAMPLES:
+            raise InputFileError(f"{src}: {total:,} samples; calibration draws from at most {MAX_NPZ_SAMPLES:,} "
+                                 "(its permutation is held in memory): give a file of fewer samples")
         n_calib, n_held, notes = _split_counts(total, samples, heldout, src)
         order = rng.permutation(total)
-        rows = {"calib": order[n_held:n_held + n_calib], "heldout": order[:n_held]}
-        stored = {k: (Path(v.filename) if isinstance(v, np.memmap) and v.filename else v)
-                  for k, v in arrays.items()}
+        drawn = order[:n_held + n_calib]  # held-out rows first: only these are read
+        stored = {name: _npz_rows(path, m, drawn, workdir) for name, m in members.items()}
+        rows = {"calib": np.arange(n_held, n_held + n_calib), "heldout": np.arange(n_held)}
         return CalibrationSet(specs, preprocess, "npz", seed, {"calib": n_calib, "heldout": n_held},
                               f"{src} ({total} samples)", notes, npz=stored, rows=rows)
     raise InputFileError(f"{src}: calibration source must be a directory of images, an .npz file "
@@ -335,17 +342,12 @@ def _sample_images(specs: list[InputSpec], preprocess: dict[str, Any] | None, n:
     return {spec.name: out}
 
 
-def _load_npz(path: Path, specs: list[InputSpec], workdir: Path | None = None) -> dict[str, Any]:
-    """The ``.npz`` arrays by input name: memory-mapped ``.npy`` copies unpacked into ``workdir``
-    (member by member, streamed), or read into memory when ``workdir`` is ``None``."""
-    try:
-        if workdir is None:
-            with np.load(path, allow_pickle=False) as npz:
-                found: dict[str, Any] = {k: npz[k] for k in npz.files}
-        else:
-            found = _unpack_npz(path, workdir)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise InputFileError(f"{path}: unreadable .npz calibration file ({exc})") from None
+def _npz_members(path: Path, specs: list[InputSpec]) -> dict[str, Any]:
+    """The ``.npz`` member of each model input (:class:`optimizer.npyfile.NpyMember`, from the
+    headers only: no data is read), checked against the input's shape and kind."""
+    from ..npyfile import npz_members
+
+    found = npz_members(path)
     expected = "; ".join(s.describe() for s in specs)
     if not found:
         raise InputFileError(f"{path}: no arrays in .npz; expected {expected}")
@@ -355,37 +357,41 @@ def _load_npz(path: Path, specs: list[InputSpec], workdir: Path | None = None) -
     elif len(found) == len(specs):
         pairs = [(s, k, found[k]) for s, k in zip(specs, found)]
     else:
-        got = "; ".join(f"{k} {list(v.shape)} {v.dtype}" for k, v in found.items())
+        got = "; ".join(m.describe() for m in found.values())
         raise InputFileError(f"{path}: {len(found)} arrays ({got}) for {len(specs)} model inputs; "
                              f"expected {expected}")
-    arrays: dict[str, Any] = {}
-    counts = set()
-    for spec, key, arr in pairs:
+    members: dict[str, Any] = {}
+    for spec, key, m in pairs:
         want = np.dtype(spec.dtype)
-        kind_ok = (np.issubdtype(arr.dtype, np.floating) if np.issubdtype(want, np.floating)
-                   else np.issubdtype(arr.dtype, np.integer))
-        if arr.ndim != len(spec.shape) + 1 or tuple(arr.shape[1:]) != spec.shape or not kind_ok:
+        kind_ok = (np.issubdtype(m.dtype, np.floating) if np.issubdtype(want, np.floating)
+                   else np.issubdtype(m.dtype, np.integer))
+        if len(m.shape) != len(spec.shape) + 1 or tuple(m.shape[1:]) != spec.shape or not kind_ok:
             raise InputFileError(
-                f"{path}: array {key!r} has shape {list(arr.shape)} {arr.dtype}; input {spec.name!r} "
+                f"{path}: array {key!r} has shape {list(m.shape)} {m.dtype}; input {spec.name!r} "
                 f"expects [N, {', '.join(map(str, spec.shape))}] {want.name} (preprocessed values)")
-        arrays[spec.name] = arr  # cast to the input's dtype batch by batch
-        counts.add(arr.shape[0])
+        members[spec.name] = m  # cast to the input's dtype batch by batch
+    counts = sorted({m.shape[0] for m in members.values()})
     if len(counts) != 1:
-        raise InputFileError(f"{path}: arrays have different sample counts {sorted(counts)}")
-    return arrays
+        raise InputFileError(f"{path}: arrays have different sample counts {counts}")
+    return members
 
 
-def _unpack_npz(path: Path, workdir: Path) -> dict[str, np.ndarray]:
-    """Each ``.npy`` member of ``path`` copied (streamed, decompressed) into ``workdir`` and
-    memory-mapped read-only."""
+def _npz_rows(path: Path, member: Any, rows: np.ndarray, workdir: Path | None) -> Any:
+    """Rows ``rows`` of an ``.npz`` member, in that order: in memory, or (with ``workdir``) written
+    row by row into a ``.npy`` file there and returned as its path (memory-mapped per batch).
+    Only these rows are read or written, whatever size the file declares."""
+    from ..npyfile import iter_rows, read_rows
+
+    if workdir is None or member.fortran:
+        arr = read_rows(path, member, rows, "calibration array")
+        if workdir is None:
+            return arr
     out_dir = workdir / f"calib-{path.stem}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    found: dict[str, np.ndarray] = {}
-    with zipfile.ZipFile(path) as zf:
-        for i, member in enumerate(m for m in zf.namelist() if m.endswith(".npy")):
-            target = out_dir / f"{i}.npy"
-            with zf.open(member) as src, open(target, "wb") as dst:
-                while chunk := src.read(1 << 24):
-                    dst.write(chunk)
-            found[member[:-4]] = np.load(target, mmap_mode="r", allow_pickle=False)
-    return found
+    target = out_dir / f"{member.name.replace('/', '_')}-{len(list(out_dir.iterdir()))}.npy"
+    np.lib.format.open_memmap(target, mode="w+", dtype=member.dtype, shape=(len(rows), *member.shape[1:])).flush()
+    offset = target.stat().st_size - len(rows) * member.row_bytes
+    with open(target, "r+b") as fh:  # plain writes at each row's place: nothing mapped, nothing held
+        for k, row in (enumerate(arr) if member.fortran else iter_rows(path, member, rows)):
+            os.pwrite(fh.fileno(), np.ascontiguousarray(row).tobytes(), offset + k * member.row_bytes)
+    return target

@@ -1,6 +1,6 @@
 """TFLite conversion: model reference → SavedModel → FP32 / INT8 / FP16 / dynamic-range ``.tflite``.
 
-Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, METHODS.md §1):
+Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, docs/METHODS.md section 1):
 
 ``per-channel`` (default)
     Full-integer PTQ: activations asymmetric per tensor, conv/depthwise weights symmetric per
@@ -245,7 +245,8 @@ def convert_float(src: ModelSource) -> bytes:
 
 def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_type: str,
                       plan: CalibrationPlan | None = None,
-                      calib_info: dict[str, Any] | None = None) -> bytes:
+                      calib_info: dict[str, Any] | None = None, float_nodes: list[str] | None = None,
+                      calibrated: dict[str, Any] | None = None) -> bytes:
     """Convert with a post-training quantization ``scheme`` (see module docstring).
 
     Parameters
@@ -263,6 +264,14 @@ def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_t
         ``None``: batches of one on one process. The result does not depend on the processes.
     calib_info
         If given, updated with the calibration's ``samples``, ``batch`` and ``workers``.
+    float_nodes
+        Integer schemes: output tensor names of operators to keep in float (the MLIR quantizer's
+        ``denylisted_nodes``; ai-edge-quantizer's ``no_quantize`` recipe rows for a ``.tflite``):
+        they compute in float between ``DEQUANTIZE`` and ``QUANTIZE`` (mixed precision).
+    calibrated
+        A dict that keeps the calibration between calls: the first call stores the calibrated
+        model (or statistics) in it, later calls with the same dict quantize from it without
+        calibrating again.
 
     Returns the converter's flatbuffer as it wrote it (see :func:`.flatbuffer.compact`).
     """
@@ -273,14 +282,14 @@ def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_t
     if src.tflite is not None:
         from .tflite_input import quantize_float_tflite
 
-        return quantize_float_tflite(src.tflite, scheme, calib, src.name)
+        return quantize_float_tflite(src.tflite, scheme, calib, src.name, float_nodes, calibrated)
     tf = lazy.tensorflow()
     converter = savedmodel_tflite_converter(src.saved_model())
     integer = scheme in INTEGER_SCHEMES
     try:
         calibrating = (parallel_calibration(plan.workers if plan else 1, plan.batch if plan else 1)
                        if integer else contextlib.nullcontext({}))
-        with quiet(), calibrating as info:
+        with quiet(), calibrating as info, _denylisting(float_nodes, calibrated):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
             if scheme == "fp16":
                 converter.target_spec.supported_types = [tf.float16]
@@ -305,6 +314,41 @@ def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_t
         what = f"operator {match.group(1)}" if match and "quantiz" in msg.lower() else "the model"
         raise UnsupportedOperatorError(f"{src.name}: TFLite cannot quantize {what} with scheme "
                                        f"{scheme} ({msg})") from None
+
+
+@contextlib.contextmanager
+def _denylisting(float_nodes: list[str] | None, store: dict[str, Any] | None) -> Iterator[None]:
+    """Inside the block, the converter's MLIR quantizer keeps ``float_nodes`` in float
+    (``denylisted_nodes``, what ``tf.lite.experimental.QuantizationDebugger`` passes), records the
+    calibrated model in ``store`` and, when ``store`` already holds one, takes it instead of
+    calibrating again. Everything else is the converter's own flow."""
+    if not float_nodes and store is None:
+        yield
+        return
+    from tensorflow.lite.python import lite
+    from tensorflow.lite.python.optimize import calibrator as module
+
+    quantize, calibrator = lite._mlir_quantize, module.Calibrator
+    saved = (store or {}).get("calibrated")
+
+    def denylisted(data: bytes, *args: Any, **kwargs: Any) -> Any:
+        if store is not None:
+            store.setdefault("calibrated", bytes(data))
+        kwargs["denylisted_nodes"] = list(float_nodes or []) or None
+        return quantize(data, *args, **kwargs)
+
+    class Stored(calibrator):  # type: ignore[misc, valid-type]
+        def calibrate(self, dataset_gen: Any) -> bytes:
+            return saved  # type: ignore[return-value]
+
+    lite._mlir_quantize = denylisted
+    if saved is not None:
+        module.Calibrator = Stored
+    try:
+        yield
+    finally:
+        lite._mlir_quantize = quantize
+        module.Calibrator = calibrator
 
 
 def temp_workdir() -> tempfile.TemporaryDirectory[str]:

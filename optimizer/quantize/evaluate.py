@@ -116,6 +116,26 @@ def measure_latency(runner: TfliteRunner, sample: dict[str, np.ndarray], runs: i
                         runner.num_threads)
 
 
+def measure_latency_pair(first: TfliteRunner, second: TfliteRunner, sample: dict[str, np.ndarray],
+                         runs: int = 30, warmup: int = 5) -> tuple[LatencyStats, LatencyStats]:
+    """Latency of two models timed interleaved (one invocation of each in turn, ``runs`` times after
+    ``warmup`` rounds), so that load changes on the host fall on both alike."""
+    fed = [first.feed(sample), second.feed(sample)]
+    runners = (first, second)
+    for _ in range(warmup):
+        for r, f in zip(runners, fed, strict=True):
+            r.run(f)
+    times = np.empty((2, runs))
+    for i in range(runs):
+        for j, (r, f) in enumerate(zip(runners, fed, strict=True)):
+            t0 = time.perf_counter()
+            r.run(f)
+            times[j, i] = time.perf_counter() - t0
+    first_stats, second_stats = (LatencyStats(float(np.median(t)), float(np.percentile(t, 90)), runs, warmup,
+                                              r.num_threads) for t, r in zip(times, runners, strict=True))
+    return first_stats, second_stats
+
+
 def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
     """Signal-to-quantization-noise ratio in dB (``inf`` when identical)."""
     return sqnr_from_sums(float(np.sum(reference ** 2)), float(np.sum((reference - test) ** 2)))

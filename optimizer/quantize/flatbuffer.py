@@ -109,7 +109,7 @@ def reciprocal_sqrt_as_rsqrt(data: bytes, what: str = "model") -> tuple[bytes, i
             last = chain[-1] if chain else sqrt
             if list(sg.tensors[last.outputs[0]].shape) != list(out.shape) or out.type == schema.TensorType.FLOAT32:
                 continue
-            sqrt.opcodeIndex = _opcode_index(model, schema, ops_enum.RSQRT, 2)
+            sqrt.opcodeIndex = opcode_index(model, schema, ops_enum.RSQRT, 2)
             for x in links:
                 sg.tensors[x].quantization = copy.deepcopy(out.quantization)
             last.outputs = [int(div.outputs[0])]
@@ -139,7 +139,7 @@ def _is_one(model: Any, tensor: Any) -> bool:
     return bool(np.all(values == 1))
 
 
-def _opcode_index(model: Any, schema: Any, builtin: int, version: int) -> int:
+def opcode_index(model: Any, schema: Any, builtin: int, version: int) -> int:
     """Index of the operator code of ``builtin`` in ``model`` (added when missing)."""
     for k, c in enumerate(model.operatorCodes):
         if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:

@@ -4,7 +4,7 @@ An operator is *float* when any of its non-constant inputs or outputs is a float
 QUANTIZE ops fed by a model input and DEQUANTIZE ops producing a model output are the I/O
 conversions of a float-interface model. On an integer-only accelerator (NPU/DSP/EdgeTPU) every
 float operator falls back to the CPU, and every switch between accelerator and CPU costs a
-transfer (Park & Ha, IEEE Access 2024, METHODS.md §1); the number of contiguous CPU segments
+transfer (Park & Ha, IEEE Access 2024, docs/METHODS.md section 1); the number of contiguous CPU segments
 is reported for that reason.
 """
 

@@ -1,5 +1,5 @@
 """Quantization of an ``.onnx`` model: ONNX → TensorFlow SavedModel with onnx2tf, then the same
-TFLite post-training quantization as every other model (:mod:`.convert`, METHODS.md §1).
+TFLite post-training quantization as every other model (:mod:`.convert`, docs/METHODS.md section 1).
 
 onnx2tf (Hyodo, https://github.com/PINTO0309/onnx2tf, MIT) rewrites the ONNX graph operator by
 operator into TensorFlow, moving NCHW tensors to TFLite's NHWC layout: a 4-D image input

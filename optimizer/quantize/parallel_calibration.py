@@ -3,7 +3,7 @@
 TFLite's calibrator (``tensorflow.lite.python.optimize.calibrator.Calibrator``) runs one float
 inference per representative sample on one thread, holding the GIL, and records the absolute
 min/max of every tensor (``calibration_logger.h``); with Park & Ha's 1000 samples calibration
-is most of the conversion time (METHODS.md §1). Inside :func:`parallel_calibration` the converter
+is most of the conversion time (docs/METHODS.md section 1). Inside :func:`parallel_calibration` the converter
 gets a calibrator that
 
 * streams the :class:`.calibration.CalibrationSet`: consecutive samples are produced and fed

@@ -6,7 +6,7 @@ accelerator falls back to the CPU at each one (mediapipe's landmark models have 
 builtin PRELU has an INT8 kernel (``tensorflow/lite/kernels/prelu.cc``: INT8 input, output and
 slope, output rescaled by ``s_in/s_out`` on the positive side and ``s_in·s_alpha/s_out`` on the
 negative side), which is what the TFLite converter emits for PReLU in full-integer PTQ (Jacob et
-al., CVPR 2018, §2; METHODS.md §1).
+al., CVPR 2018, §2; docs/METHODS.md section 1).
 
 :func:`integer_prelu` rewrites each ``DEQUANTIZE → PRELU → QUANTIZE`` chain into one INT8 PRELU:
 input = the ``DEQUANTIZE``'s INT8 input (its calibrated scale), output = the ``QUANTIZE``'s INT8
@@ -33,8 +33,9 @@ def quantize_slope(alpha: np.ndarray) -> tuple[np.ndarray, float, int]:
     return q, scale, zero
 
 
-def integer_prelu(data: bytes, what: str = "model") -> tuple[bytes, int]:
-    """The model with its float PReLU chains made INT8 (see the module doc) and how many were."""
+def integer_prelu(data: bytes, what: str = "model", keep_float: frozenset[str] = frozenset()) -> tuple[bytes, int]:
+    """The model with its float PReLU chains made INT8 (see the module doc) and how many were;
+    chains whose PRELU or QUANTIZE output is named in ``keep_float`` stay float (mixed precision)."""
     schema = tflite_schema()
     model = read_model(data, what)
     ops = schema.BuiltinOperator
@@ -52,7 +53,7 @@ def integer_prelu(data: bytes, what: str = "model") -> tuple[bytes, int]:
             if code_of[op.opcodeIndex] != ops.PRELU:
                 continue
             chain = _chain(model, sg, k, producer, readers, outputs, code_of, schema)
-            if chain is None:
+            if chain is None or _named(sg, [op.outputs[0], sg.operators[chain[1]].outputs[0]]) & keep_float:
                 continue
             deq, quant, alpha = chain
             op.inputs = [sg.operators[deq].inputs[0], _int8_slope(model, sg, alpha, schema)]
@@ -63,6 +64,11 @@ def integer_prelu(data: bytes, what: str = "model") -> tuple[bytes, int]:
             sg.operators = [op for k, op in enumerate(sg.operators) if k not in drop]
             drop_unused_tensors(model, sg)
     return (write_model(model) if done else data), done
+
+
+def _named(sg: Any, tensors: list[int]) -> set[str]:
+    names = (sg.tensors[int(t)].name for t in tensors)
+    return {n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in names}
 
 
 def _chain(model: Any, sg: Any, k: int, producer: dict[int, int], readers: dict[int, list[int]],

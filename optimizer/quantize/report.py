@@ -93,8 +93,62 @@ class LatencyReport(_Strict):
     speedup: float
 
 
+class SegmentTime(_Strict):
+    """One delegate partition, or one operator LiteRT's builtin kernels run, timed on its own."""
+
+    segment: str
+    ops: int
+    op_counts: dict[str, int]
+    delegated: bool
+    median_ms: float
+
+
+class DelegateInfo(_Strict):
+    """Where LiteRT runs a model's operators on this host (:mod:`optimizer.quantize.delegation`)."""
+
+    delegate: str
+    partitions: int
+    ops_total: int
+    ops_outside: dict[str, int]
+    outside: list[OpEntry]
+    #: median of the whole model and of every segment (None: not timed)
+    whole_ms: float | None = None
+    segments: list[SegmentTime] | None = None
+
+
+class DelegationReport(_Strict):
+    """The FP32 reference, the quantized model as the quantizer wrote it, and the final model after
+    the XNNPACK rewrites (and mixed precision), on the host delegate."""
+
+    threads: int
+    fp32: DelegateInfo
+    converted: DelegateInfo
+    quantized: DelegateInfo
+    rewrites: dict[str, int]
+
+
+class MixedTrialInfo(_Strict):
+    op: str
+    ops: int
+    current_ms: float | None
+    candidate_ms: float | None
+    sqnr_db: float | None
+    kept: bool
+    note: str = ""
+
+
+class MixedInfo(_Strict):
+    """Latency-aware mixed precision (:mod:`optimizer.quantize.mixed`)."""
+
+    mode: str
+    float_op_counts: dict[str, int]
+    #: fraction of the model's MACs computed by INT8 operators
+    int8_mac_share: float
+    trials: list[MixedTrialInfo]
+
+
 class QuantizeReport(_Strict):
-    """Everything ``dnnplan quantize`` measured (Park & Ha, IEEE Access 2024, METHODS.md §1)."""
+    """Everything ``dnnplan quantize`` measured (Park & Ha, IEEE Access 2024, docs/METHODS.md section 1)."""
 
     model: str
     weights: str
@@ -114,6 +168,13 @@ class QuantizeReport(_Strict):
     peak_rss_bytes: int | None = None
     helper_peak_rss_bytes: int | None = None
     transposes: TransposeInfo | None = None
+    delegation: DelegationReport | None = None
+    mixed: MixedInfo | None = None
+    #: one line on the host speed and delegate partitions, the operators that cause them and what
+    #: was done (None when not analysed)
+    summary: str | None = None
+    #: the summary reports a model slower than FP32 or split into more than a few partitions
+    summary_warns: bool = False
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the report atomically as indented JSON."""

@@ -3,7 +3,7 @@
 Engineers often hold a float ``.tflite`` and not the network it came from. Such a file cannot go
 back through the TFLite converter, so it is quantized in the flatbuffer itself by Google's
 AI Edge Quantizer (``ai-edge-quantizer``), with recipes matching the converter's schemes
-(Park & Ha, IEEE Access 2024; METHODS.md §1):
+(Park & Ha, IEEE Access 2024; docs/METHODS.md section 1):
 
 * ``per-channel``: ``static_wi8_ai8`` — INT8 weights symmetric per output channel (fully
   connected: per tensor, as the converter path), INT8 activations asymmetric per tensor,
@@ -112,11 +112,15 @@ def _signature_key(interp: Any) -> str:
 
 
 def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list[dict[str, np.ndarray]],
-                          what: str) -> bytes:
+                          what: str, float_nodes: list[str] | None = None,
+                          store: dict[str, Any] | None = None) -> bytes:
     """Quantize a float ``.tflite`` (bytes with a signature) with ``scheme``; see the module doc.
 
     ``calib``: a calibration set (streamed, but ai-edge-quantizer counts it with
     ``len(list(dataset))`` first, so its samples are all held once while it does) or per-sample dicts.
+    ``float_nodes``: output tensor names of operators left in float (``no_quantize`` recipe rows);
+    ``store``: keeps the calibration statistics between calls (see
+    :func:`.convert.convert_quantized`).
     """
     if scheme not in TFLITE_SCHEMES:
         raise ConfigError(f"--scheme {scheme} is not available for a .tflite input ({what}); expected one of "
@@ -128,13 +132,17 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list
     with quiet_conversion(), contextlib.redirect_stderr(io.StringIO()):
         from ai_edge_quantizer import quantizer, recipe
 
-        qt = quantizer.Quantizer(data, _recipe(recipe, scheme))
+        qt = quantizer.Quantizer(data, _recipe(recipe, scheme, float_nodes))
         from .. import lazy
 
         key = _signature_key(lazy.litert_interpreter()(model_content=data))
         try:
             dataset = _Samples(calib) if isinstance(calib, CalibrationSet) else calib
-            stats = qt.calibrate({key: dataset}, num_threads=1) if qt.need_calibration else None
+            stats = (store or {}).get("stats")
+            if stats is None and qt.need_calibration:
+                stats = qt.calibrate({key: dataset}, num_threads=1)
+                if store is not None:
+                    store["stats"] = stats
             result = qt.quantize(stats, enable_progress_bar=False, enable_progress_report=False)
         except Exception as exc:  # the quantizer raises ValueError/RuntimeError on ops it cannot handle
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -144,12 +152,16 @@ def quantize_float_tflite(data: bytes, scheme: str, calib: CalibrationSet | list
         return bytes(result.quantized_model)
     from .prelu import integer_prelu
 
-    return integer_prelu(bytes(result.quantized_model), what)[0]
+    return integer_prelu(bytes(result.quantized_model), what, frozenset(float_nodes or ()))[0]
 
 
-def _recipe(recipe: Any, scheme: str) -> list[dict[str, Any]]:
+def _recipe(recipe: Any, scheme: str, float_nodes: list[str] | None = None) -> list[dict[str, Any]]:
     if scheme == "dynamic":
         return recipe.dynamic_wi8_afp32()
+    import re
+
+    keep_float = [{"regex": f"^{re.escape(name)};", "operation": "*", "algorithm_key": "no_quantize",
+                   "op_config": {}} for name in float_nodes or []]
     rows = copy.deepcopy(recipe.static_wi8_ai8())
     if scheme == "per-tensor":
         for row in rows:
@@ -159,7 +171,7 @@ def _recipe(recipe: Any, scheme: str) -> list[dict[str, Any]]:
         dense["operation"] = recipe.TFLOperationName.FULLY_CONNECTED
         dense["op_config"]["weight_tensor_config"]["granularity"] = recipe.QuantGranularity.TENSORWISE
         rows.append(dense)
-    return rows
+    return rows + keep_float
 
 
 class _Samples:

@@ -22,15 +22,9 @@ from typing import Any
 
 from ..errors import ConfigError, InputFileError
 from ..fileio import atomic_write_bytes, atomic_write_text
-from .figures import (
-    baseline_label,
-    figure_png,
-    plot_batch,
-    plot_convergence,
-    plot_front,
-    plot_pipeline,
-    plot_thermal,
-)
+from .figure_style import baseline_label, figure_png
+from .figures import plot_batch, plot_convergence, plot_front
+from .timelines import plot_pipeline, plot_thermal
 from .frames import SPLIT_OBJECTIVES, ReportInput, axis_label, display_factor, load_input, objective_columns
 
 MAX_TABLE_ROWS = 60

@@ -1,7 +1,7 @@
 """Fidelity report: the cost model against published absolute latencies and qualitative facts.
 
 Published points and their citations are data (``search_spaces/calibration/published.yaml``,
-METHODS.md sections 1-8). For every absolute point the report gives modeled / published in the
+docs/METHODS.md sections 1-8). For every absolute point the report gives modeled / published in the
 op view and in the block view of the network, and op / block; the qualitative facts of Park & Ha
 (IEEE Access 2024) become pass/fail rows. Used by ``benchmarks/bench_fidelity.py`` and
 ``dnnplan calibrate --report``.
@@ -147,7 +147,7 @@ def point_rows(data: dict[str, Any]) -> list[PointRow]:
         op_ms = _whole_ms(key[0], "op", *key[1:])
         block_ms = _whole_ms(key[0], "block", *key[1:])
         # a point may carry its own band (an owner decision, e.g. a newer chip's figure as a
-        # one-sided bound: the modeled device no faster and within x3, METHODS.md section 8b)
+        # one-sided bound: the modeled device no faster and within x3, docs/METHODS.md section 8b)
         own = tuple(float(b) for b in pt["band"]) if "band" in pt else band
         rows.append(PointRow(pt["device"], pt["processor"], pt["model"], pt["dtype"], float(pt["ms"]),
                              op_ms, block_ms, own, pt["source"], pt.get("stand_in", "")))
@@ -160,7 +160,7 @@ def _single_ms(models: list[str], device: str, dtype: str) -> dict[str, np.ndarr
 
 
 def processor_facts(data: dict[str, Any]) -> list[FactRow]:
-    """Park & Ha's single-processor facts on Pixel 6 and Galaxy S22 (METHODS.md sections 1, 8)."""
+    """Park & Ha's single-processor facts on Pixel 6 and Galaxy S22 (docs/METHODS.md sections 1, 8)."""
     from ..hardware import load_device
 
     sp = data["speedups"]
@@ -175,14 +175,14 @@ def processor_facts(data: dict[str, Any]) -> list[FactRow]:
             best = [names[int(np.argmin(fp32[m]))] for m in models]
             rows.append(FactRow(f"{dev_name}: {want} is the fastest FP32 single processor",
                                 f"fastest: {', '.join(best)}", all(b == want for b in best),
-                                "Park & Ha (METHODS.md section 8)"))
+                                "Park & Ha (docs/METHODS.md section 8)"))
         cpu = names.index("cpu")
         # "comparable to GPU or AI accelerator": within x2 of at least one of them
         ratio = [np.min(np.abs(np.log(int8[m][cpu] / np.delete(int8[m], cpu)))) for m in models]
         ratio = [float(np.exp(r)) for r in ratio]
         rows.append(FactRow(f"{dev_name}: INT8 CPU within x2 of the GPU or the accelerator",
                             "closest CPU / other (either way) " + ", ".join(f"{r:.2f}" for r in ratio),
-                            all(r <= 2.0 for r in ratio), "Park & Ha (METHODS.md section 8)"))
+                            all(r <= 2.0 for r in ratio), "Park & Ha (docs/METHODS.md section 8)"))
         for proc, (lo, hi) in ranges.items():
             j = names.index(proc)
             s = [fp32[m][j] / int8[m][j] for m in models]
@@ -194,7 +194,7 @@ def processor_facts(data: dict[str, Any]) -> list[FactRow]:
             r = [int8[m][g] / fp16[m][g] for m in models]
             rows.append(FactRow(f"{dev_name}: GPU INT8 not faster than FP16 (delegate runs INT8 in FP16)",
                                 "INT8/FP16 time " + ", ".join(f"{x:.2f}" for x in r), all(x >= 0.999 for x in r),
-                                "TFLite GPU delegate docs (METHODS.md section 8)"))
+                                "TFLite GPU delegate docs (docs/METHODS.md section 8)"))
     return rows
 
 
@@ -228,7 +228,7 @@ def pipeline_facts(data: dict[str, Any]) -> list[FactRow]:
 
 
 def spread_facts(data: dict[str, Any]) -> list[FactRow]:
-    """Whole-network CPU / accelerator ratio spread across the zoo (METHODS.md section 8b).
+    """Whole-network CPU / accelerator ratio spread across the zoo (docs/METHODS.md section 8b).
 
     A device model with one rate per processor gives every network about the same ratio; the
     published ratios of one device pair spread widely (nn-Meter's Pixel 4 CPU / Adreno 640 from
@@ -292,7 +292,7 @@ def core_class_rates(data: dict[str, Any]) -> dict[str, dict[str, dict[str, floa
 
 
 def core_class_facts(data: dict[str, Any]) -> list[FactRow]:
-    """Same core, same runtime, same efficiency (METHODS.md section 8b): for every core class that
+    """Same core, same runtime, same efficiency (docs/METHODS.md section 8b): for every core class that
     two or more devices of ``core_classes`` run, the modeled per core*GHz rates agree within
     ``tolerance`` on every model; every class with a published per-clock range lies in it
     relative to the reference class (mean over the devices that run the reference)."""

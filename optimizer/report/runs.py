@@ -10,13 +10,14 @@ with the write side)::
 
 The task folders are the source of truth: a row is built from ``task.json`` and
 ``result.json`` only, so reading needs neither the batch package nor a writable folder.
-``report/`` sits below ``batch/`` (DESIGN.md): batch imports this module, never the reverse.
+``report/`` sits below ``batch/`` (docs/ARCHITECTURE.md, "Layers"): batch imports this module, never the reverse.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,8 +91,7 @@ class RunFolder:
             if missing:
                 raise SchemaError(f"{path}: a task file of the run is not valid (no {missing[0]!r}); "
                                   "the run folder is damaged")
-            res = path.parent / "result.json"
-            out.append((path.parent.name, task, _read_json(res) if res.is_file() else None))
+            out.append((path.parent.name, task, _read_result(path.parent / "result.json")))
         return out
 
     def rows(self) -> list[tuple[Any, ...]]:
@@ -114,6 +114,22 @@ class RunFolder:
         for row in self.rows():
             out[row[status_col]] = out.get(row[status_col], 0) + 1
         return out
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    """A task's ``result.json``; None while the task is pending, and (with a warning) when the
+    file is damaged: ``batch run`` runs such a task again."""
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict) or "status" not in doc:
+        warnings.warn(f"{path}: damaged (not a complete result); the task counts as pending and "
+                      "'dnnplan batch run' runs it again", stacklevel=3)
+        return None
+    return doc
 
 
 def _read_json(path: Path) -> Any:

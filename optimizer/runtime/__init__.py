@@ -1,4 +1,4 @@
-"""Reference runtime: execute exported plans on this host (see DESIGN.md, ``runtime/``).
+"""Reference runtime: execute exported plans on this host (docs/ARCHITECTURE.md, ``runtime/``).
 
 * :func:`run_plan` — pipeline stages as threads with bounded queues; split/joint tails over a
   real loopback TCP socket; measured FPS, latency percentiles and busy time per stage.

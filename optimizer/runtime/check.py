@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError, SchemaError
 from ..fileio import sha256_file
-from ..plan.manifest import Manifest, Quantization, TensorInfo
+from ..plan.manifest import Manifest, Quantization, TensorInfo, artifact_path
 from .tensors import Value, convert_tensor
 
 
@@ -108,7 +108,7 @@ def reference_file(manifest: Manifest, artifacts_dir: Path) -> Path:
                               f"{artifacts_dir} were cut from ({manifest.model.sha256[:12]}...); export again")
         return src
     if manifest.reference is not None:
-        return artifacts_dir / manifest.reference.file
+        return artifact_path(artifacts_dir, manifest.reference.file, "manifest field reference.file")
     raise ConfigError(f"--check: {artifacts_dir} has no single-file reference model; check exports of "
                       ".tflite/.onnx models, or export again without --no-reference")
 

@@ -81,12 +81,12 @@ class TracePacer:
             time.sleep(wait)
 
 
-def parse_server(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (loopback only) → (host, port)."""
+def parse_server(address: str, token: bytes | None = None) -> tuple[str, int]:
+    """``HOST:PORT`` (loopback only, unless a shared ``token`` is given) → (host, port)."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) <= 65535:
         raise ConfigError(f"--server {address!r}: expected HOST:PORT, e.g. 127.0.0.1:5599")
-    return check_loopback(host.strip("[]"), "--server"), int(port)
+    return check_loopback(host.strip("[]"), "--server", token), int(port)
 
 
 def parse_bandwidth(text: str | float | None) -> float | None:
@@ -114,12 +114,15 @@ class RequestStats:
 
 
 class SplitClient:
-    """A connection to a tail server; one request at a time (use one client per thread)."""
+    """A connection to a tail server; one request at a time (use one client per thread). With a
+    shared ``token`` every request is signed and every reply's signature checked."""
 
     def __init__(self, host: str, port: int, wire_spec: Wire, *, timeout_s: float = 10.0,
                  connect_timeout_s: float = 5.0, retries: int = 2,
-                 bandwidth_bps: float | None = None, bandwidth_trace: object = None) -> None:
-        self.host, self.port = check_loopback(host, "--server"), port
+                 bandwidth_bps: float | None = None, bandwidth_trace: object = None,
+                 token: bytes | None = None) -> None:
+        self.host, self.port = check_loopback(host, "--server", token), port
+        self.token = token
         self.wire = wire_spec
         self.timeout_s, self.connect_timeout_s, self.retries = timeout_s, connect_timeout_s, retries
         if bandwidth_bps and bandwidth_trace is not None:
@@ -172,7 +175,7 @@ class SplitClient:
         """Send one request (tensors in the manifest's wire order) and wait for the response."""
         rid = self._next_id
         self._next_id += 1
-        frame = wire.encode(wire.REQUEST, rid, {t.name: tensors[t.name] for t in self.wire.request})
+        frame = wire.encode(wire.REQUEST, rid, {t.name: tensors[t.name] for t in self.wire.request}, token=self.token)
         last: Exception | None = None
         for attempt in range(1, self.retries + 2):
             try:
@@ -188,7 +191,12 @@ class SplitClient:
                 self.close()
                 self.reconnects += 1
                 continue
-            reply = wire.decode(payload)
+            try:
+                reply = wire.decode(payload, token=self.token)
+            except wire.WireError as exc:
+                self.close()
+                raise MeasurementError(f"tail server {self.host}:{self.port} replied to request {rid} with a bad "
+                                       f"frame: {exc}") from None
             if reply.type == wire.ERROR:
                 raise MeasurementError(f"tail server rejected request {rid}: "
                                        f"{wire.ERROR_NAMES.get(reply.error_code, reply.error_code)}: {reply.error}")

@@ -1,6 +1,6 @@
 """Measured pipeline search on this host: candidate mappings run for real, one core per stage.
 
-Park & Ha's device-in-the-loop fitness (METHODS.md §2), with this workstation as the device:
+Park & Ha's device-in-the-loop fitness (docs/METHODS.md section 2), with this workstation as the device:
 the processors of ``search_spaces/devices/host_cores.yaml`` are its cores (``cpu0``, ``cpu1``),
 and a candidate mapping (consecutive layer ranges on distinct cores) is measured by executing
 it with the reference runtime (:func:`optimizer.runtime.run_plan`: one thread per stage,
@@ -11,7 +11,8 @@ the cores are alike, so a mapping and its core-swapped twin measure the same thi
 Affordability: every distinct stage (model, op range, dtype) is cut with
 :class:`~optimizer.plan.export.KerasCutter` and converted once; the ``.tflite`` and its I/O
 specs are stored content-addressed (SHA-256 of the stage's identity) under ``cache_dir`` and
-reused across candidates and across runs. A candidate's artifacts directory only links the
+reused across candidates and across runs; each stage's ``.json`` records its ``.tflite``'s SHA-256,
+checked on every use (a damaged or altered entry is converted again, with a warning). A candidate's artifacts directory only links the
 cached stage files and writes a manifest. The cache is bounded (``cache_limit_mb``, 2 GiB by
 default): entries not used by the running search are evicted least recently used first. INT8 stages are calibrated with the float
 activations of the preceding layers on synthetic inputs (enough for timing; unlike
@@ -31,6 +32,7 @@ import os
 import shutil
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,13 +40,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, MeasurementError
-from ..fileio import atomic_write_json, sha256_bytes
+from ..confine import inside
+from ..fileio import atomic_write_json, sha256_bytes, sha256_file
 from ..graph.layergraph import LayerGraph
 from ..plan.manifest import MANIFEST_FILE
 
 DEFAULT_CACHE_DIR = Path("results/cache/host_stages")
 DEFAULT_CACHE_LIMIT_MB = 2048
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: a stage's .json records its .tflite's SHA-256
 HOST_DEVICE = "host_cores"
 
 
@@ -117,6 +120,37 @@ def check_host_device(device: Any) -> None:
         raise ConfigError(f"--measure host: device {device.name!r} has {len(device.processors)} "
                           f"processors but this process may use {cpus} CPU(s); use --device {HOST_DEVICE} "
                           "or a device listing at most that many cores")
+
+
+def _verified_stage(path: Path, meta_path: Path) -> dict[str, Any] | None:
+    """A cached stage's I/O specs when its ``.tflite`` has the SHA-256 its ``.json`` records; a
+    damaged or altered entry is removed with a warning (and converted again), None on a miss."""
+    if not (path.is_file() and meta_path.is_file()):
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if isinstance(meta, dict) and meta.get("sha256") == sha256_file(path):
+            return meta
+    except (OSError, ValueError):
+        pass
+    warnings.warn(f"{path}: stage cache entry damaged or altered (SHA-256 differs from its record); "
+                  "converting it again", stacklevel=3)
+    path.unlink(missing_ok=True)
+    meta_path.unlink(missing_ok=True)
+    return None
+
+
+def _verified_run(run_dir: Path) -> bool:
+    """Whether a cached candidate folder's manifest reads and every part file has its SHA-256
+    (else the folder is rebuilt)."""
+    from ..errors import DnnplanError
+    from ..plan.manifest import read_manifest
+
+    try:
+        read_manifest(run_dir)
+    except DnnplanError:
+        return False
+    return True
 
 
 class HostPipelineMeasurer:
@@ -253,18 +287,20 @@ class HostPipelineMeasurer:
         from ..plan.export import convert_part, part_io, part_tensor_specs, representative_dataset
 
         assert self._op_graph is not None
-        key = self._stage_key(first_op, end_op)
-        path, meta_path = self.cache_dir / f"{key}.tflite", self.cache_dir / f"{key}.json"
-        if path.is_file() and meta_path.is_file():
+        path = inside(self.cache_dir, f"{self._stage_key(first_op, end_op)}.tflite", "stage cache key", single=True)
+        meta_path = path.with_suffix(".json")
+        meta = _verified_stage(path, meta_path)
+        if meta is not None:
             os.utime(meta_path)  # last use, for prune_stage_cache
-            return path, json.loads(meta_path.read_text(encoding="utf-8"))
+            return path, meta
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         ins, outs = part_io(self._op_graph, first_op, end_op)
         sub = self._cutter.submodel(self._op_graph, first_op, end_op, ins, outs, f"ops_{first_op}_{end_op}")
         rep = representative_dataset(self._calibration(ins, first_op)) if self.dtype == "int8" else None
         convert_part(sub, path, self.dtype, rep)
         self.conversions += 1
-        meta = {"inputs": [s.model_dump(mode="json") for s in part_tensor_specs(path, ins, "inputs")],
+        meta = {"sha256": sha256_file(path),
+                "inputs": [s.model_dump(mode="json") for s in part_tensor_specs(path, ins, "inputs")],
                 "outputs": [s.model_dump(mode="json") for s in part_tensor_specs(path, outs, "outputs")]}
         atomic_write_json(meta_path, meta)
         prune_stage_cache(self.cache_dir, self.cache_limit_bytes, keep_since=self._started)
@@ -279,8 +315,8 @@ class HostPipelineMeasurer:
         self._load(plan)
         assert self._op_graph is not None
         parts = plan_parts(plan, self._op_graph.with_granularity(self.graph.granularity))
-        run_dir = self.cache_dir / "runs" / plan_sha256(plan)[:24]
-        if (run_dir / MANIFEST_FILE).is_file():
+        run_dir = inside(self.cache_dir / "runs", plan_sha256(plan)[:24], "candidate cache key", single=True)
+        if (run_dir / MANIFEST_FILE).is_file() and _verified_run(run_dir):
             os.utime(run_dir / MANIFEST_FILE)  # last use, for prune_stage_cache
             return run_dir
         tmp = run_dir.with_name(run_dir.name + f".tmp{os.getpid()}")

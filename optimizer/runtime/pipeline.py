@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DnnplanError, MeasurementError
+from ..graph.input_shapes import check_frames_fit
 from ..plan.export import plan_sha256
 from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
 from ..plan.schema import Plan
@@ -141,6 +142,9 @@ def input_frames(manifest: Manifest, input: Any, frames: int, seed: int = 0) -> 
     Shorter inputs are cycled."""
     if frames < 1:
         raise ConfigError(f"--frames {frames}: expected at least 1")
+    check_frames_fit({s.name: s.shape for s in manifest.inputs}, frames, "--frames",
+                     "give fewer --frames, or export the plan at a smaller --input-shape",
+                     {s.name: s.dtype for s in manifest.inputs})
     out = {}
     rng = np.random.default_rng(seed)
     for spec in manifest.inputs:
@@ -150,7 +154,7 @@ def input_frames(manifest: Manifest, input: Any, frames: int, seed: int = 0) -> 
             else:
                 a = rng.uniform(-1, 1, (frames, *spec.shape[1:])).astype(np.float32)
         elif isinstance(input, (str, os.PathLike)):
-            a = load_input(input, spec)
+            a = load_input(input, spec, frames)
         else:
             src = input[spec.name] if isinstance(input, dict) else input
             a = as_frames(src, spec, "input")
@@ -184,11 +188,11 @@ class _Remote:
     """Worker body of the server part: send the request tensors, receive the outputs."""
 
     def __init__(self, manifest: Manifest, host: str, port: int, bandwidth_bps: float | None,
-                 timeout_s: float, bandwidth_trace: Any = None) -> None:
+                 timeout_s: float, bandwidth_trace: Any = None, token: bytes | None = None) -> None:
         assert manifest.wire is not None
         self.wire = manifest.wire
         self.client = SplitClient(host, port, manifest.wire, bandwidth_bps=bandwidth_bps, timeout_s=timeout_s,
-                                  bandwidth_trace=bandwidth_trace)
+                                  bandwidth_trace=bandwidth_trace, token=token)
         self.bytes_sent: list[int] = []
         self.bytes_received: list[int] = []
         self.upload_s: list[float] = []
@@ -214,7 +218,8 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
              server: tuple[str, int] | None = None, bandwidth_bps: float | None = None,
              pin: bool = True, keep_outputs: bool = False, timeout_s: float = 30.0,
              input_fps: float | None = None, seed: int = 0,
-             check_min_agreement: float | None = None, bandwidth_trace: Any = None) -> RunReport:
+             check_min_agreement: float | None = None, bandwidth_trace: Any = None,
+             token: bytes | None = None) -> RunReport:
     """Execute ``plan`` from its exported artifacts and measure it.
 
     Parameters
@@ -246,6 +251,8 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
     check_min_agreement : float, optional
         Also run the single-file reference on the same frames and compare every output
         (:mod:`optimizer.runtime.check`); the result is ``RunReport.check``.
+    token : bytes, optional
+        The tail server's shared token (``--token-file``): requests are signed with it.
     """
     if input_fps is not None and input_fps <= 0:
         raise ConfigError(f"--fps {input_fps}: expected a positive frame rate")
@@ -259,11 +266,12 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
         reference_file(manifest, d)
     own_server = None
     if manifest.server_parts and server is None:
-        own_server = TailServer(d, "127.0.0.1", 0).start()
+        own_server = TailServer(d, "127.0.0.1", 0, token=token).start()
         server = ("127.0.0.1", own_server.port)
     try:
         report = _execute(plan, manifest, d, inputs, frames, server, bandwidth_bps, pin,
-                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps, bandwidth_trace)
+                          keep_outputs or check_min_agreement is not None, timeout_s, input_fps, bandwidth_trace,
+                          token)
     finally:
         if own_server is not None:
             own_server.stop()
@@ -275,8 +283,8 @@ def run_plan(plan: Plan, artifacts_dir: str | Path, *, frames: int = 50, input: 
 def _execute(plan: Plan, manifest: Manifest, d: Path, inputs: dict[str, np.ndarray], frames: int,
              server: tuple[str, int] | None, bandwidth_bps: float | None, pin: bool,
              keep_outputs: bool, timeout_s: float, input_fps: float | None,
-             bandwidth_trace: Any = None) -> RunReport:
-    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s, bandwidth_trace)
+             bandwidth_trace: Any = None, token: bytes | None = None) -> RunReport:
+    run = _PipelineRun(plan, manifest, d, server, bandwidth_bps, pin, timeout_s, bandwidth_trace, token)
     run.start()
     lat, outputs, wall = run.stream(inputs, frames, input_fps, keep_outputs)
     return run.report(lat, outputs, wall, frames)
@@ -287,8 +295,8 @@ class _PipelineRun:
 
     def __init__(self, plan: Plan, manifest: Manifest, d: Path, server: tuple[str, int] | None,
                  bandwidth_bps: float | None, pin: bool, timeout_s: float,
-                 bandwidth_trace: Any = None) -> None:
-        self.plan, self.manifest, self.d, self.server = plan, manifest, d, server
+                 bandwidth_trace: Any = None, token: bytes | None = None) -> None:
+        self.plan, self.manifest, self.d, self.server, self.token = plan, manifest, d, server, token
         self.bandwidth_bps, self.bandwidth_trace, self.timeout_s = bandwidth_bps, bandwidth_trace, timeout_s
         self.parts = manifest.device_parts + manifest.server_parts[:1]
         self.groups = core_groups(plan, self.parts) if pin else {p.name: None for p in self.parts}
@@ -315,7 +323,7 @@ class _PipelineRun:
         if part.location == "server":
             assert self.server is not None
             return _Remote(self.manifest, self.server[0], self.server[1], self.bandwidth_bps, self.timeout_s,
-                           self.bandwidth_trace)
+                           self.bandwidth_trace, self.token)
         return PartRunner(part, self.d)
 
     def _worker(self, k: int) -> None:

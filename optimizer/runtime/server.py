@@ -1,23 +1,38 @@
-"""The split's tail on a real TCP server (loopback only), speaking :mod:`optimizer.runtime.wire`.
+"""The split's tail on a real TCP server, speaking :mod:`optimizer.runtime.wire`.
 
-One thread per connection (``socketserver.ThreadingTCPServer``), a bounded number of
-connections, and a pool of LiteRT interpreters (one per worker) shared by the connections.
-Every request frame is validated against the manifest's ``wire.request`` (version, type,
-tensor names, dtypes, shapes, byte counts, frame length); a bad frame is answered with an ERROR
-frame and the connection stays usable, because the length prefix keeps the stream in sync. A
-frame whose declared length exceeds ``wire.max_frame_bytes`` is answered and the connection
-closed (its bytes are never read). Idle or stalled connections are closed after
-``idle_timeout_s``.
+One asyncio event loop (in a background thread) owns every connection: it reads frames, hands
+complete ones to a pool of ``workers`` threads, each with its own interpreter, and writes the
+replies. A connection costs a buffer, not a thread, so slow or idle peers cannot hold the server:
+
+* **whole-frame deadline**: a frame must arrive complete within ``frame_deadline_s`` of its first
+  byte (a timeout that restarted on every byte let a sender dribbling one byte per 20 s hold a
+  connection for ever, the "Slowloris" attack); past it the connection gets a ``deadline`` ERROR
+  frame and is closed;
+* **idle timeout**: a connection that starts no frame within ``idle_timeout_s`` is closed;
+* **bounded connections and buffers**: at most ``max_clients`` connections (a connection beyond
+  is answered with a ``busy`` ERROR frame and closed), and at most ``max_buffered_bytes`` of
+  frames being read at once (a frame's declared length is reserved before its body is read);
+  both are freed by the deadline and the idle timeout, so slow senders hold them for seconds;
+* **shared token** (optional, ``--token-file``): every request must carry the HMAC-SHA256 of the
+  token (checked in constant time before the request is parsed) and every reply carries one; an
+  unsigned or badly signed request gets an ``unauthorized`` ERROR frame and the connection is
+  closed. Binding beyond loopback requires a token.
+
+Every request frame is validated against the manifest's ``wire.request`` (version, type, tensor
+names, dtypes, shapes, byte counts, frame length); a bad frame is answered with an ERROR frame
+and the connection stays usable, because the length prefix keeps the stream in sync. A frame
+whose declared length exceeds ``wire.max_frame_bytes`` is answered and the connection closed
+(its bytes are never read).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import queue
-import socket
-import socketserver
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,18 +46,26 @@ from .detections import topk_detections
 from .tensors import PartRunner, Value, convert_tensor
 
 
-def check_loopback(host: str, what: str = "--host") -> str:
-    """Accept only loopback addresses (this reference runtime never listens or connects elsewhere)."""
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_loopback(host: str, what: str = "--host", token: bytes | None = None) -> str:
+    """``host`` when it is a loopback address (``localhost`` as 127.0.0.1), or any address when a
+    shared ``token`` authenticates the peers; else a one-line :class:`ConfigError`."""
     if host == "localhost":
         return "127.0.0.1"
-    try:
-        ok = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"{what} {host!r}: only loopback addresses (127.0.0.1, ::1, localhost) are "
-                          "allowed by the reference runtime")
-    return host
+    if token is not None or is_loopback(host):
+        return host
+    raise ConfigError(f"{what} {host!r}: only loopback addresses (127.0.0.1, ::1, localhost) are allowed "
+                      "without a shared token; give --token-file FILE (the same file on both ends) to use "
+                      "another address")
 
 
 @dataclass
@@ -51,6 +74,8 @@ class ServerStats:
     requests: int = 0
     errors: int = 0
     rejected: int = 0
+    deadlines: int = 0
+    unauthorized: int = 0
     compute_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -60,93 +85,74 @@ class ServerStats:
                 setattr(self, k, getattr(self, k) + v)
 
 
-class _Handler(socketserver.BaseRequestHandler):
-    server: _TCPServer
+@dataclass(eq=False)
+class _Connection:
+    """One client connection as the event loop sees it."""
 
-    def handle(self) -> None:
-        srv = self.server.tail
-        sock: socket.socket = self.request
-        sock.settimeout(srv.idle_timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if not srv.slots.acquire(blocking=False):
-            srv.stats.add(rejected=1)
-            self._send(wire.encode_error(0, wire.E_BUSY, f"server busy: {srv.max_clients} clients connected"))
-            return
-        srv.stats.add(connections=1)
-        srv.track(sock, True)
-        try:
-            while True:
-                try:
-                    payload = wire.read_frame(sock, srv.max_frame_bytes)
-                except wire.WireError as exc:  # too large: answer, then drop the connection
-                    srv.stats.add(errors=1)
-                    self._send(wire.encode_error(0, exc.code, str(exc)))
-                    return
-                if payload is None:
-                    return
-                self._send(srv.answer(payload))
-        except (OSError, TimeoutError):
-            return
-        finally:
-            srv.track(sock, False)
-            srv.slots.release()
+    writer: asyncio.StreamWriter
+    frame_started: float | None = None  # first byte of the frame being read, None while idle
+    reserved: int = 0  # bytes of the frame being read, taken from the buffer budget
 
-    def _send(self, data: bytes) -> None:
-        try:
-            self.request.sendall(data)
-        except OSError:
-            pass
-
-
-class _TCPServer(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    block_on_close = False
-    tail: TailServer
+    def drop(self) -> None:
+        self.writer.transport.abort()
 
 
 class TailServer:
-    """Serve the tail part of an exported split (or joint) plan.
+    """Serve the tail part of an exported split (or joint) plan (module docstring).
 
     Parameters
     ----------
     artifacts_dir : path-like
         Directory written by ``dnnplan export`` (its SHA-256s are verified).
     host, port : str, int
-        Loopback address; port 0 picks a free port (see :attr:`port` after :meth:`start`).
+        Address; loopback unless a ``token`` is given. Port 0 picks a free port (see
+        :attr:`port` after :meth:`start`).
     workers : int
         Interpreters in the pool (concurrent inferences).
     threads : int, optional
         LiteRT threads per interpreter (default: the manifest's).
     max_clients : int
-        Concurrent connections; more are answered with a ``busy`` ERROR frame.
+        Connections at once; more are answered with a ``busy`` ERROR frame.
+    max_buffered_bytes : int, optional
+        Bytes of request frames being read at once (default: 1 GiB, or 4 frames of the manifest's
+        ``max_frame_bytes`` when more).
     idle_timeout_s : float
-        A connection silent this long (or stalled mid-frame) is closed.
+        A connection that starts no frame this long is closed.
+    frame_deadline_s : float
+        A frame must arrive complete within this long of its first byte.
+    token : bytes, optional
+        Shared secret (:func:`optimizer.runtime.wire.read_token`): requests must be signed with it.
     """
 
     def __init__(self, artifacts_dir: str | Path, host: str = "127.0.0.1", port: int = 0, *,
-                 workers: int = 2, threads: int | None = None, max_clients: int = 32,
-                 idle_timeout_s: float = 30.0) -> None:
+                 workers: int = 2, threads: int | None = None, max_clients: int = 256,
+                 idle_timeout_s: float = 30.0, frame_deadline_s: float = 60.0,
+                 token: bytes | None = None, max_buffered_bytes: int | None = None) -> None:
         self.artifacts_dir = Path(artifacts_dir)
         self.host, self.port = host, port
         self.workers, self.threads = workers, threads
-        self.max_clients, self.idle_timeout_s = max_clients, idle_timeout_s
+        self.max_clients, self.idle_timeout_s, self.frame_deadline_s = max_clients, idle_timeout_s, frame_deadline_s
+        self.token = token
+        self.max_buffered_bytes = max_buffered_bytes
+        self._buffered = 0
         self.stats = ServerStats()
-        self._server: _TCPServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def track(self, sock: socket.socket, add: bool) -> None:
-        with self._open_lock:
-            (self._open.add if add else self._open.discard)(sock)
+        self._conns: set[_Connection] = set()
+        self._closed: asyncio.Event | None = None
 
     # ------------------------------------------------------------- lifecycle
     def start(self) -> TailServer:
         """Verify the artifacts, load the interpreters, bind and serve in a background thread."""
-        host = check_loopback(self.host)
+        host = check_loopback(self.host, token=self.token)
         if not 0 <= int(self.port) <= 65535:
             raise ConfigError(f"--port {self.port}: expected 0..65535")
+        for name, value in (("--max-clients", self.max_clients), ("--workers", self.workers)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} {value!r}: expected an integer >= 1")
+        for name, secs in (("--idle-timeout", self.idle_timeout_s), ("--frame-deadline", self.frame_deadline_s)):
+            if not 0 < secs <= 3600:
+                raise ConfigError(f"{name} {secs:g}: expected seconds in (0, 3600]")
         manifest = read_manifest(self.artifacts_dir)
         if manifest.wire is None or not manifest.server_parts:
             raise SchemaError(f"{self.artifacts_dir}: the export of a {manifest.kind} plan has no tail "
@@ -155,38 +161,53 @@ class TailServer:
         self.part = manifest.server_parts[0]
         self.request_specs = {t.name: t for t in manifest.wire.request}
         self.max_frame_bytes = manifest.wire.max_frame_bytes
-        self.slots = threading.BoundedSemaphore(self.max_clients)
+        if self.max_buffered_bytes is None:
+            self.max_buffered_bytes = max(1 << 30, 4 * self.max_frame_bytes)
         self._pool: queue.Queue[PartRunner] = queue.Queue()
-        for _ in range(max(1, self.workers)):
+        for _ in range(self.workers):
             runner = PartRunner(self.part, self.artifacts_dir, self.threads)
             runner.warm_up()
             self._pool.put(runner)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        _TCPServer.address_family = family
+        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="dnnplan-tail")
+        self._loop = asyncio.new_event_loop()
         try:
-            self._server = _TCPServer((host, int(self.port)), _Handler)
+            server = self._loop.run_until_complete(asyncio.start_server(
+                self._serve, host, int(self.port), reuse_address=True, backlog=4 * self.max_clients))
         except OSError as exc:
+            self._loop.close()
+            self._executor.shutdown(wait=False)
             raise ConfigError(f"--port {self.port}: cannot listen on {host}:{self.port} ({exc.strerror}); "
                               "is another server using the port?") from None
-        self._server.tail = self
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="dnnplan-tail-server", daemon=True)
+        self._server = server
+        self.port = server.sockets[0].getsockname()[1]
+        self._thread = threading.Thread(target=self._loop.run_forever, name="dnnplan-tail-server", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
         """Stop accepting, close every open connection, release the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        with self._open_lock:
-            for s in list(self._open):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        self._loop = self._thread = None
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            loop.close()
+            self._executor.shutdown(wait=False)
+
+    async def _shutdown(self) -> None:
+        """Close the listener and every connection, and end their handlers."""
+        self._server.close()
+        for conn in list(self._conns):
+            conn.drop()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await self._server.wait_closed()
 
     def serve_forever(self) -> None:
         """Block until interrupted (Ctrl-C)."""
@@ -201,6 +222,76 @@ class TailServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+    # ------------------------------------------------------------- connections
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One connection: frames in, replies out, until it closes, idles or misses a deadline."""
+        loop = asyncio.get_running_loop()
+        if len(self._conns) >= self.max_clients:
+            self.stats.add(rejected=1)
+            writer.write(wire.encode_error(0, wire.E_BUSY, f"server busy: {self.max_clients} clients connected",
+                                           token=self.token))
+            writer.close()
+            return
+        conn = _Connection(writer)
+        self._conns.add(conn)
+        self.stats.add(connections=1)
+        try:
+            while await self._exchange(conn, reader, loop):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            self._conns.discard(conn)
+            writer.transport.abort()
+
+    async def _exchange(self, conn: _Connection, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> bool:
+        """Read one frame within the deadline and answer it; False when the connection ends."""
+        try:
+            first = await asyncio.wait_for(reader.readexactly(1), self.idle_timeout_s)
+        except (TimeoutError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            return False
+        conn.frame_started = loop.time()
+        try:
+            payload = await asyncio.wait_for(self._rest_of_frame(first, reader, conn), self.frame_deadline_s)
+        except wire.WireError as exc:  # too large or no room: answer, then drop the connection (its bytes unread)
+            self.stats.add(errors=1, rejected=exc.code == wire.E_BUSY)
+            await self._send(conn, wire.encode_error(0, exc.code, str(exc), token=self.token))
+            return False
+        except (TimeoutError, asyncio.TimeoutError):
+            self.stats.add(deadlines=1)
+            await self._send(conn, wire.encode_error(0, wire.E_DEADLINE, f"the frame did not arrive within "
+                                                     f"{self.frame_deadline_s:g} s of its first byte",
+                                                     token=self.token))
+            return False
+        finally:
+            self._buffered -= conn.reserved
+            conn.reserved = 0
+        reply, keep = await loop.run_in_executor(self._executor, self.reply, payload)
+        await self._send(conn, reply)
+        conn.frame_started = None
+        return keep
+
+    async def _rest_of_frame(self, first: bytes, reader: asyncio.StreamReader, conn: _Connection) -> bytes:
+        """The frame after its first byte; its declared length is reserved from the buffer budget
+        (``max_buffered_bytes``) before its body is read."""
+        (length,) = wire.LENGTH.unpack(first + await reader.readexactly(wire.LENGTH.size - 1))
+        if length > self.max_frame_bytes:
+            raise wire.WireError(wire.E_TOO_LARGE, f"frame of {length} bytes exceeds the limit of "
+                                                   f"{self.max_frame_bytes}")
+        if self._buffered + length > self.max_buffered_bytes:
+            raise wire.WireError(wire.E_BUSY, f"server busy: {self._buffered:,} bytes of frames in flight")
+        self._buffered += length
+        conn.reserved = length
+        return await reader.readexactly(length)
+
+    async def _send(self, conn: _Connection, data: bytes) -> None:
+        """Write a reply; a peer that does not read it within the deadline is dropped."""
+        conn.writer.write(data)
+        try:
+            await asyncio.wait_for(conn.writer.drain(), self.frame_deadline_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            conn.drop()
 
     # ------------------------------------------------------------- protocol
     def validate(self, frame: wire.Frame) -> None:
@@ -230,10 +321,15 @@ class TailServer:
 
     def answer(self, payload: bytes) -> bytes:
         """The reply frame to one request frame's bytes (never raises)."""
-        rid = 0
+        return self.reply(payload)[0]
+
+    def reply(self, payload: bytes) -> tuple[bytes, bool]:
+        """The reply frame to one request frame's bytes, and whether the connection stays open
+        (not after an ``unauthorized`` one when the server has a token); never raises."""
+        rid, version = 0, wire.VERSION
         try:
-            frame = wire.decode(payload, max_tensors=len(self.request_specs) + 8)
-            rid = frame.request_id
+            frame = wire.decode(payload, max_tensors=len(self.request_specs) + 8, token=self.token)
+            rid, version = frame.request_id, frame.version
             self.validate(frame)
             env = {n: Value(a, self.request_specs[n].quantization) for n, a in frame.tensors.items()}
             runner = self._pool.get()
@@ -244,10 +340,12 @@ class TailServer:
             finally:
                 self._pool.put(runner)
             self.stats.add(requests=1, compute_s=dt)
-            return wire.encode(wire.RESPONSE, rid, self.response(outs))
+            return wire.encode(wire.RESPONSE, rid, self.response(outs), token=self.token, version=version), True
         except wire.WireError as exc:
+            self.stats.add(errors=1, unauthorized=exc.code == wire.E_UNAUTHORIZED)
+            reply = wire.encode_error(exc.request_id or rid, exc.code, str(exc), token=self.token, version=version)
+            return reply, exc.code != wire.E_UNAUTHORIZED or self.token is None  # drop unauthenticated peers
+        except Exception as exc:  # an interpreter failure must not end the server
             self.stats.add(errors=1)
-            return wire.encode_error(exc.request_id or rid, exc.code, str(exc))
-        except Exception as exc:  # an interpreter failure must not kill the connection thread
-            self.stats.add(errors=1)
-            return wire.encode_error(rid, wire.E_INTERNAL, f"{type(exc).__name__}: {exc}")
+            return wire.encode_error(rid, wire.E_INTERNAL, f"{type(exc).__name__}: {exc}", token=self.token,
+                                     version=version), True

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputFileError, ModelFormatError
-from ..plan.manifest import Part, Quantization, TensorInfo, TensorSpec
+from ..plan.manifest import Part, Quantization, TensorInfo, TensorSpec, artifact_path
 
 # silenced_stderr swaps the process-wide fd 2: interpreters created in parallel threads take turns
 _QUIET = threading.Lock()
@@ -60,7 +60,7 @@ class PartRunner:
         from ..lazy import litert_interpreter, silenced_stderr
 
         self.part = part
-        path = Path(artifacts_dir) / part.file
+        path = artifact_path(artifacts_dir, part.file, f"manifest part {part.name!r} file")
         if not path.is_file():
             raise InputFileError(f"{path}: artifact of part {part.name!r} is missing")
         if path.suffix.lower() == ".onnx":
@@ -128,13 +128,15 @@ def as_frames(inputs: Any, spec: TensorInfo, where: str) -> np.ndarray:
     return a.astype(np.dtype(spec.dtype), copy=False)
 
 
-def load_input(path: str | Path, spec: TensorInfo) -> np.ndarray:
-    """Frames from an ``.npy`` file, checked against the network input."""
+def load_input(path: str | Path, spec: TensorInfo, frames: int | None = None) -> np.ndarray:
+    """Frames from an ``.npy`` file (at most ``frames`` of them are read), checked against the
+    network input."""
+    from ..npyfile import npy_member, read_rows
+
     p = Path(path)
     if not p.is_file():
         raise InputFileError(f"{p}: no such input file; give an .npy array of frames")
-    try:
-        a = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise InputFileError(f"{p}: not a readable .npy file ({exc})") from None
-    return as_frames(a, spec, str(p))
+    m = npy_member(p)
+    many = len(m.shape) == len(spec.shape) and frames is not None and m.shape[0] > frames
+    return as_frames(read_rows(p, m, range(frames) if many and frames is not None else None, "input frames"),
+                     spec, str(p))

@@ -2,28 +2,40 @@
 
 ::
 
-    frame   = length:u32  header  body               (length = bytes after the length field)
+    frame   = length:u32  header  body  [tag]         (length = bytes after the length field)
     header  = magic "DNNP"  version:u8  type:u8  flags:u16  request_id:u64  count:u16   (18 B)
     body    = count x tensor                          (type REQUEST or RESPONSE)
             | code:u16  msg_len:u16  msg:utf-8        (type ERROR, count = 0)
     tensor  = name_len:u16 name:utf-8 dtype:u8 ndim:u8 dims:ndim x u32 nbytes:u64 data
+    tag     = HMAC-SHA256(token, header body)         (32 B, when flags has SIGNED)
 
-``docs/MANIFEST.md`` is the normative description; the manifest's ``wire`` section gives the
-tensors a request must carry and the largest frame a server accepts.
+Version 2 added the ``SIGNED`` flag and its tag (RFC 2104 HMAC with SHA-256 of the shared token
+of ``--token-file``, compared in constant time); a version-1 frame (flags 0) is read unchanged,
+and an endpoint answers in the version it was asked in. ``docs/MANIFEST.md`` is the normative
+description; the manifest's ``wire`` section gives the tensors a request must carry and the
+largest frame a server accepts.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import socket
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import DnnplanError
+from ..errors import ConfigError, DnnplanError, InputFileError
 
 MAGIC = b"DNNP"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)  # read; version 1 is version 2 without flags
+SIGNED = 0x0001  # flags: a 32-byte HMAC-SHA256 tag ends the frame
+TAG_BYTES = 32
+MIN_TOKEN_BYTES = 16
 REQUEST, RESPONSE, ERROR = 1, 2, 3
 MESSAGE_TYPES = {REQUEST: "request", RESPONSE: "response", ERROR: "error"}
 HEADER = struct.Struct("<4sBBHQH")
@@ -39,10 +51,12 @@ DTYPE_CODES: dict[str, int] = {"float32": 1, "float16": 2, "int8": 3, "uint8": 4
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 
 # error codes of ERROR frames
-E_MAGIC, E_VERSION, E_TYPE, E_MALFORMED, E_TENSOR, E_TOO_LARGE, E_INTERNAL, E_BUSY = range(1, 9)
+(E_MAGIC, E_VERSION, E_TYPE, E_MALFORMED, E_TENSOR, E_TOO_LARGE, E_INTERNAL, E_BUSY, E_UNAUTHORIZED,
+ E_DEADLINE) = range(1, 11)
 ERROR_NAMES = {E_MAGIC: "bad_magic", E_VERSION: "bad_version", E_TYPE: "bad_type",
                E_MALFORMED: "malformed", E_TENSOR: "bad_tensor", E_TOO_LARGE: "too_large",
-               E_INTERNAL: "internal", E_BUSY: "busy"}
+               E_INTERNAL: "internal", E_BUSY: "busy", E_UNAUTHORIZED: "unauthorized",
+               E_DEADLINE: "deadline"}
 
 
 class WireError(DnnplanError):
@@ -60,10 +74,42 @@ class Frame:
     tensors: dict[str, np.ndarray] = field(default_factory=dict)
     error_code: int = 0
     error: str = ""
+    version: int = VERSION
 
 
-def encode(type_: int, request_id: int, tensors: dict[str, np.ndarray] | None = None) -> bytes:
-    """A complete frame (length prefix included) carrying ``tensors`` in the given order."""
+def read_token(path: str | os.PathLike[str]) -> bytes:
+    """The shared token of ``--token-file`` (the file's bytes, surrounding whitespace removed)."""
+    p = Path(path)
+    try:
+        token = p.read_bytes().strip()
+    except OSError as exc:
+        raise InputFileError(f"--token-file {p}: cannot read it ({exc.strerror or exc})") from None
+    if len(token) < MIN_TOKEN_BYTES:
+        raise ConfigError(f"--token-file {p}: the token has {len(token)} bytes; give at least {MIN_TOKEN_BYTES} "
+                          "random ones, e.g. 'head -c 32 /dev/urandom | base64 > FILE'")
+    return token
+
+
+def _tag(token: bytes, signed: bytes | memoryview) -> bytes:
+    return hmac.new(token, signed, hashlib.sha256).digest()
+
+
+def _frame(head: bytes, body: bytes, token: bytes | None) -> bytes:
+    """Length prefix, header, body and (with a token) the HMAC tag of header and body."""
+    tag = _tag(token, head + body) if token is not None else b""
+    return LENGTH.pack(len(head) + len(body) + len(tag)) + head + body + tag
+
+
+def _head(type_: int, request_id: int, count: int, token: bytes | None, version: int) -> bytes:
+    if token is not None and version < 2:
+        version = 2  # signing needs version 2
+    return HEADER.pack(MAGIC, version, type_, SIGNED if token is not None else 0, request_id, count)
+
+
+def encode(type_: int, request_id: int, tensors: dict[str, np.ndarray] | None = None, *,
+           token: bytes | None = None, version: int = VERSION) -> bytes:
+    """A complete frame (length prefix included) carrying ``tensors`` in the given order; signed
+    with ``token`` when one is given."""
     parts = []
     tensors = tensors or {}
     for name, arr in tensors.items():
@@ -74,30 +120,56 @@ def encode(type_: int, request_id: int, tensors: dict[str, np.ndarray] | None = 
         nb = name.encode("utf-8")
         parts += [struct.pack("<H", len(nb)), nb, TENSOR_HEAD.pack(code, a.ndim),
                   struct.pack(f"<{a.ndim}I", *a.shape), NBYTES.pack(a.nbytes), a.tobytes()]
-    body = b"".join(parts)
-    head = HEADER.pack(MAGIC, VERSION, type_, 0, request_id, len(tensors))
-    return LENGTH.pack(len(head) + len(body)) + head + body
+    return _frame(_head(type_, request_id, len(tensors), token, version), b"".join(parts), token)
 
 
-def encode_error(request_id: int, code: int, message: str) -> bytes:
+def encode_error(request_id: int, code: int, message: str, *, token: bytes | None = None,
+                 version: int = VERSION) -> bytes:
     msg = message.encode("utf-8")[:4000]
-    head = HEADER.pack(MAGIC, VERSION, ERROR, 0, request_id, 0)
-    body = ERROR_HEAD.pack(code, len(msg)) + msg
-    return LENGTH.pack(len(head) + len(body)) + head + body
+    return _frame(_head(ERROR, request_id, 0, token, version), ERROR_HEAD.pack(code, len(msg)) + msg, token)
 
 
-def decode(payload: bytes | memoryview, max_tensors: int = 64) -> Frame:
-    """Parse a frame's bytes after the length field; raises :class:`WireError`."""
+def decode(payload: bytes | memoryview, max_tensors: int = 64, token: bytes | None = None) -> Frame:
+    """Parse a frame's bytes after the length field; raises :class:`WireError`.
+
+    With a ``token`` the frame must be signed with it (its tag is checked in constant time before
+    anything else is read); without one it must not be signed (the two ends disagree)."""
     mv = memoryview(payload)
     if len(mv) < HEADER.size:
         raise WireError(E_MALFORMED, f"frame of {len(mv)} bytes is shorter than the {HEADER.size}-byte header")
-    magic, version, type_, _flags, rid, count = HEADER.unpack_from(mv, 0)
+    magic, version, type_, flags, rid, count = HEADER.unpack_from(mv, 0)
     if magic != MAGIC:
         raise WireError(E_MAGIC, f"bad magic {bytes(magic)!r}; expected {MAGIC!r}")
-    if version != VERSION:
-        raise WireError(E_VERSION, f"protocol version {version} is not supported; expected {VERSION}", rid)
+    if version not in VERSIONS:
+        raise WireError(E_VERSION, f"protocol version {version} is not supported; this end speaks versions "
+                                   f"{', '.join(map(str, VERSIONS))}", rid)
+    mv = _authenticated(mv, flags, token, rid)
     if type_ not in MESSAGE_TYPES:
         raise WireError(E_TYPE, f"unknown message type {type_}", rid)
+    frame = _decode_body(mv, type_, rid, count, max_tensors)
+    frame.version = version
+    return frame
+
+
+def _authenticated(mv: memoryview, flags: int, token: bytes | None, rid: int) -> memoryview:
+    """The frame without its tag, after checking it against ``token`` (module docstring)."""
+    signed = bool(flags & SIGNED)
+    if token is None:
+        if signed:
+            raise WireError(E_UNAUTHORIZED, "the frame is signed but this end has no token; give both ends "
+                                            "the same --token-file", rid)
+        return mv
+    if not signed:
+        raise WireError(E_UNAUTHORIZED, "the frame is not signed; this end requires the shared token "
+                                        "(--token-file on both ends)", rid)
+    if len(mv) < HEADER.size + TAG_BYTES or not hmac.compare_digest(
+            bytes(mv[-TAG_BYTES:]), _tag(token, mv[:-TAG_BYTES])):
+        raise WireError(E_UNAUTHORIZED, "the frame's HMAC does not match the shared token", rid)
+    return mv[:-TAG_BYTES]
+
+
+def _decode_body(mv: memoryview, type_: int, rid: int, count: int, max_tensors: int) -> Frame:
+    """The message after the header (tag removed)."""
     off = HEADER.size
     if type_ == ERROR:
         if len(mv) < off + ERROR_HEAD.size:

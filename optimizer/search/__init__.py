@@ -1,4 +1,4 @@
-"""Design-space searches (see DESIGN.md, ``search/``): problems, solvers, decision rules.
+"""Design-space searches (docs/ARCHITECTURE.md, ``search/``): problems, solvers, decision rules.
 
 The search core imports neither DEAP nor pymoo at module level; adapters import them when a
 solver runs. Problems evaluate whole populations at once from a CostTable's prefix sums.

@@ -3,7 +3,7 @@
 An evaluator turns a population ``X`` [N, 2K] into an :class:`~optimizer.search.problem.Evaluation`
 (objectives ``F`` [N, M] in minimisation form, constraints ``G`` [N, k], metrics) for a problem. The modeled evaluator is the problem's
 own vectorised :meth:`~optimizer.search.pipeline.PipelineProblem.evaluate`. The measured one
-follows Park & Ha's device-in-the-loop fitness (METHODS.md §2): each distinct mapping is sent to
+follows Park & Ha's device-in-the-loop fitness (docs/METHODS.md section 2): each distinct mapping is sent to
 a ``measure(decision) -> fps`` callable (a host runner, or the external ``--measure-cmd``
 protocol), the reply replaces the modeled throughput, and every reply is appended to a JSON-lines
 file at once, so an interrupted search resumes without measuring anything twice.

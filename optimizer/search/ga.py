@@ -1,6 +1,6 @@
 """DEAP adapter: the genetic algorithm of Park & Ha (IEEE Access 2024) for pipeline mapping.
 
-Published settings (METHODS.md §2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
+Published settings (docs/METHODS.md section 2): chromosome ``[n_1..n_K, p_1..p_K]`` (K = 3 gives 6 genes),
 crossover of the layer-count genes and/or the processor genes with p = 0.9, mutation of layer
 counts or processors with p = 0.8, population 32, stop when the best 20 chromosomes are unchanged
 for 10 consecutive generations or at a generation cap (200-300 by network size; default 300).
@@ -8,60 +8,40 @@ Already-evaluated chromosomes are never evaluated again (fitness cache keyed by 
 mapping), so ``evaluations`` counts distinct mappings (with 2 objectives, the single-objective
 seeding runs below share that cache).
 
-Implementation choices (documented, not from the paper):
+This module holds the generation loop and the public API (:func:`solve_pipeline_ga`,
+:class:`PipelineGA`, :class:`Termination`); each of the GA's other jobs has its module:
 
-* layer counts are crossed and mutated as cut points (the K-1 inner stage boundaries), which
-  keeps ``sum n_k = L``: DEAP's ``cxUniform`` swaps cut points between parents, and mutation
-  (70 % of mutations) moves one cut (3 in 4) or every cut by a step of random scale (1 layer to L/4, or
-  anywhere) before sorting; processors are crossed with ``cxOnePoint`` and mutated by swapping
-  two genes or switching to an unused processor; duplicates are repaired so the K processor
-  genes stay distinct;
+* :mod:`optimizer.search.ga_operators`: the chromosome, crossover, mutation and repair;
+* :mod:`optimizer.search.ga_cache`: the fitness cache (and the penalty of infeasible mappings);
+* :mod:`optimizer.search.ga_selection`: survivors and parents (niches per processor order for
+  one objective, NSGA-II for two);
+* :mod:`optimizer.search.ga_memetic`: the memetic step, local search on stage boundaries;
+* :mod:`optimizer.search.ga_checkpoint`: the checkpoint written after every generation.
+
+Implementation choices of the loop (documented, not from the paper):
+
 * the initial population holds the FLOPs-balanced split (the paper's profiling-based baseline,
   :func:`~optimizer.search.pipeline_baselines.flops_split`) of up to half of the processor
-  orders, the rest random mappings;
-* niches = processor orders (the processor genes). Survivors are the best distinct mappings of
-  parents + offspring (``selBest``) such that the best mapping of each of up to population/2
-  orders survives and no order holds more than population/4 places; parents are paired as
-  (best of an order, tournament-chosen mate of the same order) for up to population/4 orders and
-  by tournament (size 3) over the population for the rest. Without this the population
-  collapses onto one processor order, and orders whose optima lie within 1-3 % of each other
-  (common on real networks) are never refined enough to be compared;
-* two objectives: ``selNSGA2`` survivors, ``selTournamentDCD`` parents, and the initial
-  population seeded with the ends of the front: the best mapping of a single-objective run
-  (the niche GA above, same seed and settings) for each objective (seeding with single-objective
-  optima: Friedrich & Wagner, "Seeding the initial population of multi-objective evolutionary
-  algorithms: a computational study", Applied Soft Computing 2015). NSGA-II's crowding distance is
-  infinite at the ends of a front, so they stay until something dominates them. Without it NSGA-II's
-  tournaments lose the max-throughput end onto another processor order in about 15 % of runs on
-  fallback-heavy tables (``benchmarks/bench_ga_front.py``);
-* infeasible mappings (memory) get the penalty ``1e9 + violation in MB`` on every objective;
-* memetic step (modeled fitness, one objective; ``local_search``, default 3, 0 = off): generation
-  0 holds the FLOPs-balanced split of up to population-2 processor orders, and each order's best
-  mapping gets a compass search on its stage boundaries (:meth:`PipelineGA.refine`); after every
-  generation the leaders of the best ``local_search`` orders not refined yet also get a line
-  search over every move of up to ±8 layers of one boundary or one whole stage, and what they
-  reach replaces them (Lamarckian; Moscato, "On evolution, search, optimization, genetic
-  algorithms and martial arts: towards memetic algorithms", Caltech C3P 826, 1989). Every move is
-  an evaluation through the same cache, so ``evaluations`` still counts each distinct mapping
-  once. On the zoo × pixel4/pixel6/galaxy_s22 (``benchmarks/bench_map_optimality.py``) the plain
-  GA reached 0.99 of the exact optimum in 97 % of seeded runs, worst 0.905 (a stage boundary
-  stuck next to a better one, or orders within 1-3 % of each other never refined enough to
-  compare); with the step 99.6 %, worst 0.987. Measured fitness (a phone or host in the loop)
-  keeps the plain GA: there every move would be a measurement.
+  orders (up to population-2 with the memetic step), the rest random mappings;
+* two objectives: the initial population is seeded with the ends of the front: the best mapping
+  of a single-objective run (the niche GA, same seed and settings) for each objective (seeding
+  with single-objective optima: Friedrich & Wagner, "Seeding the initial population of
+  multi-objective evolutionary algorithms: a computational study", Applied Soft Computing 2015).
+  NSGA-II's crowding distance is infinite at the ends of a front, so they stay until something
+  dominates them. Without it NSGA-II's tournaments can lose the max-throughput end onto another
+  processor order on fallback-heavy tables (``benchmarks/bench_ga_front.py`` measures how often).
 
-DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and this
-module) are pointed at a private generator seeded with ``seed`` (see :func:`_private_random`),
-whose state is stored in the checkpoint so a resumed run continues the exact same random
-sequence (same final plan as an uninterrupted run), whatever other threads do meanwhile.
+DEAP's operators draw from the module-level :mod:`random` functions: during a run they (and the
+GA's own modules that draw, :data:`DRAWING_MODULES`) are pointed at a private generator seeded
+with ``seed`` (see :func:`private_random`), whose state is stored in the checkpoint so a resumed
+run continues the exact same random sequence (same final plan as an uninterrupted run), whatever
+other threads do meanwhile.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import os
-import pickle
 import random
 import sys
 import threading
@@ -69,136 +49,55 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from deap import base, creator, tools
+from deap import tools
 
-from ..errors import ConfigError, InputFileError
-from ..fileio import atomic_write_bytes
+from ..errors import ConfigError
 from .evaluators import ModeledEvaluator
+from .ga_cache import FitnessCache
+from .ga_checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, run_fingerprint, save_checkpoint
+from .ga_memetic import BoundarySearch
+from .ga_operators import GeneOperators, individual_class
+from .ga_selection import NicheSelection
 from .pipeline import PipelineProblem
 from .pipeline_baselines import flops_split
 from .problem import build_result
 from .result import Candidate, SearchResult
 
-CHECKPOINT_VERSION = 1
-_PENALTY = 1e9
-_WINDOW = 8  # layers either side a polishing line search tries (:meth:`PipelineGA.refine`)
+__all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "DRAWING_MODULES", "PipelineGA", "Termination", "private_random",
+           "solve_pipeline_ga"]
 
-
-def _individual_class(m: int) -> type:
-    fname, iname = f"DnnplanPipelineFitness{m}", f"DnnplanPipelineIndividual{m}"
-    if not hasattr(creator, fname):
-        creator.create(fname, base.Fitness, weights=(-1.0,) * m)
-    if not hasattr(creator, iname):
-        creator.create(iname, list, fitness=getattr(creator, fname))
-    return getattr(creator, iname)
-
+#: the GA's modules that draw from :mod:`random` (each rebound by :func:`private_random`)
+DRAWING_MODULES = ("optimizer.search.ga", "optimizer.search.ga_operators", "optimizer.search.ga_selection")
 
 _RANDOM_LOCK = threading.Lock()
 
 
 @contextmanager
-def _private_random(seed: int | None) -> Iterator[None]:
-    """Give this module and DEAP's operator modules a private ``random.Random(seed)`` for a run.
+def private_random(seed: int | None) -> Iterator[None]:
+    """Give the GA's modules and DEAP's operator modules a private ``random.Random(seed)`` for a run.
 
     DEAP's operators call the module-level :mod:`random` functions, and so does our code; other
     threads of the same process (a Dask worker's event loop, for one) draw from that shared
-    generator too, which made runs irreproducible. During a run the name ``random`` in these
+    generator too, so a run drawing from it would not be reproducible. During a run the name ``random`` in these
     modules is bound to a private generator instead (``getstate``/``setstate`` included, so the
     checkpoint stores its state); the lock keeps two runs in one process from interleaving.
     """
     from deap.tools import crossover, emo, mutation, selection
 
-    modules = [sys.modules[__name__], crossover, emo, mutation, selection]
+    modules = [sys.modules[name] for name in DRAWING_MODULES] + [crossover, emo, mutation, selection]
     with _RANDOM_LOCK:
-        saved = [m.random for m in modules]
-        rng = random.Random(seed)
-        for m in modules:
-            m.random = rng
+        saved = [module.random for module in modules]
+        generator = random.Random(seed)
+        for module in modules:
+            module.random = generator
         try:
             yield
         finally:
-            for m, r in zip(modules, saved):
-                m.random = r
-
-
-class _Operators:
-    """Crossover, mutation and repair on 2K-gene chromosomes (lists of ints)."""
-
-    def __init__(self, L: int, K: int, allowed: list[int]) -> None:
-        self.L, self.K, self.allowed = L, K, allowed
-
-    def cuts(self, ind: list[int]) -> list[int]:
-        return list(itertools.accumulate(ind[:self.K - 1]))
-
-    def set_cuts(self, ind: list[int], cuts: list[int]) -> None:
-        bounds = [0, *sorted(min(self.L, max(0, c)) for c in cuts), self.L]
-        ind[:self.K] = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-
-    def repair(self, ind: list[int]) -> None:
-        procs = ind[self.K:]
-        seen: set[int] = set()
-        for k, p in enumerate(procs):
-            if p in seen or p not in self.allowed:
-                procs[k] = random.choice([q for q in self.allowed if q not in procs and q not in seen])
-            seen.add(procs[k])
-        ind[self.K:] = procs
-
-    def crossover(self, a: list[int], b: list[int]) -> None:
-        mode = random.random()
-        if mode < 2 / 3 and self.K > 1:  # layer-count genes (as cut points)
-            ca, cb = self.cuts(a), self.cuts(b)
-            tools.cxUniform(ca, cb, 0.5)
-            self.set_cuts(a, ca)
-            self.set_cuts(b, cb)
-        if mode >= 1 / 3 and self.K > 1:  # processor genes
-            pa, pb = a[self.K:], b[self.K:]
-            tools.cxOnePoint(pa, pb)
-            a[self.K:], b[self.K:] = pa, pb
-            self.repair(a)
-            self.repair(b)
-
-    def mutate(self, ind: list[int]) -> None:
-        if self.K > 1 and random.random() < 0.7:  # layer counts: move one or every cut point
-            cuts = self.cuts(ind)
-            moved = [random.randrange(len(cuts))] if random.random() < 0.75 else range(len(cuts))
-            for i in moved:
-                if random.random() < 0.1:
-                    cuts[i] = random.randint(0, self.L)
-                else:
-                    scale = self.L ** random.random() / 4 if self.L > 4 else 1.0
-                    step = int(round(random.gauss(0.0, max(1.0, scale))))
-                    cuts[i] += step if step != 0 else random.choice((-1, 1))
-            self.set_cuts(ind, cuts)
-        else:  # processors
-            procs = ind[self.K:]
-            spare = [q for q in self.allowed if q not in procs]
-            if spare and (self.K == 1 or random.random() < 0.5):
-                procs[random.randrange(self.K)] = random.choice(spare)
-            elif self.K > 1:
-                i, j = random.sample(range(self.K), 2)
-                procs[i], procs[j] = procs[j], procs[i]
-            ind[self.K:] = procs
-
-    def random_individual(self) -> list[int]:
-        cuts = [random.randint(0, self.L) for _ in range(self.K - 1)]
-        ind = [0] * self.K + random.sample(self.allowed, self.K)
-        self.set_cuts(ind, cuts)
-        return ind
-
-
-def _fingerprint(problem: PipelineProblem, settings: dict[str, Any], seed: int | None) -> str:
-    ct = problem.cost_table
-    h = hashlib.sha256()
-    for arr in (ct.latency_s, ct.energy_j, ct.cut_bytes, ct.weight_bytes, ct.live_bytes,
-                ct.handoff_latency_s, ct.handoff_s_per_byte, ct.memory_capacity_bytes):
-        h.update(np.ascontiguousarray(arr, dtype=np.float64).tobytes())
-    h.update(json.dumps([ct.processors, problem.get_params(), settings, seed], sort_keys=True,
-                        default=str).encode())
-    return h.hexdigest()
+            for module, previous in zip(modules, saved):
+                module.random = previous
 
 
 @dataclass(frozen=True)
@@ -240,26 +139,30 @@ def _check_settings(population: Any, elite: Any, termination: Termination, tourn
         raise ConfigError(f"ga setting elite: {elite} exceeds the population {population}")
 
 
+
 class PipelineGA:
-    """Park & Ha's GA on a :class:`PipelineProblem` (module docstring): DEAP operators, a fitness
-    cache keyed by the canonical mapping, niche-preserving survivors (1 objective) or NSGA-II
-    (2 objectives), a :class:`Termination` rule and a resumable checkpoint per generation.
+    """Park & Ha's GA on a :class:`PipelineProblem` (module docstring): DEAP operators
+    (:class:`GeneOperators`), a fitness cache keyed by the canonical mapping (:class:`FitnessCache`),
+    niche-preserving survivors (1 objective) or NSGA-II (2 objectives; :class:`NicheSelection`),
+    the memetic step (:class:`BoundarySearch`), a :class:`Termination` rule and a resumable
+    checkpoint per generation.
 
     Build it with the settings, then :meth:`run`. Random choices come from the module-level
-    :mod:`random` functions, which :func:`_private_random` binds to a generator seeded per run.
+    :mod:`random` functions, which :func:`private_random` binds to a generator seeded per run.
+    ``cache`` shares another run's fitness cache (the single-objective seeding runs).
     """
 
     def __init__(self, problem: PipelineProblem, *, seed: int | None, population: int, cx_prob: float,
                  mut_prob: float, elite: int, tournament: int, termination: Termination,
                  evaluator: Any = None, anchors: bool = True, objective: int | None = None,
-                 local_search: int = 3) -> None:
+                 local_search: int = 3, cache: FitnessCache | None = None) -> None:
         self.problem, self.seed, self.population = problem, seed, population
         self.cx_prob, self.mut_prob, self.elite, self.tournament = cx_prob, mut_prob, elite, tournament
         self.termination = termination
-        self.prep = problem.prepare()
+        self.prepared = problem.prepare()
         #: the one objective (column of the problem's objectives) a seeding run optimises
-        self.columns = tuple(range(len(self.prep.objectives))) if objective is None else (objective,)
-        self.n_obj = len(self.columns)
+        self.columns = tuple(range(len(self.prepared.objectives))) if objective is None else (objective,)
+        self.n_objectives = len(self.columns)
         self.evaluator = evaluator if evaluator is not None else ModeledEvaluator()
         self.settings: dict[str, Any] = {
             "population": population, "max_generations": termination.max_generations, "cx_prob": cx_prob,
@@ -267,184 +170,51 @@ class PipelineGA:
             "evaluator": getattr(self.evaluator, "name", type(self.evaluator).__name__)}
         if termination.time_budget_s is not None:
             self.settings["time_budget_s"] = termination.time_budget_s
-        self.anchors = anchors and self.n_obj == 2
+        self.anchors = anchors and self.n_objectives == 2
         self.local_search_setting = local_search
-        #: niche leaders refined by :meth:`refine` per generation (memetic step; modeled, 1 objective)
-        self.local_search = local_search if self.n_obj == 1 and isinstance(self.evaluator, ModeledEvaluator) \
-            and self.prep.K > 1 else 0
+        #: niche leaders refined by the memetic step per generation (modeled, 1 objective)
+        self.local_search = local_search if self.n_objectives == 1 \
+            and isinstance(self.evaluator, ModeledEvaluator) and self.prepared.K > 1 else 0
         #: processor orders given a FLOPs-balanced mapping in generation 0 (all with local search)
-        self.seeds = population - 2 if self.local_search else population // 2
+        self.seeded_orders = population - 2 if self.local_search else population // 2
         if self.local_search:
             self.settings["local_search"] = local_search
         if self.anchors:
             self.settings["anchors"] = "single-objective GA best per objective"
-        self.Individual = _individual_class(self.n_obj)
-        self.ops = _Operators(self.prep.L, self.prep.K, self.prep.allowed.tolist())
-        self.niches = population // 2
-        self.niche_cap = max(2, population // 4)
-        self.cache: dict[tuple[int, ...], tuple[tuple[float, ...], float]] = {}
+        self.Individual = individual_class(self.n_objectives)
+        self.operators = GeneOperators(self.prepared.L, self.prepared.K, self.prepared.allowed.tolist())
+        self.selection = NicheSelection(population, self.prepared.K, tournament, self.n_objectives)
+        self.cache = cache if cache is not None else FitnessCache(problem, self.evaluator)
+        self.boundary_search = BoundarySearch(self.operators, self.cache, self.Individual, self.columns,
+                                              self.local_search)
         self.pop: list[Any] = []
         self.gen = self.stall = 0
         self.top: list[tuple[int, ...]] = []
         self.history: list[dict[str, Any]] = []
-        self.refined: dict[tuple[int, ...], int] = {}
 
-    # -- fitness ---------------------------------------------------------------------------------
-    def evaluate(self, inds: list[Any]) -> None:
-        """Set the fitness of ``inds``; only mappings not seen before reach the evaluator (one batch)."""
-        problem, cache = self.problem, self.cache
-        keys = [problem.key(ind) for ind in inds]
-        todo: dict[tuple[int, ...], list[int]] = {}
-        for key, ind in zip(keys, inds):
-            if key not in cache and key not in todo:
-                todo[key] = list(ind)
-        if todo:
-            out = self.evaluator.evaluate(problem, np.asarray(list(todo.values()), dtype=np.int64))
-            for key, F, G in zip(todo, out.F, out.violation, strict=True):
-                cache[key] = (tuple(float(v) for v in F), float(G))
-        for key, ind in zip(keys, inds):
-            F, G = cache[key]
-            ind.fitness.values = tuple(F[m] for m in self.columns) if G <= 0 else \
-                tuple(_PENALTY + G / 1e6 for _ in self.columns)
-
-    def unique(self, inds: list[Any]) -> list[Any]:
-        """``inds`` without repeated mappings (first kept)."""
-        seen: set[tuple[int, ...]] = set()
-        out = []
-        for ind in inds:
-            key = self.problem.key(ind)
-            if key not in seen:
-                seen.add(key)
-                out.append(ind)
-        return out
-
-    # -- selection -------------------------------------------------------------------------------
-    def survivors(self, pool: list[Any]) -> list[Any]:
-        """NSGA-II survivors (2 objectives), else the best of each processor order (niche) first,
-        then by rank with at most ``niche_cap`` mappings per order; ranked best first."""
-        population, K = self.population, self.prep.K
-        if self.n_obj == 2:
-            return tools.selNSGA2(pool, population)
-        ranked = tools.selBest(pool, len(pool))
-        leaders: dict[tuple[int, ...], Any] = {}
-        for ind in ranked:  # best mapping of each processor order (niche), best niches first
-            leaders.setdefault(tuple(ind[K:]), ind)
-        kept = list(leaders.values())[:self.niches]
-        chosen = {id(i) for i in kept}
-        per_niche = {k: 1 for k in leaders}
-        rest = []
-        for ind in ranked:  # fill by rank, at most `niche_cap` mappings per processor order
-            k = tuple(ind[K:])
-            if id(ind) not in chosen and per_niche[k] < self.niche_cap:
-                per_niche[k] += 1
-                rest.append(ind)
-        kept += rest[:population - len(kept)]
-        if len(kept) < population:  # too few niches to fill the population under the cap
-            chosen = {id(i) for i in kept}
-            kept += [i for i in ranked if id(i) not in chosen][:population - len(kept)]
-        return tools.selBest(kept, len(kept))
-
-    def mating_pairs(self, pop: list[Any]) -> list[Any]:
-        """Pairs of parents: each niche leader with a tournament-chosen member of its own
-        processor order (refines every order), the rest by tournament over the population."""
-        niche_members: dict[tuple[int, ...], list[Any]] = {}
-        for ind in pop:  # pop is ranked best first
-            niche_members.setdefault(tuple(ind[self.prep.K:]), []).append(ind)
-        pairs = []
-        for members in list(niche_members.values())[:len(pop) // 4]:
-            mates = members[1:] or members
-            pairs.append([members[0], tools.selTournament(mates, 1, self.tournament)[0]])
-        rest = tools.selTournament(pop, len(pop) - 2 * len(pairs), self.tournament)
-        pairs += [rest[i:i + 2] for i in range(0, len(rest), 2)]
-        random.shuffle(pairs)
-        return [ind for pair in pairs for ind in pair]
-
-    def parents(self, pop: list[Any]) -> list[Any]:
-        """Parents in mating order: ``selTournamentDCD`` (2 objectives, population a multiple of 4,
-        else tournaments), :meth:`mating_pairs` for 1 objective."""
-        if self.n_obj == 2:
-            return tools.selTournamentDCD(pop, len(pop) - len(pop) % 4) if len(pop) % 4 == 0 \
-                else tools.selTournament(pop, len(pop), self.tournament)
-        return self.mating_pairs(pop)
+    def evaluate(self, individuals: list[Any]) -> None:
+        """Set the fitness of ``individuals`` through the cache (new mappings in one batch)."""
+        self.cache.evaluate(individuals, self.columns)
 
     def top_keys(self, pop: list[Any]) -> list[tuple[int, ...]]:
         """The mappings the stall rule watches: the best ``elite`` (sorted keys for 2 objectives)."""
-        ranked = pop[:self.elite] if self.n_obj == 2 else tools.selBest(pop, self.elite)
+        ranked = pop[:self.elite] if self.n_objectives == 2 else tools.selBest(pop, self.elite)
         keys = [self.problem.key(i) for i in ranked]
-        return sorted(keys) if self.n_obj == 2 else keys
+        return sorted(keys) if self.n_objectives == 2 else keys
 
     def natural_best(self, pop: list[Any]) -> float:
         """Best value of the first objective in its natural sense (e.g. fps)."""
-        f0 = min(ind.fitness.values[0] for ind in pop)
+        f0 = min(individual.fitness.values[0] for individual in pop)
         return -f0 if self.problem.objective_senses[self.columns[0]] == "max" else f0
 
-    # -- memetic step ----------------------------------------------------------------------------
-    def _moves(self, ind: Any, offsets: Sequence[int]) -> list[Any]:
-        """``ind`` with one boundary, or two neighbouring ones together (a whole stage), moved by
-        each of ``offsets`` layers (moves leaving ``0..L`` or crossing a boundary are left out)."""
-        ops, L = self.ops, self.prep.L
-        n = self.prep.K - 1
-        dirs = [tuple(int(j == i) for j in range(n)) for i in range(n)]
-        dirs += [tuple(int(j in (i, i + 1)) for j in range(n)) for i in range(n - 1)]
-        cuts, moves = ops.cuts(ind), []
-        for d in dirs:
-            for off in offsets:
-                c = [a + off * b for a, b in zip(cuts, d)]
-                if 0 <= c[0] and c[-1] <= L and all(x <= y for x, y in zip(c, c[1:])):
-                    child = self.Individual(list(ind))
-                    ops.set_cuts(child, c)
-                    moves.append(child)
-        return moves
-
-    def _best_move(self, ind: Any, offsets: Sequence[int]) -> Any | None:
-        """The best of :meth:`_moves` if it beats ``ind``, else None (all evaluated as one batch)."""
-        moves = self._moves(ind, offsets)
-        self.evaluate(moves)
-        top = min(moves, key=lambda m: m.fitness.values[0], default=None)
-        return top if top is not None and top.fitness.values[0] < ind.fitness.values[0] else None
-
-    def refine(self, ind: Any, polish: bool) -> Any:
-        """Local search on the stage boundaries of ``ind`` (processors fixed), moving one boundary
-        or a whole stage (:meth:`_moves`): a compass search (steps ``±s`` from about L/4 down to 1,
-        halved when no move improves; Kolda, Lewis & Torczon, "Optimization by direct search",
-        SIAM Review 2003), then with ``polish`` a line search over every offset up to
-        ``±_WINDOW`` layers, repeated while it improves. Every move goes through :meth:`evaluate`
-        (cached and counted). Returns the best mapping reached (``ind`` itself if none is better)."""
-        best, step = ind, 1 << max(0, (self.prep.L // 8).bit_length() - 1)
-        while step >= 1:
-            top = self._best_move(best, (step, -step))
-            if top is None:
-                step //= 2
-            else:
-                best = top
-        window = (*range(-_WINDOW, 0), *range(1, _WINDOW + 1))
-        while polish and (top := self._best_move(best, window)) is not None:
-            best = top
-        return best
-
     def memetic(self, first: bool = False) -> None:
-        """Refine niche leaders not refined yet (:meth:`refine`) and put what they reach back into
-        the population (Lamarckian): in generation 0 every processor order's leader (compass
-        search), afterwards the leaders of the best :attr:`local_search` orders (compass search
-        and line-search polish)."""
+        """The memetic step (:meth:`BoundarySearch.refine_leaders`): what the niche leaders reach
+        replaces them in the population (Lamarckian)."""
         if not self.local_search:
             return
-        leaders: dict[tuple[int, ...], Any] = {}
-        for ind in tools.selBest(self.pop, len(self.pop)):
-            leaders.setdefault(tuple(ind[self.prep.K:]), ind)
-        ranked = list(leaders.values())
-        chosen = ranked if first else ranked[:self.local_search]
-        level = 1 if first else 2  # 1: compass search done, 2: polished too
-        todo = [ind for ind in chosen if self.refined.get(self.problem.key(ind), 0) < level]
-        if not todo:
-            return
-        better = []
-        for ind in todo:
-            out = self.refine(ind, polish=not first)
-            for key in (self.problem.key(ind), self.problem.key(out)):
-                self.refined[key] = max(level, self.refined.get(key, 0))
-            better.append(out)
-        self.pop = self.survivors(self.unique(better + self.pop))
+        better = self.boundary_search.refine_leaders(self.pop, first)
+        if better:
+            self.pop = self.selection.survivors(self.cache.unique(better + self.pop))
 
     # -- generations -----------------------------------------------------------------------------
     def anchor_mappings(self) -> list[list[int]]:
@@ -453,34 +223,33 @@ class PipelineGA:
         (or measured) once for the whole search."""
         budget = self.termination.time_budget_s
         termination = self.termination if budget is None else \
-            replace(self.termination, time_budget_s=budget / (self.n_obj + 1))
+            replace(self.termination, time_budget_s=budget / (self.n_objectives + 1))
         best = []
-        for m in range(self.n_obj):
+        for m in range(self.n_objectives):
             single = PipelineGA(self.problem, seed=self.seed, population=self.population, cx_prob=self.cx_prob,
                                 mut_prob=self.mut_prob, elite=self.elite, tournament=self.tournament,
                                 termination=termination, evaluator=self.evaluator, objective=m,
-                                local_search=self.local_search_setting)
-            single.cache = self.cache
+                                local_search=self.local_search_setting, cache=self.cache)
             single.run()
             best.append(list(single.pop[0]))
         return best
 
     def initialise(self, anchors: Sequence[list[int]] = ()) -> None:
         """Generation 0: ``anchors`` (2 objectives: the ends of the front), FLOPs-balanced splits
-        of up to half of the processor orders, random fill."""
-        problem, ops, population, Individual = self.problem, self.ops, self.population, self.Individual
-        orders = list(itertools.permutations(ops.allowed, self.prep.K))
+        of :attr:`seeded_orders` processor orders, random fill; then the memetic step."""
+        problem, operators, population, Individual = self.problem, self.operators, self.population, self.Individual
+        orders = list(itertools.permutations(operators.allowed, self.prepared.K))
         random.shuffle(orders)
-        candidates = [list(a) for a in anchors] + [list(flops_split(problem, o)) for o in orders[:self.seeds]]
+        candidates = [list(a) for a in anchors] + [list(flops_split(problem, o)) for o in orders[:self.seeded_orders]]
         space = problem.space_size()
         attempts = 0
-        while len(self.unique([Individual(c) for c in candidates])) < min(population, space) \
+        while len(self.cache.unique([Individual(c) for c in candidates])) < min(population, space) \
                 and attempts < 100 * population:
-            candidates.append(ops.random_individual())
+            candidates.append(operators.random_individual())
             attempts += 1
-        pop = self.unique([Individual(c) for c in candidates])[:population]
+        pop = self.cache.unique([Individual(c) for c in candidates])[:population]
         self.evaluate(pop)
-        self.pop = self.survivors(pop)
+        self.pop = self.selection.survivors(pop)
         self.memetic(first=True)
         self.gen, self.stall = 0, 0
         self.top = self.top_keys(self.pop)
@@ -488,29 +257,29 @@ class PipelineGA:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint's state (population, cache, random state, counters)."""
-        self.cache.update(state["cache"])
+        self.cache.entries.update(state["cache"])
         random.setstate(state["random_state"])
         self.pop = [self.Individual(g) for g in state["population"]]
         self.evaluate(self.pop)
-        for ind, dist in zip(self.pop, state["crowding"]):
-            if dist is not None:
-                ind.fitness.crowding_dist = dist
+        for individual, distance in zip(self.pop, state["crowding"]):
+            if distance is not None:
+                individual.fitness.crowding_dist = distance
         self.gen, self.stall, self.top, self.history = (state["generation"], state["stall"], state["top"],
                                                         state["history"])
-        self.refined = dict(state.get("refined", {}))
+        self.boundary_search.refined = dict(state.get("refined", {}))
 
     def step(self) -> None:
         """One generation: parents, crossover, mutation, evaluation, survivors, stall count."""
         self.gen += 1
-        offspring = [self.Individual(list(p)) for p in self.parents(self.pop)]
+        offspring = [self.Individual(list(p)) for p in self.selection.parents(self.pop)]
         for a, b in zip(offspring[::2], offspring[1::2]):
             if random.random() < self.cx_prob:
-                self.ops.crossover(a, b)
-        for ind in offspring:
+                self.operators.crossover(a, b)
+        for individual in offspring:
             if random.random() < self.mut_prob:
-                self.ops.mutate(ind)
+                self.operators.mutate(individual)
         self.evaluate(offspring)
-        self.pop = self.survivors(self.unique(self.pop + offspring))
+        self.pop = self.selection.survivors(self.cache.unique(self.pop + offspring))
         self.memetic()
         new_top = self.top_keys(self.pop)
         self.stall = self.stall + 1 if new_top == self.top else 0
@@ -523,37 +292,39 @@ class PipelineGA:
         """Initialise (or resume from ``checkpoint``), step until :attr:`termination` says stop,
         checkpoint after every generation; the result holds the best mapping (and the front)."""
         t0 = time.perf_counter()
-        fingerprint = _fingerprint(self.problem, self.settings, self.seed)
-        state = _load_checkpoint(checkpoint, fingerprint) if resume else None
+        fingerprint = run_fingerprint(self.problem, self.settings, self.seed)
+        state = load_checkpoint(checkpoint, fingerprint) if resume else None
         anchors = self.anchor_mappings() if self.anchors and state is None else []
-        with _private_random(self.seed):
+        with private_random(self.seed):
             if state is not None:
                 self.restore(state)
             else:
                 self.initialise(anchors)
-                self._save(checkpoint, fingerprint)
+                self.save(checkpoint, fingerprint)
             if progress is not None:
                 progress(self.gen, self.natural_best(self.pop), len(self.cache))
             while (stop := self.termination.reason(self.gen, self.stall, time.perf_counter() - t0)) is None:
                 self.step()
-                self._save(checkpoint, fingerprint)
+                self.save(checkpoint, fingerprint)
                 if progress is not None:
                     progress(self.gen, self.natural_best(self.pop), len(self.cache))
         return self.result(stop, time.perf_counter() - t0)
 
-    def _save(self, checkpoint: str | os.PathLike[str] | None, fingerprint: str) -> None:
-        _save_checkpoint(checkpoint, fingerprint, self.pop, self.cache, self.gen, self.stall, self.top, self.history,
-                         self.refined)
+    def save(self, checkpoint: str | os.PathLike[str] | None, fingerprint: str) -> None:
+        """Write this run's state to ``checkpoint`` (:func:`~optimizer.search.ga_checkpoint.save_checkpoint`)."""
+        save_checkpoint(checkpoint, fingerprint, pop=self.pop, cache=self.cache.entries, generation=self.gen,
+                        stall=self.stall, top=self.top, history=self.history,
+                        refined=self.boundary_search.refined, random_state=random.getstate())
 
     def result(self, stopped_by: str, wall_s: float) -> SearchResult:
         """The :class:`SearchResult`: the best mapping (1 objective) or the feasible first front
         with its best-throughput member (2 objectives), objectives as the search saw them."""
         problem, cache, senses = self.problem, self.cache, self.problem.objective_senses
-        X = np.asarray([list(ind) for ind in self.pop], dtype=np.int64)
-        if self.n_obj == 2:
+        X = np.asarray([list(individual) for individual in self.pop], dtype=np.int64)
+        if self.n_objectives == 2:
             fronts = tools.sortNondominated(self.pop, len(self.pop), first_front_only=True)
-            front_X = np.asarray([list(ind) for ind in fronts[0]], dtype=np.int64)
-            evaluated = _with_cached(problem, front_X, cache)
+            front_X = np.asarray([list(individual) for individual in fronts[0]], dtype=np.int64)
+            evaluated = cache.candidates(front_X)
             feasible = [c for c in evaluated if c.feasible]
             front: tuple[Candidate, ...] = tuple(sorted(feasible or evaluated,
                                                         key=lambda c: -c.objectives["throughput_fps"]))
@@ -563,7 +334,7 @@ class PipelineGA:
             best = (max if sense == "max" else min)(front, key=lambda c: c.objectives[key])
             rule = {"rule": f"best {names[first]} on the front"}
         else:
-            best = _with_cached(problem, X[:1], cache)[0]
+            best = cache.candidates(X[:1])[0]
             front, rule = (), None
         settings = dict(self.settings, generations=self.gen, stopped_by=stopped_by)
         if hasattr(self.evaluator, "calls"):
@@ -622,57 +393,10 @@ def solve_pipeline_ga(problem: PipelineProblem, *, seed: int | None = None, popu
     ga = PipelineGA(problem, seed=seed, population=population, cx_prob=cx_prob, mut_prob=mut_prob, elite=elite,
                     tournament=tournament, termination=termination, evaluator=evaluator, anchors=anchors,
                     local_search=local_search)
-    if ga.n_obj > 2:
+    if ga.n_objectives > 2:
         raise ConfigError(f"solver 'ga': supports 1 or 2 objectives, got {list(problem.objective_names)}")
     if resume and checkpoint is None:
         raise ConfigError("ga: resume=True needs a checkpoint file")
     problem.check_memory_feasible()
     result = ga.run(checkpoint, resume, progress)
     return replace(result, wall_time_s=time.perf_counter() - t0)
-
-
-def _with_cached(problem: PipelineProblem, X: np.ndarray, cache: dict[tuple[int, ...], Any]) -> list[Candidate]:
-    """Candidates with modeled metrics, objectives overridden by the values the search used."""
-    cands = problem.candidates(X)
-    out = []
-    for x, c in zip(X, cands):
-        F, _ = cache[problem.key(x)]
-        objectives = dict(c.objectives)
-        metrics = dict(c.metrics)
-        for f, key, sense in zip(F, problem.objective_keys, problem.objective_senses):
-            value = -f if sense == "max" else f
-            if key in objectives and not np.isclose(objectives[key], value, rtol=1e-12, atol=0):
-                metrics[f"modeled_{key}"] = objectives[key]
-            objectives[key] = value
-        out.append(type(c)(decision=c.decision, objectives=objectives, feasible=c.feasible,
-                           violation=c.violation, metrics=metrics))
-    return out
-
-
-def _save_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str, pop: list[Any],
-                     cache: dict[tuple[int, ...], Any],
-                     gen: int, stall: int, top: list[Any], history: list[Any],
-                     refined: dict[tuple[int, ...], int] | None = None) -> None:
-    if path is None:
-        return
-    state = {"version": CHECKPOINT_VERSION, "fingerprint": fingerprint, "generation": gen, "stall": stall,
-             "top": top, "history": history, "population": [list(i) for i in pop], "cache": cache,
-             "crowding": [getattr(i.fitness, "crowding_dist", None) for i in pop],
-             "random_state": random.getstate(), "refined": refined or {}}
-    atomic_write_bytes(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _load_checkpoint(path: str | os.PathLike[str] | None, fingerprint: str) -> dict[str, Any]:
-    p = Path(str(path))
-    if not p.is_file():
-        raise InputFileError(f"{p}: no such checkpoint file to resume from")
-    try:
-        state = pickle.loads(p.read_bytes())
-    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        raise InputFileError(f"{p}: not a dnnplan GA checkpoint (cannot be read)") from None
-    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
-        raise InputFileError(f"{p}: not a version-{CHECKPOINT_VERSION} dnnplan GA checkpoint")
-    if state["fingerprint"] != fingerprint:
-        raise ConfigError(f"{p}: checkpoint was written for a different problem, settings or seed; "
-                          "rerun with the same model, device, options and --seed, or drop --resume")
-    return state

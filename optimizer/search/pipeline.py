@@ -1,4 +1,4 @@
-"""Pipeline mapping problem (Park & Ha, IEEE Access 2024; METHODS.md §2).
+"""Pipeline mapping problem (Park & Ha, IEEE Access 2024; docs/METHODS.md section 2).
 
 The application is a pipeline: a CPU pre-processing stage (2 threads), up to K inference
 stages (default 3), each running consecutive layers (execution order) on its own processor,
@@ -346,7 +346,7 @@ class PipelineProblem:
         energy = energy + in_j.sum(axis=1) + final_j + host_j
 
         weights = ct.cum_weight_bytes[b] - ct.cum_weight_bytes[a]
-        mem = np.where(used, weights + _range_max(prep.live_sparse, a, b), 0.0)
+        mem = np.where(used, weights + range_max(prep.live_sparse, a, b), 0.0)
         violation = np.where(used, np.maximum(0.0, mem - prep.caps[procs]), 0.0).sum(axis=1)
 
         out: dict[str, np.ndarray] = {
@@ -444,13 +444,13 @@ class PipelineProblem:
         prep = self.prepare()
         K, L = prep.K, prep.L
         for k in range(1, K + 1):
-            cuts = _combinations(L - 1, k - 1) + 1  # [C, k-1] sorted inner boundaries in 1..L-1
-            bounds = np.hstack([np.zeros((len(cuts), 1), np.int64), cuts, np.full((len(cuts), 1), L)])
+            inner = _combinations(L - 1, k - 1) + 1  # [C, k-1] sorted inner boundaries in 1..L-1
+            bounds = np.hstack([np.zeros((len(inner), 1), np.int64), inner, np.full((len(inner), 1), L)])
             counts = np.diff(bounds, axis=1)
-            counts = np.hstack([counts, np.zeros((len(cuts), K - k), np.int64)])
+            counts = np.hstack([counts, np.zeros((len(inner), K - k), np.int64)])
             orders = np.array(list(itertools.permutations(prep.allowed.tolist(), k)), dtype=np.int64)
             orders = np.hstack([orders, np.full((len(orders), K - k), -1, np.int64)])
-            step = max(1, chunk // max(1, len(cuts)))
+            step = max(1, chunk // max(1, len(inner)))
             for s in range(0, len(orders), step):
                 o = orders[s:s + step]
                 X = np.hstack([np.tile(counts, (len(o), 1)), np.repeat(o, len(counts), axis=0)])
@@ -541,7 +541,7 @@ def _sparse_max_table(values: np.ndarray) -> np.ndarray:
     return table
 
 
-def _range_max(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def range_max(table: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``max(values[a:b])`` elementwise (0 where the range is empty)."""
     length = np.maximum(b - a, 1)
     j = np.floor(np.log2(length)).astype(np.int64)

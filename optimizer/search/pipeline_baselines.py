@@ -1,4 +1,4 @@
-"""Baseline pipeline mappings of Park & Ha (IEEE Access 2024; METHODS.md §2).
+"""Baseline pipeline mappings of Park & Ha (IEEE Access 2024; docs/METHODS.md section 2).
 
 * ``single``: every single-processor mapping (the whole network on one processor); the best one
   is the yardstick the pipelined mapping's speed-up is measured against.

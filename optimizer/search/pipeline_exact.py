@@ -2,12 +2,12 @@
 
 For throughput (minimise the bottleneck stage time), every ordered choice of k <= 3 distinct
 processors is solved on the grid of its boundaries at once: stage times are built from the
-CostTable's prefix sums as broadcast arrays (a vector over the first cut, a matrix over both
-cuts for the middle stage), so a 400-layer, 4-processor, 3-stage problem (1.9 M mappings)
+CostTable's prefix sums as broadcast arrays (a vector over the first inner boundary, a matrix
+over both inner boundaries for the middle stage), so a 400-layer, 4-processor, 3-stage problem (1.9 M mappings)
 takes a fraction of a second. Other objectives, extra objective hooks and k > 3 fall back to
 enumerating every mapping in chunks through :meth:`PipelineProblem.evaluate` (same model,
 slower). Two objectives give the exact Pareto front (:meth:`PipelineProblem.pareto_front`).
-This is the yardstick for the genetic algorithm of Park & Ha (METHODS.md §2).
+This is the yardstick for the genetic algorithm of Park & Ha (docs/METHODS.md section 2).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .pipeline import PipelineProblem, _range_max
+from .pipeline import PipelineProblem, range_max
 from .problem import build_result
 from .result import Candidate, SearchResult
 
@@ -33,7 +33,7 @@ def _handoff_s(ct: Any, boundary: np.ndarray | int, p: int, q: int) -> np.ndarra
 def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """Bottleneck time over the boundary grid of one processor order (inf where infeasible).
 
-    Returns the grid and the boundary arrays it is indexed by (one axis per inner cut).
+    Returns the grid and the boundary arrays it is indexed by (one axis per inner boundary).
     """
     prep = problem.prepare()
     ct = problem.cost_table
@@ -49,22 +49,22 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
     chain = (cpu, *order, cpu)
     finite_caps = not np.all(np.isinf(prep.caps[list(order)]))
     feasible = np.ones((), bool)
-    parts, cpu_users = [], np.zeros((), np.int64)
+    stage_costs, cpu_users = [], np.zeros((), np.int64)
     for m, p in enumerate(order):  # stage costs, and which stages run anything on the CPU
         a_arr, b_arr = np.broadcast_arrays(np.asarray(bounds[m]), np.asarray(bounds[m + 1]))
         total, cpu_s = ct.stage_parts(a_arr, np.maximum(b_arr, a_arr + 1), p)  # as in PipelineProblem.evaluate
-        parts.append((total, cpu_s))
+        stage_costs.append((total, cpu_s))
         cpu_users = cpu_users + ((cpu_s > 0) | (p == cpu))
         if finite_caps:
             mem = (ct.cum_weight_bytes[b_arr] - ct.cum_weight_bytes[a_arr]
-                   + _range_max(prep.live_sparse, a_arr, b_arr))
+                   + range_max(prep.live_sparse, a_arr, b_arr))
             feasible = feasible & (mem <= prep.caps[p])
     threads = (np.maximum(problem.host_threads, problem.cpu_threads * np.minimum(cpu_users, 1)) if serial
                else 2 * problem.host_threads + problem.cpu_threads * cpu_users)
     slow = np.maximum(1.0, threads / prep.cores)
     bott = max(prep.pre, prep.post) * slow
     for m, p in enumerate(order):
-        total, cpu_s = parts[m]
+        total, cpu_s = stage_costs[m]
         comp = total + cpu_s * (slow - 1.0)  # CPU work slows with the shared cores
         t = _handoff_s(ct, bounds[m], chain[m], p) + comp + _handoff_s(ct, bounds[m + 1], p, chain[m + 2])
         bott = np.maximum(bott, t)
@@ -80,7 +80,7 @@ def _order_grid(problem: PipelineProblem, order: tuple[int, ...]) -> tuple[np.nd
 def exact_throughput(problem: PipelineProblem) -> tuple[np.ndarray | None, int]:
     """Chromosome of the highest-throughput feasible mapping (None if none) and mappings counted.
 
-    Ties go to the first order in ``itertools.permutations`` order and the smallest cuts.
+    Ties go to the first order in ``itertools.permutations`` order and the smallest boundaries.
     """
     prep = problem.prepare()
     L, K = prep.L, prep.K
@@ -92,9 +92,9 @@ def exact_throughput(problem: PipelineProblem) -> tuple[np.ndarray | None, int]:
             flat = int(np.argmin(grid)) if grid.ndim else 0
             value = float(grid.reshape(-1)[flat]) if grid.ndim else float(grid)
             if value < best_t:
-                cuts = [int(ax.reshape(-1)[i]) for ax, i in zip(axes, np.unravel_index(flat, grid.shape))] \
+                inner = [int(ax.reshape(-1)[i]) for ax, i in zip(axes, np.unravel_index(flat, grid.shape))] \
                     if k > 1 else []
-                bnd = [0, *cuts, L]
+                bnd = [0, *inner, L]
                 best_t = value
                 best_x = problem.encode(list(np.diff(bnd)), list(order))
     return best_x, counted

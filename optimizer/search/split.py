@@ -1,7 +1,7 @@
 """Mobile–cloud split selection (SmartSplit: Prakash, Bansal, Verma & Shorey, 2022).
 
-The network is cut at a boundary ``l``: layers ``0..l-1`` run on the phone (the *head*),
-``l..L-1`` on a server (the *tail*); every tensor crossing the boundary (the DAG cut, skip
+The network is divided at a boundary ``l`` (0..L): layers ``0..l-1`` run on the phone (the
+*head*), ``l..L-1`` on a server (the *tail*); every tensor crossing the boundary (skip
 connections included) is uploaded, the result downloaded. Decisions are joint: besides ``l``
 the phone processor running the head, its clock level, and the dtype of the uploaded tensors.
 
@@ -109,7 +109,7 @@ def head_memory_array(graph: LayerGraph, dtype: str) -> np.ndarray:
 
 
 def _link_arrays(graph: LayerGraph, link: Any, wire_dtypes: Sequence[str], result: str) -> dict[str, Any]:
-    """Cut bytes and upload cost per (wire dtype, boundary); download of what the server sends
+    """Bytes crossing each boundary and their upload cost per (wire dtype, boundary); download of what the server sends
     back (``result``: :func:`optimizer.cost.hostproc.resolve_result`)."""
     from ..cost.hostproc import resolve_result, result_bytes
 

@@ -7,7 +7,7 @@ objectives use a vectorised **governor-level walk** over a whole population at o
 1. The governor's non-shutdown trip rows on its ladder sensor (the status sensor, else the
    sensor of the lowest trip: the skin on the phones), sorted by trip temperature, define levels
    ``0..R``: level ``j`` has the caps of rows ``0..j-1`` in force (level 0 = unthrottled). Rows
-   on other sensors (the phones' die trips, issue 17) act independently of that ladder and are
+   on other sensors (the phones' die trips, the radio's rows) act independently of that ladder and are
    left out of the estimate: where they fire, the full simulation is the reference.
 2. For each level reached by some candidate, the search's own cost model is evaluated at the
    level's capped clocks (the problem's ``evaluate`` on a cost table rebuilt at

@@ -6,8 +6,10 @@
   metrics (first throttle, throttled fraction, severe, peaks, energy) every simulation uses.
 * :mod:`.simulate` — sustained-run engine (RC + governor + workload) and vectorised
   steady-state objectives for searches.
-* :mod:`.trace`, :mod:`.fit` — CSV traces, SPLASH linear and constrained RC model fitting,
-  evaluation at horizons against persistence.
+* :mod:`.trace`, :mod:`.fit`, :mod:`.reference` — CSV traces; SPLASH linear and constrained RC
+  models fitted from them (one module per job in the :mod:`.fit` package); evaluation at
+  horizons against persistence and a ridge reference.
+* :mod:`.policies` — SPLASH scheduling, TADF + HSWD, Play It Cool shifting.
 """
 
 from .fit import ThermalModel, evaluate, fit_model, fixed_model, load_model, save_model

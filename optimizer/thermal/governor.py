@@ -1,7 +1,7 @@
 """Throttling governor with hysteresis, driven by a :class:`~optimizer.hardware.thermal_spec.GovernorSpec`.
 
 Semantics follow Qualcomm's thermal-engine "monitor" algorithm as configured on Pixel 4
-(SPLASH, Jeong 2023; METHODS.md §5): each trip row watches one sensor; it becomes active when
+(SPLASH, Jeong 2023; docs/METHODS.md section 5): each trip row watches one sensor; it becomes active when
 the sensor reaches ``trip`` and stays active until the sensor falls to ``clear`` or below.
 While active, its caps apply; the effective cap of a processor (or cluster) is the lowest of
 all active rows'. Android thermal status is the highest level whose trip has been reached; it

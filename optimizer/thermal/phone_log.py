@@ -46,7 +46,7 @@ def _network() -> RCNetwork:
     s = np.zeros((n, 10))
     s[np.arange(9), np.arange(9)] = 1.0
     s[9, 9] = 1.0
-    names = (*(n_[2:-2] for n_ in SENSORS), "case")
+    names = (*(sensor[2:-2] for sensor in SENSORS), "case")
     return RCNetwork(names, (*(f"p_cpu{i}" for i in range(8)), "p_gpu", "p_battery_heat"), cap, g, ga, s)
 
 

@@ -7,7 +7,7 @@ SPLASH's scheduler, Play It Cool's model shifting) runs the same plant:
   compact model, Skadron et al. ISCA 2003), advanced by its exact zero-order-hold discretisation
   (Van Loan 1978, ``scipy.linalg.expm``) over a step ``dt = period / substeps`` with the inputs held;
 * the device's governor (:class:`~optimizer.thermal.governor.Governor`, Qualcomm thermal-engine
-  "monitor" semantics as on Pixel 4, SPLASH, Jeong 2023; METHODS.md §5), sampled by the caller,
+  "monitor" semantics as on Pixel 4, SPLASH, Jeong 2023; docs/METHODS.md section 5), sampled by the caller,
   normally once every ``period`` (the thermal-engine polling period).
 
 The caller decides what draws power; the plant only integrates it. Its :class:`PlantLog` holds what

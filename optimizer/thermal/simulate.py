@@ -83,7 +83,7 @@ def reference_workload(spec: ThermalSpec, fps_at_max: Mapping[str, float] | None
 def stress_workload(spec: ThermalSpec, at_least_w: Mapping[str, float]) -> ScaledWorkload:
     """The calibration load of ``spec`` with each processor drawing at least ``at_least_w[p]``
     (e.g. the device's maximum active power, and the radio at full offload): the walk that checks
-    the die limits of a spec (issue 17). Processors named only in ``at_least_w`` are added."""
+    the die limits of a spec. Processors named only in ``at_least_w`` are added."""
     full = dict(spec.full_load_w())
     for p, w in at_least_w.items():
         full[p] = max(full.get(p) or 0.0, float(w))

@@ -1,8 +1,10 @@
-"""Workflows: typed requests → plans (see DESIGN.md; above search, plan and thermal, below the
-CLI and batch).
+"""Workflows: typed requests → plans and thermal results (docs/ARCHITECTURE.md; above search, plan
+and thermal, below the CLI and batch).
 
 The CLI commands, batch tasks and notebooks all go through here, so each can do whatever the
-others can (thermal objectives, measured GA fitness, TOPSIS weights)::
+others can (thermal objectives, measured GA fitness, TOPSIS weights); the thermal commands
+(``thermal fit|eval``, ``schedule``, ``tadf``, ``shift``) have their requests in
+:mod:`.thermal_requests` and their runs in :mod:`.thermal`::
 
     from optimizer.workflow import PipelineRequest, parse_request, plan_pipeline
 
@@ -22,9 +24,22 @@ from .pipeline import (
 )
 from .requests import PipelineRequest, SplitRequest, parse_request
 from .split import make_split_plan, plan_split, run_split_job, split_costs
+from .thermal import (
+    ScheduleOutcome,
+    ThermalEvaluation,
+    evaluate_thermal_model,
+    fit_thermal_model,
+    run_schedule_request,
+    run_shift_request,
+    run_tadf_request,
+)
+from .thermal_requests import ScheduleRequest, ShiftRequest, TadfRequest, ThermalEvalRequest, ThermalFitRequest
 from .training import learned_model_from_tables
 
-__all__ = ["PipelineRequest", "PipelineSearch", "PlanOutcome", "SplitRequest", "annotate_thermal",
-           "finish_pipeline_plan", "learned_model_from_tables", "make_pipeline_plan", "make_split_plan",
-           "parse_request", "pipeline_objective_names", "pipeline_problem", "plan_pipeline", "plan_split",
-           "prepare_pipeline", "run_split_job", "split_costs", "split_objective_names", "split_weights"]
+__all__ = ["PipelineRequest", "PipelineSearch", "PlanOutcome", "ScheduleOutcome", "ScheduleRequest", "ShiftRequest",
+           "SplitRequest", "TadfRequest", "ThermalEvalRequest", "ThermalEvaluation", "ThermalFitRequest",
+           "annotate_thermal", "evaluate_thermal_model", "finish_pipeline_plan", "fit_thermal_model",
+           "learned_model_from_tables", "make_pipeline_plan", "make_split_plan", "parse_request",
+           "pipeline_objective_names", "pipeline_problem", "plan_pipeline", "plan_split", "prepare_pipeline",
+           "run_schedule_request", "run_shift_request", "run_split_job", "run_tadf_request", "split_costs",
+           "split_objective_names", "split_weights"]

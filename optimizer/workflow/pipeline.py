@@ -3,7 +3,7 @@
 The recipe of Park & Ha (IEEE Access 2024): a :class:`~optimizer.search.pipeline.PipelineProblem`
 over the device's cost table, solved by a registered solver (GA by default), compared with
 every single-processor mapping and the FLOPs-proportional one, written as a plan whose thermal
-predictions come from one sustained-run simulation (METHODS.md, thermal sections).
+predictions come from one sustained-run simulation (docs/METHODS.md section 10).
 
 :func:`plan_pipeline` runs a :class:`~optimizer.workflow.requests.PipelineRequest` end to end;
 :func:`prepare_pipeline` stops before the solver so a caller can show the problem (the CLI's
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, float, int], None]
 
-#: Park & Ha's pipeline: up to 3 inference stages, each on its own processor (METHODS.md section 2)
+#: Park & Ha's pipeline: up to 3 inference stages, each on its own processor (docs/METHODS.md section 2)
 DEFAULT_STAGES = 3
 
 

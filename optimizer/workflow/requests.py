@@ -1,7 +1,7 @@
 """Typed requests of the two searches: what the CLI, batch tasks and notebooks ask the workflow for.
 
 A request is a pydantic model with ``extra="forbid"`` (an unknown key is an error, never
-ignored; DESIGN.md "typed configs, unknown keys are rejected"). Field validators turn the
+ignored; docs/ARCHITECTURE.md, "Conventions"). Field validators turn the
 textual forms the command line and job files use ("2 GB", "5 Mbps", "1,1,1", "sustained-fps")
 into SI values and canonical names. Errors name the field as the caller knows it: the CLI
 passes its option names as ``labels`` (``{"memory_limit": "--memory-limit"}``) through
@@ -23,11 +23,12 @@ from ..yamlio import format_loc
 from .objectives import pipeline_objective_names, split_objective_names, split_weights
 
 Dtype = Literal["int8", "fp16", "fp32"]
-R = TypeVar("R", bound="_Request")
+R = TypeVar("R", bound=BaseModel)
 
 
-def _label(info: ValidationInfo, field: str) -> str:
-    """How the caller names ``field`` (a CLI option, or the field name itself)."""
+def field_label(info: ValidationInfo, field: str) -> str:
+    """How the caller names ``field`` (a CLI option, or the field name itself): every request's
+    validators name a field this way, so a message speaks the caller's words."""
     labels = (info.context or {}).get("labels") or {}
     return str(labels.get(field, field))
 
@@ -83,7 +84,7 @@ class _Request(BaseModel):
     def _input_shape(cls, v: Any, info: ValidationInfo) -> Any:
         from ..graph.input_shapes import parse_input_shapes
 
-        return parse_input_shapes(v, _label(info, "input_shape")) or None
+        return parse_input_shapes(v, field_label(info, "input_shape")) or None
 
     #: quantity fields: name -> (dimension, must be > 0); '2 GB', '5 Mbps' or a number in SI units
     QUANTITIES: ClassVar[dict[str, tuple[str, bool]]] = {}
@@ -94,7 +95,7 @@ class _Request(BaseModel):
         spec = cls.QUANTITIES.get(str(info.field_name))
         if spec is None:
             return v
-        return _quantity(_label(info, str(info.field_name)), v, spec[0], positive=spec[1])
+        return _quantity(field_label(info, str(info.field_name)), v, spec[0], positive=spec[1])
 
 
 class PipelineRequest(_Request):
@@ -136,23 +137,23 @@ class PipelineRequest(_Request):
     @classmethod
     def _measure(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and v != "host":
-            raise ConfigError(f"{_label(info, 'measure')} {v!r}: expected 'host' (or use "
-                              f"{_label(info, 'measure_cmd')})")
+            raise ConfigError(f"{field_label(info, 'measure')} {v!r}: expected 'host' (or use "
+                              f"{field_label(info, 'measure_cmd')})")
         return v
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> PipelineRequest:
-        solver = _label(info, "solver")
+        solver = field_label(info, "solver")
         if self.settings.get("resume") and self.solver != "ga":
-            raise ConfigError(f"{_label(info, 'resume')} applies to {solver} ga, not {self.solver!r}")
+            raise ConfigError(f"{field_label(info, 'resume')} applies to {solver} ga, not {self.solver!r}")
         if self.measure_cmd is not None and self.solver != "ga":
-            raise ConfigError(f"{_label(info, 'measure_cmd')} applies to {solver} ga, not {self.solver!r}")
+            raise ConfigError(f"{field_label(info, 'measure_cmd')} applies to {solver} ga, not {self.solver!r}")
         if self.measure is not None:
             if self.measure_cmd is not None:
-                raise ConfigError(f"{_label(info, 'measure')} host and {_label(info, 'measure_cmd')} both given; "
+                raise ConfigError(f"{field_label(info, 'measure')} host and {field_label(info, 'measure_cmd')} both given; "
                                   "choose one measurement source")
             if self.solver != "ga":
-                raise ConfigError(f"{_label(info, 'measure')} host applies to {solver} ga, not {self.solver!r}")
+                raise ConfigError(f"{field_label(info, 'measure')} host applies to {solver} ga, not {self.solver!r}")
         return self
 
     @property
@@ -222,7 +223,7 @@ class SplitRequest(_Request):
             value = float("nan")
         if not 0 <= value <= 1:
             example = "95%" if info.field_name == "min_accuracy" else "5%"
-            raise ConfigError(f"{_label(info, str(info.field_name))} {v!r}: expected a fraction in 0..1 or a "
+            raise ConfigError(f"{field_label(info, str(info.field_name))} {v!r}: expected a fraction in 0..1 or a "
                               f"percentage such as {example}")
         return value
 
@@ -239,7 +240,7 @@ class SplitRequest(_Request):
             try:
                 return [float(x) for x in v.split(",")]
             except ValueError:
-                raise ConfigError(f"{_label(info, 'weights')} {v!r}: expected comma-separated numbers, "
+                raise ConfigError(f"{field_label(info, 'weights')} {v!r}: expected comma-separated numbers, "
                                   "e.g. 1,1,1") from None
         return v
 
@@ -256,7 +257,7 @@ class SplitRequest(_Request):
 
         choices = COST_MODELS if info.field_name == "cost_model" else VARIANTS
         if v not in choices:
-            raise ConfigError(f"{_label(info, str(info.field_name))} {v!r}: expected one of {', '.join(choices)}")
+            raise ConfigError(f"{field_label(info, str(info.field_name))} {v!r}: expected one of {', '.join(choices)}")
         return v
 
     @field_validator("risk")
@@ -269,31 +270,31 @@ class SplitRequest(_Request):
         try:
             parse_risk(v)
         except ConfigError as exc:
-            raise ConfigError(f"{_label(info, 'risk')} {v!r}: {str(exc).split(': ', 1)[1]}") from None
+            raise ConfigError(f"{field_label(info, 'risk')} {v!r}: {str(exc).split(': ', 1)[1]}") from None
         return v.strip().lower()
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> SplitRequest:
         if self.memory_budget is not None and self.memory_limit is not None:
-            raise ConfigError(f"{_label(info, 'memory_budget')} and {_label(info, 'memory_limit')} both given; "
+            raise ConfigError(f"{field_label(info, 'memory_budget')} and {field_label(info, 'memory_limit')} both given; "
                               "choose one (a budget also takes memory out of the TOPSIS weights)")
         if self.min_accuracy is not None and self.accuracy_data is None:
-            raise ConfigError(f"{_label(info, 'min_accuracy')} needs {_label(info, 'accuracy_data')} "
+            raise ConfigError(f"{field_label(info, 'min_accuracy')} needs {field_label(info, 'accuracy_data')} "
                               "(a labelled .npz with arrays x and y)")
         if self.accuracy_data is not None and not self.model.endswith(".keras"):
-            raise ConfigError(f"{_label(info, 'accuracy_data')}: model {self.model!r} is not a .keras file; "
+            raise ConfigError(f"{field_label(info, 'accuracy_data')}: model {self.model!r} is not a .keras file; "
                               "accuracy per partition runs the Keras model's parts")
         if self.risk is not None and self.bandwidth_trace is None:
-            raise ConfigError(f"{_label(info, 'risk')} {self.risk}: needs {_label(info, 'bandwidth_trace')}")
+            raise ConfigError(f"{field_label(info, 'risk')} {self.risk}: needs {field_label(info, 'bandwidth_trace')}")
         if self.max_mean_increase is not None and self.bandwidth_trace is None:
-            raise ConfigError(f"{_label(info, 'max_mean_increase')} {self.max_mean_increase:g}: needs "
-                              f"{_label(info, 'bandwidth_trace')} (the mean is over the trace)")
+            raise ConfigError(f"{field_label(info, 'max_mean_increase')} {self.max_mean_increase:g}: needs "
+                              f"{field_label(info, 'bandwidth_trace')} (the mean is over the trace)")
         if self.weights is not None:
-            split_weights(self.weights, self.all_objectives, _label(info, "weights"))
+            split_weights(self.weights, self.all_objectives, field_label(info, "weights"))
         if self.interior_only and self.include_extremes:
-            raise ConfigError(f"{_label(info, 'interior_only')} and {_label(info, 'include_extremes')} contradict "
+            raise ConfigError(f"{field_label(info, 'interior_only')} and {field_label(info, 'include_extremes')} contradict "
                               f"each other; the extremes are searched by default, so drop "
-                              f"{_label(info, 'include_extremes')}")
+                              f"{field_label(info, 'include_extremes')}")
         return self
 
     @property
@@ -325,7 +326,8 @@ def parse_request(cls: type[R], data: dict[str, Any], *, labels: dict[str, str] 
     Parameters
     ----------
     cls
-        :class:`PipelineRequest` or :class:`SplitRequest`.
+        A request class: :class:`PipelineRequest`, :class:`SplitRequest`, or one of
+        :mod:`optimizer.workflow.thermal_requests`.
     data
         Field values (textual forms accepted, see the module docstring).
     labels

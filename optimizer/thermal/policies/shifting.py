@@ -1,4 +1,4 @@
-"""Dynamic model shifting: Play It Cool (Zhou, Liang, Chin, Marculescu; METHODS.md §6).
+"""Dynamic model shifting: Play It Cool (Zhou, Liang, Chin, Marculescu; docs/METHODS.md section 6).
 
 A weight-sharing network offers a large and a small variant (slimmable ResNet50 1.0×/0.25×,
 top-1 0.768/0.638, Yu et al. ICLR 2019; BERT width/depth variants). The controller samples the
@@ -32,13 +32,13 @@ import numpy as np
 from ...errors import ConfigError
 from ..plant import PlantLog, ThermalPlant
 
-#: Play It Cool's published controller parameters (METHODS.md §6)
+#: Play It Cool's published controller parameters (docs/METHODS.md section 6)
 ALPHA, BETA = 0.995, 0.99
 LIMITS: dict[str, dict[str, tuple[float, float]]] = {
     "phone": {"cnn": (73.0, -0.07), "bert": (73.0, -0.07)},
     "raspberry_pi4": {"cnn": (77.0, -0.02), "bert": (77.0, -0.012)},
 }
-#: default variants and their top-1 accuracy (None: not published in METHODS.md)
+#: default variants and their top-1 accuracy (None: not published)
 VARIANTS: dict[str, dict[str, Any]] = {
     "slimmable_resnet50": {"large": {"width": 1.0}, "small": {"width": 0.25},
                            "accuracy": (0.768, 0.638), "family": "cnn"},
@@ -115,15 +115,15 @@ def shift_setup(device: str, model: str = "slimmable_resnet50", *, processor: st
         ct = build_cost_table(load_graph(model, **spec[v]), dev, dtype)
         lat.append(float(ct.latency_s[:, ct.processor_index(processor)].sum()))
     profile = "raspberry_pi4" if dev.name == "raspberry_pi4" else "phone"
-    tl, gl = LIMITS[profile][spec["family"]]
-    f = 0.8 / lat[0] if fps is None else float(fps)
-    if not f > 0 or reload_s < 0:
+    published_t_lim, published_g_lim = LIMITS[profile][spec["family"]]
+    rate = 0.8 / lat[0] if fps is None else float(fps)
+    if not rate > 0 or reload_s < 0:
         raise ConfigError(f"fps must be > 0 and reload >= 0 s, got fps {fps!r}, reload {reload_s!r}")
     return ShiftSetup(device=dev.name, model=model, processor=processor, dtype=dtype,
                       latency_s=(lat[0], lat[1]), accuracy=tuple(accuracy or spec["accuracy"]),
                       static_w=proc.power.static_w, dynamic_w=proc.power_w() - proc.power.static_w,
-                      t_lim_c=tl if t_lim_c is None else t_lim_c, g_lim=gl if g_lim is None else g_lim,
-                      fps=f, reload_s=reload_s, variants=(spec["large"], spec["small"]))
+                      t_lim_c=published_t_lim if t_lim_c is None else t_lim_c,
+                      g_lim=published_g_lim if g_lim is None else g_lim, fps=rate, reload_s=reload_s, variants=(spec["large"], spec["small"]))
 
 
 class _Controller:
@@ -170,66 +170,65 @@ def run_shifting(setup: ShiftSetup, mode: str = "shift", *, duration_s: float = 
     spec = thermal_spec_of(load_device(setup.device))
     if setup.processor not in spec.processor_names:
         raise ConfigError(f"thermal spec of {setup.device!r} has no processor {setup.processor!r}")
-    sub = max(1, int(round(spec.governor.period_s / sample_s)))
-    plant = ThermalPlant(spec, substeps=sub, ambient_c=ambient_c)
+    substeps = max(1, int(round(spec.governor.period_s / sample_s)))
+    plant = ThermalPlant(spec, substeps=substeps, ambient_c=ambient_c)
     dt = plant.dt
-    n = max(1, int(round(duration_s / dt)))
-    heats = spec.processors[setup.processor].heats
-    ic = spec.node_index(max(heats, key=heats.get))
-    sensor = spec.node_index(spec.governor.trips[0].sensor) if spec.governor.trips else ic
-    pi = spec.processor_names.index(setup.processor)
-    ctl = _Controller(setup, mode, plant.ambient_c, dt)
+    n_steps = max(1, int(round(duration_s / dt)))
+    cpu_node = spec.node_index(spec.heated_node(setup.processor))
+    sensor = spec.node_index(spec.governor.trips[0].sensor) if spec.governor.trips else cpu_node
+    cpu_input = spec.processor_names.index(setup.processor)
+    controller = _Controller(setup, mode, plant.ambient_c, dt)
     reload_left = 0.0
     t_in = {"large": 0.0, "small": 0.0, "reload": 0.0}
-    served = lat_sum = acc_sum = arrived = 0.0
+    served = latency_sum = accuracy_sum = arrived = 0.0
     power = np.zeros(len(spec.processor_names))
     cap = 1.0
-    for k in range(n):
-        if k % sub == 0:
-            cap = float(plant.sample()[pi])
+    for k in range(n_steps):
+        if k % substeps == 0:
+            cap = float(plant.sample()[cpu_input])
         arrived += setup.fps * dt
-        variant = "large" if ctl.large else "small"
+        variant = "large" if controller.large else "small"
         if reload_left > 0:
             busy, variant = 1.0, "reload"
             reload_left -= dt
         elif cap <= 0:
             busy = 0.0
         else:
-            v = 0 if ctl.large else 1
-            lat = setup.latency_s[v] / cap
+            index = 0 if controller.large else 1
+            lat = setup.latency_s[index] / cap
             busy = min(1.0, setup.fps * lat)
             done = busy / lat * dt                       # requests finished in this step
             served += done
-            lat_sum += done * lat
-            if setup.accuracy[v] is not None:
-                acc_sum += done * setup.accuracy[v]
+            latency_sum += done * lat
+            if setup.accuracy[index] is not None:
+                accuracy_sum += done * setup.accuracy[index]
         t_in[variant] += dt
-        power[pi] = busy * (setup.static_w + setup.dynamic_w * cap ** 3)
+        power[cpu_input] = busy * (setup.static_w + setup.dynamic_w * cap ** 3)
         x = plant.step(power)
         plant.record()
-        if ctl.observe(float(x[ic])):
+        if controller.observe(float(x[cpu_node])):
             reload_left = setup.reload_s
     log = plant.log()
-    sums = {"served": served, "arrived": arrived, "latency": lat_sum, "accuracy": acc_sum}
-    return _shift_result(setup, mode, log, n * dt, t_in, sums, ctl.switches, ic, sensor)
+    sums = {"served": served, "arrived": arrived, "latency": latency_sum, "accuracy": accuracy_sum}
+    return _shift_result(setup, mode, log, n_steps * dt, t_in, sums, controller.switches, cpu_node, sensor)
 
 
 def _shift_result(setup: ShiftSetup, mode: str, log: PlantLog, total: float, t_in: dict[str, float],
-                  sums: dict[str, float], switches: int, ic: int, sensor: int) -> ShiftResult:
+                  sums: dict[str, float], switches: int, cpu_node: int, sensor: int) -> ShiftResult:
     """The :class:`ShiftResult` of a run from its plant log and the request sums (served, arrived,
     latency and accuracy weighted by served requests)."""
-    served, arrived, lat_sum, acc_sum = sums["served"], sums["arrived"], sums["latency"], sums["accuracy"]
+    served, arrived, latency_sum, accuracy_sum = sums["served"], sums["arrived"], sums["latency"], sums["accuracy"]
     used = {"shift": (0, 1), "large": (0,), "small": (1,)}[mode]
     has_acc = all(setup.accuracy[v] is not None for v in used)
     peak = log.peak_c()
     return ShiftResult(
-        mode=mode, duration_s=total, mean_latency_s=lat_sum / served if served else float("nan"),
+        mode=mode, duration_s=total, mean_latency_s=latency_sum / served if served else float("nan"),
         time_share={k: v / total for k, v in t_in.items()}, served=int(round(served)),
         dropped_fraction=float(max(0.0, 1 - served / arrived)) if arrived else 0.0,
-        accuracy_score=acc_sum / served if (served and has_acc) else None, switches=switches,
+        accuracy_score=accuracy_sum / served if (served and has_acc) else None, switches=switches,
         throttle_events=sum(e.kind == "trip" for e in log.events),
         time_to_first_throttle_s=log.time_to_first_throttle_s(), throttled_fraction=log.throttled_fraction(),
-        peak_cpu_c=float(peak[ic]), peak_sensor_c=float(peak[sensor]))
+        peak_cpu_c=float(peak[cpu_node]), peak_sensor_c=float(peak[sensor]))
 
 
 def compare_shifting(setup: ShiftSetup, *, duration_s: float = 3600.0,

@@ -1,4 +1,4 @@
-"""TADF frequency selection and HSWD CPU/GPU layer splitting (Zhang et al., 2023; METHODS.md §4).
+"""TADF frequency selection and HSWD CPU/GPU layer splitting (Zhang et al., 2023; docs/METHODS.md section 4).
 
 TADF
     Steady state ``T_inf = a1·T_env + a2·fC³ + a3·fG³ + a0`` per die node. The coefficients are

@@ -1,7 +1,7 @@
 """Multi-DNN workloads (``search_spaces/workloads/*.yaml``) and their per-worker cost profiles.
 
 A workload lists the inference requests one camera frame issues (SPLASH, Jeong 2023;
-METHODS.md §5): each entry names a zoo network, its input size and variant, and how many
+docs/METHODS.md section 5): each entry names a zoo network, its input size and variant, and how many
 requests of it a frame makes. The SLO of every request is the frame period.
 
 :func:`worker_profiles` turns a workload into what the scheduler and the simulated phone need

@@ -1,0 +1,195 @@
+"""INT8 graphs that stay on XNNPACK: delegation read from LiteRT, one test per rewrite (the operator
+leaves the builtin kernels and the outputs stay within INT8 tolerance of FP32), mixed precision
+and the report's summary line, ``profile --delegate-report``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SHAPE = (1, 16, 16, 8)
+
+
+def _convert(fn, shape=SHAPE, int8=True, seed=0):
+    """A tf.function of one [1,16,16,8] input around two 1x1 convolutions, as an FP32 or INT8 .tflite."""
+    from optimizer import lazy
+
+    tf = lazy.tensorflow()
+    rng = np.random.default_rng(seed)
+    w1 = tf.constant(rng.normal(size=(1, 1, shape[-1], 8)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32)])
+    def model(x):
+        y = fn(tf.nn.conv2d(x, w1, 1, "SAME"))
+        w2 = tf.constant(rng.normal(size=(1, 1, y.shape[-1], 4)).astype(np.float32))
+        return tf.nn.conv2d(y, w2, 1, "SAME")
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([model.get_concrete_function()], model)
+    if int8:
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: (
+            [np.random.default_rng(i).normal(size=shape).astype(np.float32) * 2] for i in range(16))
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    from optimizer.graph.tflite_flatbuffer import with_signature
+    from optimizer.quantize.convert import quiet
+
+    with quiet():
+        return with_signature(bytes(conv.convert()))
+
+
+def _outputs(data, xs):
+    from optimizer.quantize.evaluate import TfliteRunner
+
+    runner = TfliteRunner(data, 1)
+    name = runner.output_names[0]
+    return np.concatenate([runner.run(runner.feed({next(iter(runner._in)): x}))[name] for x in xs])
+
+
+def _sqnr(ref, got):
+    from optimizer.quantize.evaluate import sqnr_db
+
+    return sqnr_db(ref, got)
+
+
+def _tf():
+    from optimizer import lazy
+
+    return lazy.tensorflow()
+
+
+def _cases():
+    tf = _tf()
+    return {
+        "hard_swish": ("HARD_SWISH", lambda y: y * tf.nn.relu6(y + 3.0) / 6.0),
+        "clamp": (("MINIMUM", "RELU"), lambda y: y * tf.clip_by_value(tf.reduce_mean(y, [1, 2], keepdims=True) * 0.2 + 0.5, 0.0, 1.0)),
+        "scalar_add": ("ADD", lambda y: y * tf.sigmoid(y) + 1e-6),
+        "resize_nearest": ("RESIZE_NEAREST_NEIGHBOR", lambda y: tf.image.resize(y, (32, 32), "nearest")),
+        "tile_broadcast": ("TILE", lambda y: tf.reshape(
+            tf.tile(tf.reshape(y, (1, 16, 1, 16, 8)), (1, 1, 2, 1, 1)), (1, 32, 16, 8))),
+        "transposed_concat": ("TRANSPOSE", lambda y: tf.transpose(tf.concat(
+            [tf.transpose(y, [0, 3, 1, 2]), tf.transpose(y * 0.5, [0, 3, 1, 2])], 1), [0, 2, 3, 1])),
+        "global_average_pool": ("AVERAGE_POOL_2D", lambda y: tf.nn.avg_pool2d(y, 16, 16, "VALID")),
+    }
+
+
+@pytest.mark.parametrize("rule", ["hard_swish", "clamp", "scalar_add", "resize_nearest", "tile_broadcast",
+                                  "transposed_concat", "global_average_pool"])
+def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
+    from optimizer.quantize.delegation import host_delegation
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    ops, fn = _cases()[rule]
+    ops = (ops,) if isinstance(ops, str) else ops
+    fp32, int8 = _convert(fn, int8=False), _convert(fn)
+    before = host_delegation(int8)
+    # TRANSPOSE runs inside XNNPACK: the rewrite removes the operators themselves
+    seen = {o.op for o in before.ops} if "TRANSPOSE" in ops else set(before.outside_counts())
+    assert set(ops) <= seen, f"the converter no longer produces the {rule} pattern ({seen})"
+    rewritten, counts = rewrite_for_xnnpack(int8, rule, only=(rule,))
+    assert counts.get(rule, 0) >= 1
+    after = host_delegation(rewritten)
+    left = {o.op for o in after.ops} if "TRANSPOSE" in ops else set(after.outside_counts())
+    assert not set(ops) & left
+    assert after.partitions == 1 and not after.outside
+    xs = [np.random.default_rng(100 + i).normal(size=SHAPE).astype(np.float32) * 2 for i in range(8)]
+    ref, q, r = _outputs(fp32, xs), _outputs(int8, xs), _outputs(rewritten, xs)
+    # within INT8 tolerance: as close to FP32 as the quantizer's own model (1 dB slack), >= 12 dB
+    assert _sqnr(ref, r) >= min(_sqnr(ref, q) - 1.0, 30.0) and _sqnr(ref, r) >= 12.0
+
+
+def test_resize_and_concat_rewrites_are_exact():
+    """Nearest resize, tile and the transposed concatenation move bytes only: bit-identical outputs."""
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    xs = [np.random.default_rng(7).normal(size=SHAPE).astype(np.float32)]
+    for rule in ("resize_nearest", "tile_broadcast", "transposed_concat"):
+        int8 = _convert(_cases()[rule][1])
+        rewritten, _ = rewrite_for_xnnpack(int8, rule, only=(rule,))
+        assert np.array_equal(_outputs(int8, xs), _outputs(rewritten, xs)), rule
+
+
+def test_clamp_without_a_requantizing_producer_becomes_a_mul_by_one():
+    """A clamp after a reshape (which cannot requantize) is a MUL by one saturating into its range."""
+    from optimizer.quantize.delegation import host_delegation
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    tf = _tf()
+    int8 = _convert(lambda y: tf.clip_by_value(tf.transpose(y, [0, 2, 1, 3]), 0.0, 1.0))
+    assert {"RELU_0_TO_1", "MINIMUM"} & set(host_delegation(int8).outside_counts())
+    rewritten, counts = rewrite_for_xnnpack(int8, "clamp", only=("clamp",))
+    names = [o.op for o in host_delegation(rewritten).ops]
+    assert "RELU_0_TO_1" not in names and "MINIMUM" not in names
+    assert counts.get("clamp", 0) >= 1
+
+
+def test_quantize_reports_partitions_rewrites_mixed_and_summary(tmp_path):
+    """The report's delegation, mixed-precision and summary on a small Keras model with hard-swish
+    and softmax (INT8 softmax has no XNNPACK kernel: mixed auto tries it in float)."""
+    from optimizer import lazy
+    from optimizer.quantize import quantize
+
+    keras = lazy.keras()
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((32, 32, 3))
+    x = keras.layers.Conv2D(16, 3, padding="same")(inp)
+    x = keras.layers.Activation("hard_swish")(x)
+    x = keras.layers.DepthwiseConv2D(3, padding="same")(x)
+    x = keras.layers.Activation("hard_swish")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    out = keras.layers.Dense(10, activation="softmax")(x)
+    model = keras.Model(inp, out, name="hswish_net")
+    off = quantize(model, tmp_path / "off.tflite", samples=16, heldout=8, runs=5, warmup=1, rewrite=False)
+    assert off.delegation.quantized.ops_outside.get("HARD_SWISH") == 2
+    assert off.delegation.rewrites == {}
+    rep = quantize(model, tmp_path / "auto.tflite", samples=16, heldout=8, runs=5, warmup=1, mixed="auto")
+    d = rep.delegation
+    assert d.converted.ops_outside.get("HARD_SWISH") == 2 and d.rewrites.get("hard_swish") == 2
+    assert "HARD_SWISH" not in d.quantized.ops_outside
+    assert d.quantized.segments and all(s.median_ms >= 0 for s in d.quantized.segments)
+    assert rep.mixed is not None and rep.mixed.int8_mac_share >= 0.8
+    assert all(t.op in ("SOFTMAX",) for t in rep.mixed.trials)
+    assert rep.summary and "hard_swish x2" in rep.summary
+    assert rep.fidelity.outputs[0].top1_agreement >= 0.8
+    doc = json.loads(rep.model_dump_json())
+    assert doc["delegation"]["fp32"]["delegate"] == "XNNPACK"
+
+
+def test_mixed_keeps_float_nodes_through_the_converter(tmp_path):
+    """Denylisted nodes come out float between DEQUANTIZE and QUANTIZE, from the stored calibration."""
+    from optimizer.quantize.calibration import load_calibration
+    from optimizer.quantize.convert import convert_quantized, model_from_keras
+    from optimizer.quantize.inspect import analyse_tflite
+    from optimizer import lazy
+
+    keras = lazy.keras()
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((16, 16, 3))
+    x = keras.layers.Conv2D(8, 3, padding="same", name="c1")(inp)
+    x = keras.layers.Activation("hard_swish", name="hs")(x)
+    out = keras.layers.Conv2D(4, 1, name="c2")(x)
+    src = model_from_keras(keras.Model(inp, out), "tiny", tmp_path)
+    cal = load_calibration("synthetic", src.inputs, None, samples=8, heldout=0, seed=0, workdir=tmp_path)
+    store: dict = {}
+    full = convert_quantized(src, "per-channel", cal, "float", calibrated=store)
+    assert "calibrated" in store
+    hs = [o.output for o in analyse_tflite(full).ops if o.op == "HARD_SWISH"]
+    mixed = convert_quantized(src, "per-channel", cal, "float", float_nodes=hs, calibrated=store)
+    floats = [o.op for o in analyse_tflite(mixed).float_ops]
+    assert floats == ["HARD_SWISH"]
+
+
+def test_profile_delegate_report(tmp_path, run_cli):
+    fn = _cases()["hard_swish"][1]
+    path = tmp_path / "hs.tflite"
+    path.write_bytes(_convert(fn))
+    res = run_cli("profile", path, "--delegate-report", "--runs", "3", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["ops_outside"] == {"HARD_SWISH": 1} and doc["partitions"] == 2
+    assert any(s["segment"] == "HARD_SWISH" and not s["delegated"] for s in doc["segments"])
+    bad = run_cli("profile", "mobilenet_v2", "--delegate-report")
+    assert bad.exit_code == 2 and "--delegate-report reads a .tflite file" in bad.stderr.replace("\n", "")
