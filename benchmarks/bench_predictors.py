@@ -398,8 +398,8 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
 
 
 def decisions(configs: list[str], args: argparse.Namespace) -> None:
-    """``map --device host_cores`` on predicted costs (the shipped device file's LiteRT FP32 probe
-    predictors) against the plan chosen on measured costs (``--measure host``, every mapping of the
+    """``map --device host_cores`` on predicted costs (each core given the LiteRT FP32 one-thread
+    predictor of the default probes) against the plan chosen on measured costs (``--measure host``, every mapping of the
     space measured): the predicted plan's measured throughput over the best measured one."""
     import statistics
     import tempfile
@@ -411,9 +411,15 @@ def decisions(configs: list[str], args: argparse.Namespace) -> None:
     from optimizer.search.evaluators import MeasuredEvaluator
     from optimizer.workflow import pipeline_problem
 
+    from optimizer.hardware.schema import Predictor
+
     variant = {"input_size": args.input_size}
     graph = load_graph(args.model, args.granularity, **variant)
-    dev = load_device("host_cores")
+    shipped = load_device("host_cores")
+    entry = Predictor(runtime="tflite_xnnpack", dtype="fp32", threads=1,
+                      table=str(filtered_table("litert-fp32-t1", None).resolve()))
+    dev = shipped.model_copy(update={"runtime": "tflite_xnnpack", "processors": [
+        p.model_copy(update={"predictors": [entry]}) for p in shipped.processors]})
     modeled = pipeline_problem(graph, dev, dtype="fp32", stages=2)
     assert modeled.cost_table.backend == "predicted", modeled.cost_table.backend
     host = HostPipelineMeasurer(args.model, graph, dtype="fp32", variant=variant, frames=100, repeats=5,
