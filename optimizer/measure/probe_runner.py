@@ -130,15 +130,19 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-class LiteRTRunner:
-    """Models run by the LiteRT interpreter (default XNNPACK delegate) at ``threads`` threads."""
-
-    name, runtime, fmt = "litert", "tflite_xnnpack", "tflite"
+class _ThreadedRunner:
+    """A runner at ``threads`` threads (at least one)."""
 
     def __init__(self, threads: int = 1) -> None:
         if threads < 1:
             raise ConfigError(f"threads={threads}: need at least 1")
         self.threads = threads
+
+
+class LiteRTRunner(_ThreadedRunner):
+    """Models run by the LiteRT interpreter (default XNNPACK delegate) at ``threads`` threads."""
+
+    name, runtime, fmt = "litert", "tflite_xnnpack", "tflite"
 
     @staticmethod
     def version() -> str:
@@ -173,15 +177,10 @@ class LiteRTRunner:
         return interp.invoke
 
 
-class OrtRunner:
+class OrtRunner(_ThreadedRunner):
     """Models run by onnxruntime's CPU execution provider at ``threads`` intra-op threads."""
 
     name, runtime, fmt = "ort", "onnxruntime", "onnx"
-
-    def __init__(self, threads: int = 1) -> None:
-        if threads < 1:
-            raise ConfigError(f"threads={threads}: need at least 1")
-        self.threads = threads
 
     @staticmethod
     def version() -> str:

@@ -31,23 +31,12 @@ from ..cost.predicted import correction_of, family_layer_seconds, load_predictor
 from ..cost.predictor import predictors_for
 from ..errors import ConfigError
 from ..hardware.schema import Device, Predictor
+from .profile_fit import FamilyRow
 from .profile_import import ProfileMatch
 
 FAMILY_SD = 0.1  # relative noise of a family's profiled time (matching, run-to-run)
 WHOLE_SD = 0.05  # of a profile's total
 PRIOR_SD = 0.5  # spread of the family factors around their common factor (log scale)
-
-
-@dataclass(frozen=True)
-class CorrectionRow:
-    """Profiled and predicted seconds of one kernel family in one profile."""
-
-    profile: str
-    model: str
-    family: str
-    profile_s: float
-    before_s: float
-    after_s: float
 
 
 @dataclass
@@ -57,7 +46,7 @@ class CorrectionFit:
     processor: str
     entry: Predictor  # the predictor with its new corrections
     corrections: dict[str, float]  # kernel family -> factor; "default": the common factor
-    rows: list[CorrectionRow] = field(default_factory=list)
+    rows: list[FamilyRow] = field(default_factory=list)
     #: per profile: (profiled, predicted before, predicted after) seconds of the layers it times
     totals: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -146,7 +135,7 @@ def fit_corrections(device: Device, processor: str, matches: list[ProfileMatch],
         name = m.profile.path
         for f in families:
             if f in pred:
-                rows.append(CorrectionRow(name, m.graph.name, f, prof.get(f, 0.0), pred[f],
+                rows.append(FamilyRow(name, m.graph.name, f, prof.get(f, 0.0), pred[f],
                                           pred[f] * correction_of(corrections, f)))
         after = sum(pred[f] * correction_of(corrections, f) for f in pred) + fallback
         totals[name] = (total, sum(pred.values()) + fallback, after)
