@@ -116,7 +116,7 @@ def host_device(config: str, table: Path):
 
 # ------------------------------------------------------------------------------------------- steps
 
-def step_probes(config: str, budget: int) -> None:
+def step_probes(config: str, budget: int, near: bool = True) -> None:
     from optimizer.measure.probe_campaign import InProcess, run_campaign
     from optimizer.measure.probe_runner import in_process_runner
 
@@ -126,6 +126,8 @@ def step_probes(config: str, budget: int) -> None:
     r = InProcess(in_process_runner(runner, threads))
     table = run_campaign(r, dtype, budget, path, progress=_progress)
     print(f"{config}: {len(table.rows)} default probes in {time.perf_counter() - t0:.0f} s", flush=True)
+    if not near:
+        return
     graphs = [load(ref, shapes) for ref, shapes in networks(runner).values()]
     table = run_campaign(r, dtype, budget, path, near=graphs, progress=_progress)
     print(f"{config}: {len(table.rows)} probes with those near every network, {time.perf_counter() - t0:.0f} s")
@@ -372,6 +374,9 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
     for kind, dtype in (("float", "fp32"), ("quant", "int8")):
         for t in (1, 4):
             config = f"litert-{dtype}-t{min(t, 2)}"
+            if not probe_table_path(config).is_file():
+                print(f"{kind} {t}t: no {config} probe table yet (step probes {config}): not run")
+                continue
             dev = host_device(config, filtered_table(config, None))
             matches = {}
             for m in graphs:
@@ -490,6 +495,7 @@ def main() -> None:
     ap.add_argument("config", nargs="?", default="all")
     ap.add_argument("--process", type=int, default=0)
     ap.add_argument("--budget", type=int, default=None)
+    ap.add_argument("--default-only", action="store_true", help="probes: the default probes only, none near the networks")
     ap.add_argument("--model", default="mobilenet_v2", help="decisions: the network")
     ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
     ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")
@@ -502,7 +508,7 @@ def main() -> None:
     configs = CONFIGS if args.config == "all" else args.config.split(",")
     if args.step == "probes":
         for c in configs:
-            step_probes(c, args.budget or DEFAULT_PROBES)
+            step_probes(c, args.budget or DEFAULT_PROBES, near=not args.default_only)
     elif args.step == "measure":
         for c in configs:
             step_measure(c, args.process)
