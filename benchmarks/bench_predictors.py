@@ -272,8 +272,8 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
             m, spread, procs = meas[name]
             g = load(ref, shapes)
             pred = float(build_cost_table(g, dev, dtype).whole_network_latency()[0])
-            near = float(build_cost_table(g, host_device(config, filtered_table(config, name)), dtype)
-                         .whole_network_latency()[0])
+            near = float("nan") if args.default_only else float(
+                build_cost_table(g, host_device(config, filtered_table(config, name)), dtype).whole_network_latency()[0])
             ana = float(build_cost_table(g, host, dtype, "analytic").whole_network_latency()[0])
             lrn = (float(build_cost_table(g, host, dtype, "learned", model=learned[name]).whole_network_latency()[0])
                    if name in learned else float("nan"))
@@ -310,7 +310,7 @@ def _summarise(rows: list[dict]) -> dict:
             "within_predicted": float(np.mean([abs(r["predicted_error"]) <= r["bound"] for r in rows])),
             "within_near": float(np.mean([abs(r["near_error"]) <= r["bound"] for r in rows])),
             "worst_predicted": max((r["predicted_error"] for r in rows), key=abs),
-            "worst_near": max((r["near_error"] for r in rows), key=abs),
+            "worst_near": max((r["near_error"] for r in rows), key=lambda v: abs(v) if np.isfinite(v) else -1.0),
             **{f"mape_{k}": stat(f"{k}_error", lambda v: np.mean(np.abs(v))) for k in
                ("predicted", "near", "analytic", "learned")},
             "spearman_median": float(np.median(rhos)) if rhos else float("nan"),
