@@ -479,7 +479,7 @@ def step_learned() -> None:
     backend trains on; ``optimizer.measure.host.measure_model``'s cache)."""
     from optimizer.measure.host import measure_model
 
-    for name in ZOO:
+    for name in (n for n in ZOO if not ONLY or n in ONLY):
         t0 = time.perf_counter()
         try:
             measure_model(name, load(name, None), threads=1, repeats=20, warmup=3)
