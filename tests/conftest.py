@@ -91,4 +91,7 @@ def options(toy):
     ref = build_cost_table(g, toy, "fp32")
     graphs = [chain_graph(9, name=f"n{s}", hw=8 + 4 * s, seed=s) for s in range(4)]
     model = fit_learned_model([(h, _table_from(build_cost_table(h, toy, "fp32"))) for h in graphs], dtype="fp32")
-    return g, ref, {"analytic": {}, "measured": {"table": _table_from(ref)}, "learned": {"model": model}}
+    # predicted: the toy device names no probe table, so every processor is priced analytically
+    # (tests/test_predictors.py covers devices that do)
+    return g, ref, {"analytic": {}, "measured": {"table": _table_from(ref)}, "learned": {"model": model},
+                    "predicted": {}}

@@ -15,9 +15,9 @@ from optimizer.errors import ConfigError, UnknownNameError
 
 def test_registry_lists_every_backend_and_each_builds_a_table(toy, options):
     g, ref, opts = options
-    assert backend_names() == ["analytic", "learned", "measured"]
+    assert backend_names() == ["analytic", "learned", "measured", "predicted"]
     assert backend_options("measured") == ["table"] and backend_options("learned") == ["model"]
-    assert backend_options("analytic") == []
+    assert backend_options("analytic") == [] and backend_options("predicted") == []
     for name in backend_names():
         ct = build_cost_table(g, toy, "fp32", name, **opts[name])
         assert ct.backend == name and ct.latency_s.shape == ct.energy_j.shape == (len(g), 2)

@@ -61,8 +61,9 @@ def cost_to_dict(ct) -> dict:
 def cost(
     model: str = typer.Argument(..., help="Zoo name or a .keras/.onnx/.tflite file."),
     device: str = typer.Option(..., "--device", "-d", help="Device or server name (search_spaces/) or a YAML path."),
-    backend: str = typer.Option("analytic", "--backend", "-b", help="analytic, measured or learned (registered "
-                                                                    "cost backends)."),
+    backend: str | None = typer.Option(None, "--backend", "-b", help="predicted, analytic, measured or learned "
+                                       "(registered cost backends); default: predicted when the device file names "
+                                       "probe tables, else analytic."),
     dtype: str | None = typer.Option(None, "--dtype", help="int8, fp16 or fp32 (default: int8; measured: the "
                                         "table's, e.g. fp32 for onnxruntime timings)."),
     table: list[str] = typer.Option([], "--table", "-t", help="measured: the table of MODEL; learned: tables to train on (repeatable)."),
@@ -81,7 +82,7 @@ def cost(
     from ..cost import backend_names
     from ..errors import UnknownNameError
 
-    if backend not in backend_names():
+    if backend is not None and backend not in backend_names():
         raise UnknownNameError("cost backend", backend, backend_names())
     dev = _device(device)
     clocks = _clocks(clock)
@@ -136,3 +137,34 @@ def _print(ct) -> None:
     t.add_row("", "[bold]total energy (mJ)[/]", *[f"{v * 1e3:.2f}" for v in ct.cum_energy_j[-1]])
     t.add_row("", "fallback layers", *[str(int(v)) for v in (~ct.supported).sum(axis=0)])
     console.print(t)
+    for line in predictor_lines(ct.meta.get("predicted") or {}):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def predictor_lines(predicted: dict) -> list[str]:
+    """What stands behind a ``predicted`` table, per processor: the predictor, its validated error
+    band, and the layers priced analytically (no probes of their kernel)."""
+    out = []
+    for proc, info in predicted.items():
+        pred = info.get("predictor")
+        if pred is None:
+            out.append(f"{proc}: {info.get('reason', 'no predictor: analytic')}")
+            continue
+        band = info.get("validated")
+        ok = (f"validated error band {band['error_min'] * 100:+.1f}% .. {band['error_max'] * 100:+.1f}% "
+              f"(median |error| {band['median_abs_error'] * 100:.1f}%, {band['within_10pct'] * 100:.0f}% within "
+              f"10%) over {len(band['models'])} networks ({band['runner']}, {band['date']})" if band
+              else "not validated (dnnplan calibrate --validate)")
+        fixes = info.get("corrections") or {}
+        line = (f"{proc}: predicted from {pred['probes']} {pred['runtime']} {pred['dtype']} "
+                f"{pred['threads']}-thread probes ({pred['table']}); {ok}")
+        if fixes:
+            line += "; profile corrections " + ", ".join(f"{k} x{v:.3g}" for k, v in fixes.items())
+        out.append(line)
+        by_reason: dict[str, list[str]] = {}
+        for row in info.get("analytic_layers") or []:
+            by_reason.setdefault(row["reason"], []).append(row["layer"])
+        for reason, layers in by_reason.items():
+            shown = ", ".join(layers[:6]) + (f" and {len(layers) - 6} more" if len(layers) > 6 else "")
+            out.append(f"  {len(layers)} layer(s) priced by the analytic model ({reason}): {shown}")
+    return out

@@ -165,34 +165,50 @@ def analytic_costs(
     """
     runtime = device.check_runtime(runtime)
     if graph.op_view is not None:
-        return _block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
+        return block_sums(graph, analytic_costs(graph.op_view, device, dtype, clock_hz, runtime), dtype)
     arrays = layer_arrays(graph, dtype)
     clocks = resolve_clocks(device, clock_hz)
     native = native_latency(device, arrays, dtype, clocks, runtime)
     supported = _op_support(graph, device, dtype, arrays)
     if arrays.identity is not None:
         native[arrays.identity] = 0.0
-    fb = device.fallback_index
-    h_lat, h_spb, h_jpb = device.handoff_matrices()
     power = processor_power(device, clocks)
-    io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
-    # an operator type a delegate cannot run leaves it as a kernel of its own on the CPU, even
-    # where the CPU would fuse it (HARD_SWISH after a convolution is then one more memory pass)
-    alone = ~type_support(graph, device, dtype).all(axis=1) & ~arrays.dispatched
-    cpu_s = native[:, fb].copy()
-    if alone.any():
-        standalone = dataclasses.replace(arrays, dispatched=arrays.dispatched | alone)
-        cpu_s[alone] = native_latency(device, standalone, dtype, clocks, runtime)[alone, fb]
-    fallback_s = cpu_s[:, None] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
-    fallback_j = (power[fb] * cpu_s[:, None]) + io_bytes * h_jpb[:, fb][None, :]
-    latency = np.where(supported, native, fallback_s)
-    energy = np.where(supported, native * power[None, :], fallback_j)
+    cpu_s = fallback_cpu_seconds(graph, device, dtype, arrays, native, clocks, runtime)
+    latency, energy = with_fallback(device, arrays, native, supported, power, cpu_s)
     return {"latency_s": latency, "energy_j": energy, "supported": supported,
             "active_power_w": power, "clock_hz": clocks, "native_s": native, "arrays": arrays,
             "fallback_cpu_s": cpu_s}
 
 
-def _block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
+def with_fallback(device: Device, arrays: LayerArrays, native: np.ndarray, supported: np.ndarray,
+                  power: np.ndarray, cpu_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, energy) [L, P] of layers with native times ``native``: a layer ``p`` does not
+    support runs on the fallback processor (``cpu_s`` [L], :func:`fallback_cpu_seconds`) plus the
+    transfer of its inputs and outputs."""
+    fb = device.fallback_index
+    h_lat, h_spb, h_jpb = device.handoff_matrices()
+    io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
+    fallback_s = cpu_s[:, None] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
+    fallback_j = (power[fb] * cpu_s[:, None]) + io_bytes * h_jpb[:, fb][None, :]
+    return np.where(supported, native, fallback_s), np.where(supported, native * power[None, :], fallback_j)
+
+
+def fallback_cpu_seconds(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays, native: np.ndarray,
+                         clocks: np.ndarray, runtime: str | None) -> np.ndarray:
+    """[L] the CPU's time of each layer when a delegate hands it over: ``native``'s CPU column,
+    except that an operator type a delegate cannot run leaves it as a kernel of its own on the
+    CPU, even where the CPU would fuse it (HARD_SWISH after a convolution is then one more
+    memory pass)."""
+    fb = device.fallback_index
+    alone = ~type_support(graph, device, dtype).all(axis=1) & ~arrays.dispatched
+    cpu_s = native[:, fb].copy()
+    if alone.any():
+        standalone = dataclasses.replace(arrays, dispatched=arrays.dispatched | alone)
+        cpu_s[alone] = native_latency(device, standalone, dtype, clocks, runtime)[alone, fb]
+    return cpu_s
+
+
+def block_sums(graph: LayerGraph, fine: dict[str, Any], dtype: str) -> dict[str, Any]:
     """Sum op-view costs over each unit's (consecutive) members."""
     starts = _block_starts(graph)
     out = dict(fine)

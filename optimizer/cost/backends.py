@@ -10,8 +10,9 @@ assembles the :class:`~optimizer.cost.table.CostTable`; options a backend does n
 error, never silently ignored.
 
 Built-in backends: ``analytic`` (roofline with CPU fallback, :mod:`optimizer.cost.analytic`),
-``measured`` (per-layer tables, :mod:`optimizer.cost.measured`) and ``learned`` (a fitted
-scikit-learn Pipeline, :mod:`optimizer.cost.learned`). The measured and learned backends take
+``measured`` (per-layer tables, :mod:`optimizer.cost.measured`), ``learned`` (a fitted
+scikit-learn Pipeline, :mod:`optimizer.cost.learned`) and ``predicted`` (per-device kernel
+predictors fitted on probe tables, :mod:`optimizer.cost.predicted`). The measured and learned backends take
 the support matrix from the device's op lists, not from the analytic model: they build their
 own latency and energy tables without an analytic pass.
 """
@@ -62,6 +63,8 @@ class BackendCosts:
     supported: np.ndarray
     arrays: LayerArrays | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: [P] per-call overhead a backend measured (NaN: the device file's ``invoke_overhead``)
+    invoke_overhead_s: np.ndarray | None = None
     #: [L] the CPU's time of each layer when a delegate hands it over (None: ``latency_s`` of the CPU)
     fallback_cpu_s: np.ndarray | None = None
 
@@ -120,6 +123,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "analytic": "optimizer.cost.analytic:analytic_backend",
     "measured": "optimizer.cost.measured:measured_backend",
     "learned": "optimizer.cost.learned:learned_backend",
+    "predicted": "optimizer.cost.predicted:predicted_backend",
 }
 for _name, _ref in BUILTIN_BACKENDS.items():
     register_backend(_name, _ref)

@@ -27,7 +27,7 @@ def build_cost_table(
     graph: LayerGraph,
     device: Device | str,
     dtype: str = "int8",
-    backend: str = "analytic",
+    backend: str | None = None,
     *,
     clock_hz: Mapping[str, float] | None = None,
     table: MeasuredTable | str | os.PathLike[str] | None = None,
@@ -44,9 +44,10 @@ def build_cost_table(
         A Device (phone, board or server) or a device name for :func:`optimizer.hardware.load_device`.
     dtype : {"int8", "fp16", "fp32"}
         Activation and weight precision.
-    backend : str
-        A registered backend (:func:`optimizer.cost.backends.backend_names`). ``analytic``:
-        roofline model of :mod:`optimizer.cost.analytic`; ``measured``: per-layer
+    backend : str, optional
+        A registered backend (:func:`optimizer.cost.backends.backend_names`; default: the
+        device's, :func:`default_backend`). ``predicted``: per-device kernel predictors
+        (:mod:`optimizer.cost.predicted`); ``analytic``: roofline model of :mod:`optimizer.cost.analytic`; ``measured``: per-layer
         ``table`` (from ``dnnplan measure`` or a phone) for every processor of the device;
         ``learned``: a fitted Pipeline ``model`` (:func:`optimizer.cost.learned.fit_learned_model`
         or a JSON file of :func:`~optimizer.cost.learned.save_learned_model`) predicting each processor's layer latencies.
@@ -70,6 +71,7 @@ def build_cost_table(
         device = load_device(device)
     if dtype not in DTYPE_BYTES:
         raise ConfigError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}")
+    backend = backend or default_backend(device)
     get_backend(backend)  # an unknown name fails before any work
     runtime = device.check_runtime(runtime)
     clocks = resolve_clocks(device, clock_hz)
@@ -78,11 +80,8 @@ def build_cost_table(
     options = {k: v for k, v in (("table", table), ("model", model)) if v is not None}
     costs = run_backend(backend, inputs, options)
     meta: dict[str, Any] = {"clock_hz": dict(zip(device.processor_names, clocks.tolist())),
-                            "runtime": runtime or device.runtime}
-    meta.update(host_seconds(graph, device))  # detector pre/post-processing on the CPU (Park & Ha)
-    if device.cpu_cores is not None:
-        meta["cpu_cores"] = device.cpu_cores
-    meta.update(costs.meta)
+                            "runtime": runtime or device.runtime, **host_seconds(graph, device),  # Park & Ha
+                            **({"cpu_cores": device.cpu_cores} if device.cpu_cores is not None else {}), **costs.meta}
     arrays = costs.arrays if costs.arrays is not None else layer_arrays(graph, dtype)
     h_lat, h_spb, h_jpb = device.handoff_matrices()
     capacity = np.array([p.memory_bytes if p.memory_bytes is not None else device.memory_bytes
@@ -98,11 +97,22 @@ def build_cost_table(
         weight_bytes=arrays.weight_bytes, live_bytes=graph.live_bytes_array(dtype), macs=arrays.macs,
         handoff_latency_s=h_lat, handoff_s_per_byte=h_spb, handoff_j_per_byte=h_jpb,
         memory_capacity_bytes=capacity, active_power_w=inputs.power_w, idle_power_w=device.idle_power_w,
-        meta=meta, invoke_overhead_s=np.array([p.runtime_value("invoke_overhead_s", runtime)
-                                                for p in device.processors]),
+        meta=meta, invoke_overhead_s=_invoke_overhead(device, runtime, costs.invoke_overhead_s),
         max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
         fallback_cpu_s=costs.fallback_cpu_s, **_parameter_cache(device, dtype, runtime),
     )
+
+
+def default_backend(device: Device) -> str:
+    """The backend a device file chooses: ``predicted`` when a processor names a probe table,
+    else ``analytic``."""
+    return "predicted" if device.has_predictors else "analytic"
+
+
+def _invoke_overhead(device: Device, runtime: str | None, measured: np.ndarray | None) -> np.ndarray:
+    """[P] per-call overhead: the backend's measurement where it has one, else the device file's."""
+    listed = np.array([p.runtime_value("invoke_overhead_s", runtime) for p in device.processors])
+    return listed if measured is None else np.where(np.isnan(measured), listed, measured)
 
 
 def _parameter_cache(device: Device, dtype: str, runtime: str | None) -> dict[str, np.ndarray]:

@@ -47,6 +47,15 @@ _FAMILY: dict[str, str] = {
 }
 
 
+def _op_type(layer: Any, cls: str) -> str:
+    """The layer's class name; ``Activation:<function>`` for an ``Activation`` layer, whose
+    function decides what a runtime runs (``swish`` is two kernels, ``relu`` fuses)."""
+    if cls != "Activation":
+        return cls
+    fn = getattr(layer, "activation", None)
+    return f"Activation:{getattr(fn, '__name__', 'unknown')}"
+
+
 def _shape(s: Any) -> tuple[int, ...]:
     """Drop the batch dimension; unknown dims become 1."""
     dims = tuple(s)[1:]
@@ -171,7 +180,7 @@ def graph_from_keras(
             in_shapes = [_shape(t.shape) for t in in_tensors]
             out_shapes = [_shape(t.shape) for t in out_tensors]
             specs.append(LayerSpec(
-                name=op_name, op=family, op_type=cls,
+                name=op_name, op=family, op_type=_op_type(layer, cls),
                 inputs=tuple(dict.fromkeys(tid(t) for t in in_tensors)),
                 outputs=tuple(tid(t) for t in out_tensors),
                 output_shapes=tuple(out_shapes),

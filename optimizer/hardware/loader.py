@@ -39,7 +39,7 @@ def resolve_shipped(ref: str | os.PathLike[str], folder: str, kind: str) -> Path
 
 @lru_cache(maxsize=64)
 def _load_cached(path: str, mtime: float, model: type[M]) -> M:
-    return load_model_yaml(Path(path), model)
+    return load_model_yaml(Path(path), model, context={"file": path})
 
 
 def _load_file(path: Path, model: type[M]) -> M:
@@ -69,7 +69,8 @@ class ShippedYaml(Generic[M]):
     def load(self, name_or_path: str | os.PathLike[str]) -> M:
         """The model of a shipped file by name, or of any file by path."""
         path = resolve_shipped(name_or_path, self.folder, self.kind)
-        return _load_file(path, self.model) if self.cached else load_model_yaml(path, self.model)
+        return (_load_file(path, self.model) if self.cached
+                else load_model_yaml(path, self.model, context={"file": str(path.resolve())}))
 
 
 #: device files (``pixel6``), network links (``wifi_10``, ``lte``) and servers (``smartsplit_i5``)

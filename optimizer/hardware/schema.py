@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NamedTuple
 
+from pathlib import Path
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..errors import UnknownNameError
 from ..graph.kernel_families import KERNEL_FALLBACK, KERNEL_FAMILIES
@@ -139,6 +141,55 @@ class RuntimeProfile(_Model):
     source: str
 
 
+class ValidatedBand(_Model):
+    """How far a predictor's whole-network latencies were from measured ones (``dnnplan calibrate
+    --validate``): relative errors ``predicted / measured - 1`` over the validation networks."""
+
+    runner: str
+    models: list[str] = Field(min_length=1)
+    error_min: float
+    error_max: float
+    median_abs_error: Annotated[float, NonNegative]
+    within_10pct: Annotated[float, Field(ge=0, le=1)]
+    date: str
+
+
+class Predictor(_Model):
+    """A per-device latency predictor of one processor (nn-Meter, Zhang et al., MobiSys 2021): the
+    probe table measured under ``runtime`` at ``dtype`` with ``threads`` threads, from which
+    :mod:`optimizer.cost.predictor` fits one regressor per kernel family when the device loads.
+
+    ``table`` is a path relative to the device file (absolute paths are kept). ``corrections``
+    are per-kernel-family factors fitted to the user's own profiles (``dnnplan calibrate
+    --from-profile``; ``default`` for the families no profile timed); ``validated`` the error
+    band of ``dnnplan calibrate --validate``."""
+
+    runtime: str
+    dtype: Literal["fp32", "fp16", "int8"]
+    threads: Annotated[int, Positive]
+    table: str
+    seed: Annotated[int, NonNegative] = 0
+    corrections: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    corrections_source: str | None = None
+    validated: ValidatedBand | None = None
+    #: folder of the device file the entry was read from (set by Device)
+    _folder: str = PrivateAttr("")
+
+    @field_validator("corrections")
+    @classmethod
+    def _correction_families(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k in v if k not in KERNEL_FAMILIES and k != "default"]
+        if bad:
+            raise ValueError(f"unknown kernel family {bad[0]!r}; expected default or one of {', '.join(KERNEL_FAMILIES)}")
+        return v
+
+    @property
+    def table_path(self) -> Path:
+        """The probe table: ``table`` resolved against the device file's folder."""
+        p = Path(self.table)
+        return p if p.is_absolute() or not self._folder else Path(self._folder) / p
+
+
 class Processor(_Model):
     """One processor of a device (or a server's compute, kind ``cloud``).
 
@@ -174,6 +225,8 @@ class Processor(_Model):
     #: core table sets the processor's rate per runtime (:mod:`optimizer.hardware.cores`)
     clusters: list[CoreCluster] | None = None
     supported_ops: dict[str, OpList]
+    #: per-device latency predictors (probe tables) by runtime, dtype and threads
+    predictors: list[Predictor] = Field(default_factory=list)
     #: operator types this processor's delegate cannot run at a dtype although it runs their op
     #: family (TFLite builtin names, e.g. ``RELU_0_TO_1``; ONNX/Keras types match after CamelCase ->
     #: UPPER_SNAKE, ``HardSigmoid`` -> ``HARD_SIGMOID``): they fall back to the CPU as kernels of
@@ -258,6 +311,17 @@ class Processor(_Model):
         value = getattr(prof, field_name) if prof is not None else None
         return float(value) if value is not None else float(getattr(self, field_name))
 
+    def predictor(self, runtime: str, dtype: str, threads: int | None = None) -> Predictor | None:
+        """The predictor of ``runtime`` and ``dtype`` at ``threads`` threads (default: this
+        processor's ``cores``, the threads its runtime uses), None when the file lists none. A
+        runtime also matches the one predictor of a more specific runtime of it (``tflite``:
+        ``tflite_xnnpack``, the TFLite build's CPU path)."""
+        want = self.cores if threads is None else threads
+        fits = [p for p in self.predictors if p.dtype == dtype and p.threads == want]
+        exact = [p for p in fits if p.runtime == runtime]
+        special = [p for p in fits if p.runtime.startswith(f"{runtime}_")]
+        return exact[0] if exact else special[0] if len(special) == 1 else None
+
     def supports(self, op: str, dtype: str) -> bool:
         """Whether ``op`` runs natively here at ``dtype`` (otherwise it falls back to the CPU)."""
         ops = self.supported_ops.get(dtype)
@@ -333,9 +397,14 @@ class Device(_Model):
     source: str
 
     @model_validator(mode="after")
-    def _names(self) -> Device:
+    def _names(self, info: ValidationInfo) -> Device:
+        folder = str(Path(str((info.context or {}).get("file", ""))).parent) if info.context else ""
         for p in self.processors:
             p._default_runtime = self.runtime
+            for pred in p.predictors:
+                pred._folder = folder
+            keys = [(pred.runtime, pred.dtype, pred.threads) for pred in p.predictors]
+            reject_duplicates([f"{r}/{d}/{t} threads" for r, d, t in keys], f"predictor of processor {p.name!r}")
         names = [p.name for p in self.processors]
         reject_duplicates(names, "processor name")
         for i, pair in enumerate(self.handoff.pairs):
@@ -351,11 +420,18 @@ class Device(_Model):
 
     @property
     def runtimes(self) -> tuple[str, ...]:
-        """The default runtime, then every runtime a processor has an efficiency profile for."""
+        """The default runtime, then every runtime a processor has an efficiency profile or a
+        predictor for."""
         names = [self.runtime]
         for p in self.processors:
             names += [r for r in p.runtime_profiles if r not in names]
+            names += [q.runtime for q in p.predictors if q.runtime not in names]
         return tuple(names)
+
+    @property
+    def has_predictors(self) -> bool:
+        """Whether any processor names a probe table (the ``predicted`` backend is then the default)."""
+        return any(p.predictors for p in self.processors)
 
     def check_runtime(self, runtime: str | None) -> str | None:
         """``runtime`` if this device knows it, None for its default; raises UnknownNameError."""

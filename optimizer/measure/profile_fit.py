@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,10 @@ LAYER_WEIGHT = 0.3  # weight of the per-layer residuals against the per-family o
 #: counts as much as its families together (larger weights trade the per-family error for the
 #: in-sample whole-network one: BENCHMARKS.md, "one fit of a processor")
 WHOLE_WEIGHT = 1.0
+#: weight of the log-distance of layer_overhead and memory_bandwidth from the device's values
+PRIOR_WEIGHT = 0.05
+#: an efficiency whose posterior log standard deviation exceeds this is not pinned down by the data
+SPREAD_MAX = 1.0
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,14 @@ class ProfileFit:
     cost: float = math.nan
     #: per network, modeled / profiled seconds of all its covered layers after the fit
     model_over_measured: dict[str, float] = field(default_factory=dict)
+    #: parameters the profiles do not constrain (kept near the device's value) or that end on a bound
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"processor": self.processor, "efficiency": self.efficiency,
                 "layer_overhead_s": self.layer_overhead_s, "invoke_overhead_s": self.invoke_overhead_s,
                 "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
-                "model_over_measured": self.model_over_measured,
+                "model_over_measured": self.model_over_measured, "notes": self.notes,
                 "families": [{"profile": r.profile, "model": r.model, "family": r.family,
                               "profile_ms": r.profile_s * 1e3, "before_ms": r.before_s * 1e3,
                               "after_ms": r.after_s * 1e3, "after_over_profile": r.ratio_after}
@@ -161,11 +168,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
 
     if not matches:
         raise ConfigError("calibrate --from-profile needs at least one profile")
-    for m in matches:
-        if m.mode == "delegate":
-            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
-                          "times are the model's own split, so the fit only scales them (profile with the "
-                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=2)
+    _warn_whole_delegate_rows(matches)
     proc = device.processor(processor)
     data = []
     families: list[str] = []
@@ -194,6 +197,9 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
               for b in (proc.memory_bandwidth_bytes_per_s, 4 * proc.memory_bandwidth_bytes_per_s)]
     lo = np.log([EFF_BOUNDS[0]] * len(families) + [OVERHEAD_BOUNDS[0], BANDWIDTH_BOUNDS[0]])
     hi = np.log([EFF_BOUNDS[1]] * len(families) + [OVERHEAD_BOUNDS[1], BANDWIDTH_BOUNDS[1]])
+    # a weak prior at the device's own overhead and bandwidth: a parameter the profiles do not
+    # constrain stays there instead of drifting to a bound (and is reported, _unconstrained)
+    prior = np.log([overhead0, float(np.clip(proc.memory_bandwidth_bytes_per_s, *BANDWIDTH_BOUNDS))])
 
     def candidate(x: np.ndarray) -> Device:
         eff = dict(proc.efficiency)
@@ -211,7 +217,7 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
             if single.any():
                 meas = fit_times(m)[single]
                 res += list(LAYER_WEIGHT * np.log(np.maximum(pred[single], 1e-12) / meas) / math.sqrt(single.sum()))
-        return np.asarray(res)
+        return np.concatenate([res, PRIOR_WEIGHT * (x[-2:] - prior)])
 
     fit = min((least_squares(residuals, np.clip(x0, lo, hi), bounds=(lo, hi), method="trf") for x0 in starts),
               key=lambda r: float(r.cost))
@@ -222,8 +228,41 @@ def fit_processor_to_profiles(device: Device, processor: str, matches: list[Prof
     rows = [r for m in matches for r in family_rows(device, fitted, processor, m, dtype)]
     eff = {f: float(math.exp(v)) for f, v in zip(families, fit.x[:-2], strict=True)}
     whole = {m.graph.name: _whole(modeled_layers(fitted, processor, m.graph, dtype), m) for m in matches}
+    notes = _unconstrained(fit, families + ["layer_overhead", "memory_bandwidth"], lo, hi)
     return ProfileFit(fitted, processor, eff, float(math.exp(fit.x[-2])), invoke, float(math.exp(fit.x[-1])),
-                      rows, float(fit.cost), whole)
+                      rows, float(fit.cost), whole, notes)
+
+
+def _warn_whole_delegate_rows(matches: list[ProfileMatch]) -> None:
+    for m in matches:
+        if m.mode == "delegate":
+            warnings.warn(f"{m.profile.path}: one delegate row times the whole of {m.graph.name!r}: its per-family "
+                          "times are the model's own split, so the fit only scales them (profile with the "
+                          "delegate's per-op profiling, or on the CPU, to fit the families)", stacklevel=3)
+
+
+def _unconstrained(fit: Any, names: list[str], lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """One line per fitted parameter the profiles do not pin down: its posterior variance (the
+    diagonal of ``(J^T J)^+`` at the optimum, log scale) is more than half the prior's for
+    ``layer_overhead``/``memory_bandwidth`` (it stayed near the device's value) or above
+    :data:`SPREAD_MAX` for an efficiency (collinear with others), or it ended on a bound."""
+    jac = np.asarray(fit.jac, dtype=np.float64)
+    var = np.diag(np.linalg.pinv(jac.T @ jac))
+    notes = []
+    for j, name in enumerate(names):
+        value = math.exp(fit.x[j])
+        shown = (f"{value * 1e6:.3g} us" if name == "layer_overhead" else f"{value / 1e9:.4g} GB/s"
+                 if name == "memory_bandwidth" else f"{value:.4g}")
+        has_prior = j >= len(names) - 2
+        if has_prior and var[j] > 0.5 / PRIOR_WEIGHT**2:
+            notes.append(f"{name}: the profile(s) hardly constrain it (log sd {math.sqrt(var[j]):.2g}, its prior "
+                         f"{1 / PRIOR_WEIGHT:.2g}); it rests on the device's value as a prior, now {shown}")
+        elif not has_prior and var[j] > SPREAD_MAX**2:
+            notes.append(f"{name}: the profile(s) do not separate it from other parameters (log sd "
+                         f"{math.sqrt(var[j]):.2g}); fitted {shown}")
+        elif fit.x[j] <= lo[j] + 1e-6 or fit.x[j] >= hi[j] - 1e-6:
+            notes.append(f"{name}: on the bound of its range at {shown}; the profile(s) cannot place it inside")
+    return notes
 
 
 def _whole(modeled: np.ndarray, match: ProfileMatch) -> float:
@@ -254,12 +293,36 @@ def _set_fitted(mapping: Any, key: str, value: Any) -> None:
         token.value = f"# was {old}: {text}{sep}{rest}"
 
 
-def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str) -> str:
+def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[str], date: str,
+                out: str | None = None) -> str:
     """The device file at ``device_path`` (one the device loader accepted) with ``processor``'s efficiency, layer_overhead,
-    memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit.
+    memory_bandwidth and (when fitted) invoke_overhead replaced and a ``source`` naming the fit
+    (:func:`edit_processor_yaml`; a header comment names the fit)."""
+    note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
+            + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
+            + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
+
+    def edit(entry: Any) -> None:
+        if entry.get("efficiency") is None:
+            entry["efficiency"] = {}
+        for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
+            _set_fitted(entry["efficiency"], f, float(f"{v:.4g}"))
+        _set_fitted(entry, "layer_overhead", f"{fit.layer_overhead_s * 1e6:.4g} us")
+        _set_fitted(entry, "memory_bandwidth", f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+        if fit.invoke_overhead_s is not None:
+            _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
+        entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
+
+    return edit_processor_yaml(device_path, processor, edit, note, out)
+
+
+def edit_processor_yaml(device_path: str, processor: str, edit: Any, note: str, out: str | None = None) -> str:
+    """The device file at ``device_path`` (one the device loader accepted) with ``edit(entry)``
+    applied to ``processor``'s mapping, and ``note`` as a header comment; for a file to be
+    written at ``out``, predictors' relative ``table`` paths are rebased onto its folder.
 
     The file is edited as a ruamel.yaml round-trip document, so its comments, key order, flow
-    styles and every other processor stay as the user wrote them; a header comment names the fit.
+    styles and every other processor stay as the user wrote them.
     """
     import io
 
@@ -276,21 +339,25 @@ def device_yaml(device_path: str, processor: str, fit: ProfileFit, files: list[s
     entry = next((p for p in data.get("processors", []) if isinstance(p, dict) and p.get("name") == processor), None)
     if entry is None:  # the loader accepted the file, so this cannot happen for a valid device
         raise ConfigError(f"{device_path}: no processor {processor!r}")
-    if entry.get("efficiency") is None:
-        entry["efficiency"] = {}
-    for f, v in fit.efficiency.items():  # in place: a flow-style table stays one
-        _set_fitted(entry["efficiency"], f, float(f"{v:.4g}"))
-    _set_fitted(entry, "layer_overhead", f"{fit.layer_overhead_s * 1e6:.4g} us")
-    _set_fitted(entry, "memory_bandwidth", f"{fit.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s")
-    if fit.invoke_overhead_s is not None:
-        _set_fitted(entry, "invoke_overhead", f"{fit.invoke_overhead_s * 1e6:.4g} us")
-    note = (f"efficiency ({', '.join(fit.efficiency)}), layer_overhead, memory_bandwidth"
-            + (", invoke_overhead" if fit.invoke_overhead_s is not None else "")
-            + f" fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}")
-    entry["source"] = f"{entry.get('source', '')}; {note}".lstrip("; ")
-    out = io.StringIO()
-    rt.dump(data, out)
-    return f"# {note}\n" + out.getvalue()
+    if out is not None:
+        _rebase_tables(data, Path(device_path).resolve().parent, Path(out).resolve().parent)
+    edit(entry)
+    text = io.StringIO()
+    rt.dump(data, text)
+    return f"# {note}\n" + text.getvalue()
+
+
+def _rebase_tables(data: Any, src: Path, dst: Path) -> None:
+    """Point every predictor's relative ``table`` of a device document read from folder ``src``
+    at the same file from folder ``dst``."""
+    import os
+
+    if src == dst:
+        return
+    for proc in data.get("processors", []) or []:
+        for q in (proc.get("predictors") or []) if isinstance(proc, dict) else []:
+            if isinstance(q, dict) and q.get("table") and not Path(str(q["table"])).is_absolute():
+                q["table"] = os.path.relpath(src / str(q["table"]), dst)
 
 
 def write_device_yaml(out: str, text: str) -> None:

@@ -357,6 +357,26 @@ def _inference_avg(text: str) -> float | None:
     return float(m.group(1)) * 1e-6 if m else None
 
 
+_RUN_STATS = re.compile(r"count=(\d+)\b.*?\bavg=([\d.eE+-]+)(?:.*?\bstd=([\d.eE+-]+))?")
+
+
+def benchmark_summary(text: str) -> tuple[float, float, int] | None:
+    """(average s, standard deviation s, runs) of a ``benchmark_model`` output: its timed runs'
+    ``count=N ... avg=X std=Y`` line (microseconds; the line with most runs, i.e. not the
+    warm-up's), else the ``Inference (avg)`` summary with no spread; None when neither is there."""
+    best: tuple[float, float, int] | None = None
+    for line in text.splitlines():
+        m = _RUN_STATS.search(_strip_logcat(line))
+        if m:
+            count = int(m.group(1))
+            if best is None or count >= best[2]:
+                best = (float(m.group(2)) * 1e-6, float(m.group(3) or 0.0) * 1e-6, count)
+    if best is not None:
+        return best
+    avg = _inference_avg(text)
+    return (avg, 0.0, 1) if avg is not None else None
+
+
 # ---------------------------------------------------------------- matching
 
 @dataclass

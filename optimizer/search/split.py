@@ -294,7 +294,7 @@ def build_split_costs(
     dtype: str = "int8",
     server_dtype: str = "fp32",
     cost_model: str = "table",
-    backend: str = "analytic",
+    backend: str | None = None,
     wire_dtypes: Sequence[str] = WIRE_DTYPES,
     bandwidth_bps: float | None = None,
     processors: Sequence[str] | None = None,
@@ -342,7 +342,7 @@ def build_split_costs(
             tables[(p.name, f)] = build_cost_table(graph, dev, dtype=dtype, backend=backend,
                                                    clock_hz={p.name: f}, runtime=runtime)
             levels[(p.name, f)] = level
-    server_table = build_cost_table(graph, srv, dtype=server_dtype, backend="analytic")
+    server_table = build_cost_table(graph, srv, dtype=server_dtype)
     costs = split_costs_from_tables(graph, tables, server_table, link, dtype=dtype,
                                     wire_dtypes=wire_dtypes, device=dev.name, server=srv.name,
                                     device_memory_bytes=dev.memory_bytes, levels=levels, result=result,

@@ -85,7 +85,7 @@ class CappedTables:
     energy columns with ``supported`` False (all their time is CPU fallback).
     """
 
-    def __init__(self, graph: Any, device: Any, dtype: str, *, backend: str = "analytic",
+    def __init__(self, graph: Any, device: Any, dtype: str, *, backend: str | None = None,
                  base: Any = None) -> None:
         self.graph, self.device, self.dtype, self.backend = graph, device, dtype, backend
         self.names = device.processor_names

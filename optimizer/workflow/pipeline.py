@@ -45,7 +45,7 @@ def pipeline_problem(
     cpu_threads: int = 4,
     pre_s: float | None = None,
     post_s: float | None = None,
-    backend: str = "analytic",
+    backend: str | None = None,
     extra_objectives: tuple[Any, ...] = (),
     table: Any = None,
 ) -> Any:

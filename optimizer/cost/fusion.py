@@ -1,0 +1,108 @@
+"""Runtime fusion rules: which layers a runtime folds into a neighbour's kernel (nn-Meter's kernel
+detection, Zhang et al., MobiSys 2021: predict per kernel, after the runtime's fusion rules).
+
+:func:`runtime_kernels` gives, for every op-view layer, the kernels a runtime runs for it
+(:func:`optimizer.graph.kernel_config.layer_kernels`), or none when the runtime folds the layer
+into the kernel that produces its input (or, for a padding, that consumes its output):
+
+* in every runtime: a batch-norm, or a multiply/add by a per-channel constant, on the output of
+  a convolution or fully connected layer is folded into its weights (the TFLite converter;
+  onnxruntime's ``ConvBNFusion``/``ConvMulFusion``/``ConvAddFusion``); ReLU and ReLU6 clamp the
+  output of a convolution, fully connected layer, addition or pooling in place (TFLite's
+  ``fused_activation_function``, XNNPACK's output clamps; onnxruntime's ``FusedConv`` and
+  ``FusedGemm``, for convolutions and matrix products only); a zero padding read only by a
+  convolution or pooling becomes that kernel's padding (the TFLite converter; onnxruntime's
+  ``PadFusion``); reshapes, dropout and identities move no data;
+* onnxruntime also fuses sigmoid, tanh, leaky ReLU and hard sigmoid into a convolution
+  (``FusedConv``'s MLAS activations).
+
+A layer reached through folded layers (conv -> batch-norm -> ReLU) fuses as if it followed the
+convolution directly; a kernel takes one activation. Only a layer whose input is read by nothing
+else is folded.
+"""
+
+from __future__ import annotations
+
+from ..graph.kernel_config import BINARY_KINDS, FREE_KINDS, KernelConfig, canonical_kind, layer_kernels
+from ..graph.layergraph import LayerGraph
+
+_COMPUTE = frozenset({"conv", "dwconv", "conv_transpose", "fc"})
+_CLAMPS = frozenset({"relu", "relu6"})
+#: runtime -> activation kinds fused into a convolution (beyond the clamps)
+CONV_ACTIVATIONS: dict[str, frozenset[str]] = {
+    "onnxruntime": frozenset({"sigmoid", "tanh", "leaky_relu", "hard_sigmoid"}),
+}
+#: runtime -> producer kinds a clamp (ReLU/ReLU6) fuses into
+CLAMP_PRODUCERS: dict[str, frozenset[str]] = {
+    "onnxruntime": frozenset({"conv", "dwconv", "conv_transpose", "fc"}),
+}
+_DEFAULT_CLAMP_PRODUCERS = frozenset({"conv", "dwconv", "conv_transpose", "fc", "add", "sub", "mul", "max_pool",
+                                      "avg_pool"})
+
+
+def runtime_family(runtime: str | None) -> str:
+    """The rule set of a runtime name: ``onnxruntime`` for onnxruntime ones, else TFLite's."""
+    return "onnxruntime" if runtime and ("onnx" in runtime or runtime.startswith("ort")) else "tflite"
+
+
+def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelConfig]]:
+    """Kernels ``runtime`` runs for each layer of the op-view ``graph`` (module doc): an empty
+    list for a layer folded away or moving no data."""
+    rules = runtime_family(runtime)
+    conv_acts = CONV_ACTIVATIONS.get(rules, frozenset())
+    clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
+    kinds = [canonical_kind(la.op_type) for la in graph.layers]
+    for i, la in enumerate(graph.layers):  # an op type every importer spells differently: its kernel's kind
+        if kinds[i] == "other":
+            ks = layer_kernels(la, graph.fmt)
+            kinds[i] = ks[0].kind if len(ks) == 1 else kinds[i]
+    folded_into: list[int | None] = [None] * len(graph.layers)
+    activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
+    out: list[list[KernelConfig]] = []
+    for i, la in enumerate(graph.layers):
+        kernels = layer_kernels(la, graph.fmt)
+        kind = kinds[i]
+        base = _producer_kernel(graph, i, folded_into)
+        base_kind = kinds[base] if base is not None else None
+        fold = False
+        if kind in FREE_KINDS:
+            fold = True
+        elif base_kind is not None:
+            constant_operand = kind in BINARY_KINDS and len(la.input_shapes) == 1
+            if (kind == "batch_norm" or constant_operand) and base_kind in _COMPUTE:
+                fold = True
+            elif base not in activated and ((kind in _CLAMPS and base_kind in clamp_into)
+                                            or (kind in conv_acts and base_kind in ("conv", "dwconv"))):
+                fold = True
+                activated.add(base)  # type: ignore[arg-type]
+        if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds):
+            fold = True
+        if fold:
+            folded_into[i] = base if base is not None else i
+            out.append([])
+        else:
+            out.append(kernels)
+    return out
+
+
+def _producer_kernel(graph: LayerGraph, i: int, folded_into: list[int | None]) -> int | None:
+    """The layer whose kernel layer ``i`` would fold into: the producer of its only activation
+    input when ``i`` is that tensor's only reader, through layers already folded."""
+    la = graph.layers[i]
+    if len(la.inputs) != 1:
+        return None
+    t = graph.tensors[la.inputs[0]]
+    if t.producer < 0 or len(t.consumers) != 1 or len(graph.layers[t.producer].outputs) != 1:
+        return None
+    p = t.producer
+    return folded_into[p] if folded_into[p] is not None else p
+
+
+def _pads_for_consumer(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
+    """A padding whose output only a convolution or pooling reads (that kernel's own padding)."""
+    la = graph.layers[i]
+    if len(la.outputs) != 1:
+        return False
+    consumers = graph.tensors[la.outputs[0]].consumers
+    return len(consumers) == 1 and consumers[0] < len(graph.layers) and kinds[consumers[0]] in (
+        "conv", "dwconv", "max_pool", "avg_pool")

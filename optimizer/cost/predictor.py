@@ -1,0 +1,161 @@
+"""Per-kernel-family latency predictors fitted on a probe table (nn-Meter, Zhang et al., MobiSys 2021).
+
+nn-Meter trains one random forest per kernel type on the configurations of measured probes
+(height/width, input and output channels, kernel size, stride, plus FLOPs and parameters). The
+predictors here do the same, with two changes measured on this project's probe tables
+(BENCHMARKS.md, "Kernel predictors"):
+
+* the forest predicts ``log(t / t_ref)``, the log of the time over a reference that grows with the
+  work, ``t_ref = MACs / 10 GMAC/s + bytes moved / 20 GB/s + 1 us``, not the time itself: a tree
+  cannot extrapolate, and a kernel larger than every probe (a 640x640 detector's first layers)
+  then keeps the time per unit of work of the largest probes instead of their time;
+* features are on log scales (:data:`FEATURES`), so relative differences count alike for small
+  and large kernels, and ``kind`` (which operator of the family) is a feature.
+
+Forests are fitted when a device is loaded, from the table alone, deterministically from
+``seed`` (no pickled models), and cached in memory by the table's hash; only families a graph
+uses are fitted (:meth:`KernelPredictors.predictor`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..graph.kernel_config import OP_KINDS, KernelConfig
+from ..graph.layergraph import dtype_bytes
+from .probe_table import ProbeTable
+
+#: features of a kernel (log2 of counts, raw small integers)
+FEATURES: tuple[str, ...] = ("px_in", "px_out", "c_in", "c_out", "k", "stride", "rows", "batch", "n_in", "bcast",
+                             "macs", "in_bytes", "out_bytes", "w_bytes", "kind")
+REF_MACS_PER_S = 1e10
+REF_BYTES_PER_S = 2e10
+REF_FLOOR_S = 1e-6
+#: forest settings: enough trees for stable predictions on a few hundred probes, fitted in ~50 ms
+FOREST: dict[str, Any] = {"n_estimators": 60, "max_features": 0.6, "min_samples_leaf": 1}
+MIN_PROBES = 4  # fewer probes than this and a family is not fitted (priced analytically)
+
+_KIND_CODE = {k: i for i, k in enumerate(OP_KINDS)}
+#: kinds whose window a graph does not record (pools): their ``k`` is not a feature
+_WINDOWLESS = frozenset({"max_pool", "avg_pool"})
+
+
+def features(configs: Sequence[KernelConfig], dtype: str) -> np.ndarray:
+    """[N, len(FEATURES)] feature matrix of ``configs`` at ``dtype``."""
+    nb = dtype_bytes(dtype)
+    rows = []
+    for c in configs:
+        rows.append((
+            math.log2(c.h_in * c.w_in), math.log2(c.h_out * c.w_out), math.log2(c.c_in), math.log2(c.c_out),
+            0 if c.kind in _WINDOWLESS else c.k, c.stride, math.log2(c.rows), math.log2(c.h_in) if c.kind == "bmm" else 0.0, c.n_in, c.bcast,
+            math.log2(c.macs + 1), math.log2(c.in_elems * nb + 1), math.log2(c.out_elems * nb + 1),
+            math.log2(c.weight_elems * nb + 1), _KIND_CODE[c.kind],
+        ))
+    return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURES))
+
+
+def reference_s(configs: Sequence[KernelConfig], dtype: str) -> np.ndarray:
+    """[N] the work-proportional reference time ``t_ref`` of each configuration (module doc)."""
+    nb = dtype_bytes(dtype)
+    return np.array([c.macs / REF_MACS_PER_S + (c.in_elems + c.out_elems + c.weight_elems) * nb / REF_BYTES_PER_S
+                     + REF_FLOOR_S for c in configs])
+
+
+@dataclass
+class FamilyPredictor:
+    """A fitted forest of one kernel family: ``predict`` gives seconds."""
+
+    family: str
+    dtype: str
+    model: Any
+    n_probes: int
+    kinds: frozenset[str]
+
+    def predict(self, configs: Sequence[KernelConfig]) -> np.ndarray:
+        if not configs:
+            return np.zeros(0)
+        log_ratio = self.model.predict(features(configs, self.dtype))
+        return reference_s(configs, self.dtype) * np.exp(log_ratio)
+
+
+def fit_family(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: str, family: str,
+               seed: int = 0, trees: int | None = None) -> FamilyPredictor:
+    """Fit one family's forest on probes ``configs`` with measured ``latency_s`` (``trees``
+    overrides the forest's size, e.g. for quick held-out estimates)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    y = np.log(np.maximum(latency_s, 1e-9) / reference_s(configs, dtype))
+    settings = {**FOREST, **({"n_estimators": trees} if trees else {})}
+    model = RandomForestRegressor(random_state=seed, n_jobs=1, **settings).fit(features(configs, dtype), y)
+    return FamilyPredictor(family, dtype, model, len(configs), frozenset(c.kind for c in configs))
+
+
+def held_out_errors(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: str, *, folds: int = 4,
+                    seed: int = 0, trees: int = 24) -> np.ndarray:
+    """[N] relative error ``predicted / measured - 1`` of every probe predicted by forests fitted
+    on the other folds (per family; a family with too few probes gets 0)."""
+    from sklearn.model_selection import KFold
+
+    err = np.zeros(len(configs))
+    fams = np.array([c.family for c in configs])
+    y = np.asarray(latency_s, dtype=np.float64)
+    for fam in np.unique(fams):
+        idx = np.flatnonzero(fams == fam)
+        if len(idx) < max(folds, MIN_PROBES):
+            continue
+        for train, test in KFold(folds, shuffle=True, random_state=seed).split(idx):
+            tr, te = idx[train], idx[test]
+            pred = fit_family([configs[i] for i in tr], y[tr], dtype, fam, seed, trees).predict(
+                [configs[i] for i in te])
+            err[te] = pred / np.maximum(y[te], 1e-12) - 1.0
+    return err
+
+
+@dataclass
+class KernelPredictors:
+    """The predictors of one probe table: fitted per family on first use."""
+
+    table: ProbeTable
+    seed: int = 0
+    _fitted: dict[str, FamilyPredictor | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def dtype(self) -> str:
+        return self.table.dtype
+
+    def families(self) -> dict[str, int]:
+        return self.table.families()
+
+    def predictor(self, family: str) -> FamilyPredictor | None:
+        """The fitted forest of ``family``, None when the table has fewer than :data:`MIN_PROBES`."""
+        with self._lock:
+            if family not in self._fitted:
+                configs = self.table.configs()
+                idx = [i for i, c in enumerate(configs) if c.family == family]
+                if len(idx) < MIN_PROBES:
+                    self._fitted[family] = None
+                else:
+                    y = self.table.rows["latency_s"].to_numpy(dtype=np.float64)[idx]
+                    self._fitted[family] = fit_family([configs[i] for i in idx], y, self.dtype, family, self.seed)
+            return self._fitted[family]
+
+
+_CACHE: dict[tuple[str, int], KernelPredictors] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def predictors_for(table: ProbeTable, seed: int = 0) -> KernelPredictors:
+    """The (lazily fitted) predictors of ``table``, shared by every load of the same table."""
+    key = (table.sha256, seed)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = _CACHE[key] = KernelPredictors(table, seed)
+        return hit

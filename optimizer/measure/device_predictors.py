@@ -1,0 +1,226 @@
+"""A device's predictors from end to end (``dnnplan calibrate --probes/--validate``): pick the
+runner, run the probe campaign, validate on whole networks and write the probe table and the
+device file that names it.
+
+The probe table of a campaign in progress lives in the cache (``results/cache/probes/``, or
+``--table``), rewritten after every group, so an interrupted campaign resumes; the finished table
+is copied beside the output device file (``<out stem>.probes/<runtime>-<dtype>-t<threads>.csv.gz``)
+and named, relative to it, in the processor's ``predictors`` list
+(:class:`optimizer.hardware.schema.Predictor`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cost.predicted import family_seconds, load_predictor_table
+from ..cost.predictor import held_out_errors
+from ..cost.probe_table import ProbeTable, write_probe_table
+from ..errors import ConfigError
+from ..graph.layergraph import LayerGraph
+from ..hardware.schema import Device, Predictor, ValidatedBand
+from .artifacts import cache_dir
+from .probe_campaign import InProcess, ProbeRunner
+from .probe_runner import IN_PROCESS, in_process_runner
+from .profile_fit import edit_processor_yaml
+from .validate import NetworkResult, isolated_layer_times, runtime_artifact, time_networks
+
+RUNNERS = ("litert", "ort", "adb", "cmd")
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How probes and networks are timed: the runner and its options."""
+
+    runner: str = "litert"
+    threads: int = 1
+    measure_cmd: str | None = None
+    runtime: str | None = None  # cmd: the runtime the command runs
+    fmt: str = "tflite"  # cmd: probe model format
+    delegate: str = "xnnpack"  # adb: benchmark_model delegate
+    serial: str | None = None  # adb: device serial
+
+
+def make_runner(settings: RunnerSettings, device: Device, processor: str, folder: Path) -> ProbeRunner:
+    """The campaign runner of ``settings`` (:data:`RUNNERS`)."""
+    if settings.threads < 1:
+        raise ConfigError(f"--threads {settings.threads}: need at least 1")
+    if settings.runner in IN_PROCESS:
+        return InProcess(in_process_runner(settings.runner, settings.threads))
+    from .probe_remote import AdbProbeRunner, CmdProbeRunner
+
+    if settings.runner == "adb":
+        return AdbProbeRunner(folder, settings.threads, settings.delegate, settings.serial)
+    if settings.runner == "cmd":
+        if not settings.measure_cmd:
+            raise ConfigError("--runner cmd needs --measure-cmd COMMAND (the JSON-lines protocol of PROTOCOL.md)")
+        return CmdProbeRunner(settings.measure_cmd, settings.runtime or device.runtime, settings.fmt,
+                              settings.threads, processor, folder)
+    raise ConfigError(f"--runner {settings.runner!r}; expected one of {', '.join(RUNNERS)}")
+
+
+def runner_runtime(settings: RunnerSettings, device: Device) -> str:
+    """The runtime name a runner's tables and device entries carry."""
+    if settings.runner in IN_PROCESS:
+        return IN_PROCESS[settings.runner][0]
+    if settings.runner == "adb":
+        from .probe_remote import DELEGATES
+
+        if settings.delegate not in DELEGATES:
+            raise ConfigError(f"--delegate {settings.delegate!r}; expected one of {', '.join(DELEGATES)}")
+        return DELEGATES[settings.delegate][0]
+    if settings.runner == "cmd":
+        return settings.runtime or device.runtime
+    raise ConfigError(f"--runner {settings.runner!r}; expected one of {', '.join(RUNNERS)}")
+
+
+def work_table(device: Device, processor: str, settings: RunnerSettings, dtype: str, seed: int) -> Path:
+    """Where a campaign keeps its probe table while it runs (resumable)."""
+    runtime = runner_runtime(settings, device)
+    name = f"{device.name}-{processor}-{settings.runner}-{runtime}-{dtype}-t{settings.threads}-s{seed}.csv.gz"
+    return cache_dir() / "probes" / name
+
+
+def work_folder(table: Path) -> Path:
+    """The folder beside a campaign's table for a phone's probe models and logs."""
+    name = table.name
+    for suffix in (".csv.gz", ".csv", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return table.parent / name
+
+
+def family_report(table: ProbeTable, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per kernel family: probes and the held-out error of its predictor (median and 90th
+    percentile of ``|predicted / measured - 1|`` over a 4-fold split of the probes)."""
+    configs = table.configs()
+    err = np.abs(held_out_errors(configs, table.rows["latency_s"].to_numpy(dtype=np.float64), table.dtype, seed=seed))
+    fams = np.array([c.family for c in configs])
+    return {f: {"probes": int((fams == f).sum()), "median_abs_error": float(np.median(err[fams == f])),
+                "p90_abs_error": float(np.percentile(err[fams == f], 90))} for f in sorted(set(fams))}
+
+
+def with_predictor(device: Device, processor: str, entry: Predictor) -> Device:
+    """A copy of ``device`` whose ``processor`` has ``entry`` in place of any predictor of the same
+    runtime, dtype and threads."""
+    procs = []
+    for p in device.processors:
+        if p.name == processor:
+            keep = [q for q in p.predictors if (q.runtime, q.dtype, q.threads) != (entry.runtime, entry.dtype, entry.threads)]
+            p = p.model_copy(update={"predictors": [*keep, entry]})
+        procs.append(p)
+    return device.model_copy(update={"processors": procs})
+
+
+def entry_for(device: Device, processor: str, runtime: str, dtype: str, threads: int) -> Predictor:
+    """The device's predictor of ``processor`` for runtime, dtype and threads, or a one-line error."""
+    proc = device.processor(processor)
+    entry = proc.predictor(runtime, dtype, threads)
+    if entry is None:
+        listed = ", ".join(f"{q.runtime}/{q.dtype}/{q.threads}" for q in proc.predictors) or "none"
+        raise ConfigError(f"device {device.name!r} processor {processor!r} has no {runtime}/{dtype}/{threads}-thread "
+                          f"predictor (it lists {listed}); measure one with --probes N")
+    return entry
+
+
+def prepare_validation(models: Sequence[str], fmt: str, dtype: str, load: Callable[[str], LayerGraph],
+                       runner: Any) -> list[tuple[str, LayerGraph, Path]]:
+    """(model, graph, runtime file) of every validation model, each loaded once in ``runner``
+    so a model the runner cannot run is refused before any probe is timed."""
+    out = []
+    for m in models:
+        graph = load(m)
+        path = runtime_artifact(m, graph, fmt, dtype)
+        if runner is not None:
+            runner.load(path)
+        out.append((m, graph, path))
+    return out
+
+
+def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
+                      prepared: Sequence[tuple[str, LayerGraph, Path]], *, per_family: bool = True,
+                      seed: int = 0) -> list[NetworkResult]:
+    """Measure every prepared network on ``runner`` (interleaved) and predict it with the
+    device's predictor; per kernel family where ``per_family`` (each operator of the runtime file
+    timed alone, :func:`optimizer.measure.validate.isolated_layer_times`)."""
+    from ..cost import build_cost_table
+    from ..graph.loader import load_graph
+
+    j = device.processor_index(processor)
+    timings = time_networks(runner, [p for _, _, p in prepared], seed=seed,
+                            shapes=[dict(g.served_input_shapes) if g.served_input_shapes else None
+                                    for _, g, _ in prepared])
+    entry = device.processors[j].predictor(runner.runtime, dtype, runner.threads)
+    overhead = load_predictor_table(entry).invoke_overhead_s if entry is not None else 0.0
+    out = []
+    for (m, graph, path), t in zip(prepared, timings, strict=True):
+        ct = build_cost_table(graph, device, dtype, "predicted", runtime=runner.runtime)
+        predicted = float(ct.whole_network_latency()[j])
+        meas_f: dict[str, float] = {}
+        pred_f: dict[str, float] = {}
+        if per_family:
+            pred_f = family_seconds(graph, device, dtype, processor, runner.runtime)
+            file_graph = load_graph(str(path), input_shapes=dict(graph.served_input_shapes)
+                                    if graph.served_input_shapes else None)
+            times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed)
+            meas_f = measured_families(file_graph, times, runner.runtime)
+        out.append(NetworkResult(m, t, predicted, meas_f, pred_f))
+    return out
+
+
+def measured_families(graph: LayerGraph, seconds: np.ndarray, runtime: str) -> dict[str, float]:
+    """Seconds per kernel family of the layers a runtime runs as kernels (folded ones left out)."""
+    from ..cost.fusion import runtime_kernels
+
+    out: dict[str, float] = {}
+    for kernels, s in zip(runtime_kernels(graph, runtime), seconds, strict=True):
+        if kernels and np.isfinite(s):
+            out[kernels[0].family] = out.get(kernels[0].family, 0.0) + float(s)
+    return out
+
+
+def final_table_path(out_yaml: str, runtime: str, dtype: str, threads: int) -> Path:
+    """Where the finished table goes beside the output device file."""
+    out = Path(out_yaml)
+    stem = out.name.rsplit(".", 1)[0]
+    return out.parent / f"{stem}.probes" / f"{runtime}-{dtype}-t{threads}.csv.gz"
+
+
+def write_predictor(device_path: str, out_yaml: str, processor: str, table: ProbeTable, entry: Predictor,
+                    note: str) -> Path:
+    """Copy ``table`` beside ``out_yaml`` and write the device file with ``entry`` (its ``table``
+    relative to the output) in ``processor``'s predictors; returns the table's path."""
+    from .profile_fit import write_device_yaml
+
+    dest = final_table_path(out_yaml, entry.runtime, entry.dtype, entry.threads)
+    from ..fileio import active_transaction
+
+    tx = active_transaction()
+    if tx is not None and not tx.owns(dest):
+        tx.add(dest, "probe table")
+    write_probe_table(table, dest)
+    rel = os.path.relpath(dest, Path(out_yaml).parent)
+    values = entry.model_dump(exclude_none=True, exclude_defaults=True)
+    values.update({"runtime": entry.runtime, "dtype": entry.dtype, "threads": entry.threads, "table": rel})
+
+    def edit(proc: Any) -> None:
+        items = [q for q in (proc.get("predictors") or []) if (q.get("runtime"), q.get("dtype"), q.get("threads"))
+                 != (entry.runtime, entry.dtype, entry.threads)]
+        proc["predictors"] = [*items, values]
+
+    write_device_yaml(out_yaml, edit_processor_yaml(device_path, processor, edit, note, out_yaml))
+    return dest
+
+
+def band_of(results: Sequence[NetworkResult], runner: str) -> ValidatedBand:
+    """The validated band of ``results``."""
+    from .validate import validation_band
+
+    return ValidatedBand.model_validate(validation_band(results, runner))

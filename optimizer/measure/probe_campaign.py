@@ -1,0 +1,230 @@
+"""A probe campaign: sample kernel configurations, build their probe models, time them on a runner
+and keep the results in a probe table, resumably (nn-Meter's predictor building, Zhang et al.,
+MobiSys 2021: prior sampling, profiling, then adaptive sampling where the predictor errs).
+
+The table is rewritten after every group of probes, so an interrupted campaign (Ctrl-C, a lost
+phone) resumes where it stopped: probes already in the table are never measured again (their ids
+are stable, :func:`optimizer.cost.probe_table.probe_id`). Each group also times an *overhead
+probe* (a one-element addition): its median is the runner's per-invocation overhead, subtracted
+from the group's probes and added back once per network by the predictor. Where the runtime wraps
+a lone kernel in layout conversions that a network's consecutive kernels do not need
+(onnxruntime's NCHWc ``ReorderInput``/``ReorderOutput`` around a convolution), their share of the
+operator time, read from the runtime's node profiler, is left out of the kernel's time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..cost.predictor import held_out_errors
+from ..cost.probe_table import (ProbeTable, empty_table, probe_id, read_probe_table, write_probe_table)
+from ..errors import ConfigError
+from ..graph.kernel_config import KernelConfig
+from ..graph.layergraph import LayerGraph, dtype_bytes
+from .probe_models import probe_model
+from .probe_runner import Timing, clock_for, cpu_name, time_interleaved
+from .probes import adaptive_sample, check_families, near_sample, prior_sample
+
+#: the overhead probe: the smallest kernel a runtime can run
+OVERHEAD = KernelConfig("add", n_in=2)
+GROUP_PROBES = 16  # probes loaded and timed together (interleaved)
+GROUP_BYTES = 384 * 2**20  # and at most this many weight and activation bytes among them
+ADAPTIVE_SHARE = 0.25  # of the budget kept for adaptive sampling
+ADAPTIVE_ROUNDS = 2
+Progress = Callable[[int, int, str], None]
+
+
+class ProbeRunner(Protocol):
+    """What a campaign needs of a runner (:mod:`optimizer.measure.probe_runner`,
+    :mod:`optimizer.measure.probe_remote`)."""
+
+    name: str
+    runtime: str
+    fmt: str
+    threads: int
+
+    def version(self) -> str: ...
+
+    def measure(self, models: Sequence[tuple[str, bytes]], seed: int) -> Sequence[Timing | None]: ...
+
+
+@dataclass
+class InProcess:
+    """A campaign runner over an in-process runner (``LiteRTRunner`` / ``OrtRunner``): loads a
+    group and times it with :func:`optimizer.measure.probe_runner.time_interleaved`."""
+
+    runner: Any
+    timing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.runner.name)
+
+    @property
+    def runtime(self) -> str:
+        return str(self.runner.runtime)
+
+    @property
+    def fmt(self) -> str:
+        return str(self.runner.fmt)
+
+    @property
+    def threads(self) -> int:
+        return int(self.runner.threads)
+
+    def version(self) -> str:
+        return str(self.runner.version())
+
+    def measure(self, models: Sequence[tuple[str, bytes]], seed: int) -> list[Timing]:
+        invokers = [self.runner.load(blob, seed) for _, blob in models]
+        timings = time_interleaved(invokers, seed=seed, **{"clock": clock_for(self.threads), **self.timing})
+        share = getattr(self.runner, "layout_share", None)
+        if share is None:
+            return timings
+        return [replace(t, layout_share=share(blob, seed=seed)) for t, (_, blob) in zip(timings, models, strict=True)]
+
+
+@dataclass
+class CampaignPlan:
+    """The configurations to probe and why (``source`` per configuration)."""
+
+    configs: list[KernelConfig]
+    sources: list[str]
+
+
+def plan_campaign(budget: int, seed: int = 0, near: Sequence[LayerGraph] = (), near_jitter: int = 2,
+                  adaptive_share: float = ADAPTIVE_SHARE, families: Sequence[str] | None = None
+                  ) -> tuple[CampaignPlan, int]:
+    """The prior sample (``budget`` less the adaptive share) of ``families`` plus the probes near
+    ``near``; returns the plan and the number of probes kept for adaptive sampling."""
+    adaptive = int(round(budget * adaptive_share))
+    prior = prior_sample(budget - adaptive, seed, families)
+    wanted = set(check_families(families))
+    extra = [c for c in near_sample(near, near_jitter, seed) if c not in set(prior) and c.family in wanted]
+    return CampaignPlan(prior + extra, ["prior"] * len(prior) + ["near"] * len(extra)), adaptive
+
+
+def _probe_bytes(cfg: KernelConfig, dtype: str) -> int:
+    return (cfg.in_elems + cfg.out_elems + cfg.weight_elems) * dtype_bytes(dtype)
+
+
+def _groups(configs: list[KernelConfig], dtype: str) -> list[list[int]]:
+    out: list[list[int]] = []
+    size = 0
+    for i, c in enumerate(configs):
+        b = _probe_bytes(c, dtype)
+        if not out or len(out[-1]) >= GROUP_PROBES or size + b > GROUP_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(i)
+        size += b
+    return out
+
+
+def open_table(path: Path, meta: dict[str, Any]) -> ProbeTable:
+    """The campaign's table at ``path`` (resumed) or a new one with ``meta``; refuses a table of
+    another runner, runtime, dtype or thread count."""
+    if not path.is_file():
+        return empty_table(meta)
+    table = read_probe_table(path)
+    for key in ("runner", "runtime", "dtype", "threads"):
+        if table.meta.get(key) != meta.get(key):
+            raise ConfigError(f"{path}: the probes there were measured with {key} {table.meta.get(key)!r}, this "
+                              f"campaign uses {meta.get(key)!r}; give another --table or remove the file")
+    return table
+
+
+def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources: Sequence[str], runner: ProbeRunner,
+                    dtype: str, path: Path, *, seed: int = 0, progress: Progress | None = None,
+                    stage: str = "probes") -> ProbeTable:
+    """Measure the ``configs`` not yet in ``table`` on ``runner``, group by group, rewriting the
+    table at ``path`` after each group; returns the grown table."""
+    have = table.ids
+    todo = [(c, s) for c, s in zip(configs, sources, strict=True) if probe_id(c, dtype) not in have]
+    total, done = len(todo), 0
+    if progress is not None:
+        progress(0, total, stage)
+    overheads = list(table.meta.get("overhead_samples_s", []))
+    for group in _groups([c for c, _ in todo], dtype):
+        models = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed))]
+        models += [(probe_id(todo[i][0], dtype), probe_model(todo[i][0], runner.fmt, dtype, seed)) for i in group]
+        timings = runner.measure(models, seed + len(table.rows))
+        done += len(group)
+        if timings[0] is None:  # a phone's script has yet to time this group
+            continue
+        over = timings[0].median_s
+        overheads.append(over)
+        records = []
+        for i, t in zip(group, timings[1:], strict=True):
+            if t is None:
+                continue
+            cfg, source = todo[i]
+            kernel_s = max(t.median_s - over, 0.02 * t.median_s) * (1.0 - t.layout_share)
+            records.append({"id": probe_id(cfg, dtype), **cfg.as_row(), "dtype": dtype,
+                            "latency_s": _sig(kernel_s), "raw_s": _sig(t.median_s),
+                            "spread": _sig(t.spread), "samples": t.samples, "source": source})
+        table = table.with_rows(records, {"invoke_overhead_s": float(np.median(overheads)),
+                                          "overhead_samples_s": [round(v, 9) for v in overheads[-64:]]})
+        write_probe_table(table, path)
+        if progress is not None:
+            progress(done, total, stage)
+    return table
+
+
+def _sig(value: float) -> float:
+    """``value`` to the 6 significant digits a table stores, so that a resumed campaign sees
+    exactly the numbers it saw before (its adaptive samples depend on them)."""
+    return float(f"{value:.6g}")
+
+
+def _check_pending(runner: ProbeRunner) -> None:
+    """Stop the campaign when probe models wait for a phone (:class:`~.probe_remote.ProbesPending`)."""
+    pending = int(getattr(runner, "pending", 0))
+    if pending:
+        from .probe_remote import ProbesPending
+
+        script = runner.write_script()  # type: ignore[attr-defined]
+        raise ProbesPending(f"{pending} probe models wait for the phone in {script.parent}: run {script}, then run "
+                            "this command again to read the timings back")
+
+
+def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, seed: int = 0,
+                 near: Sequence[LayerGraph] = (), families: Sequence[str] | None = None,
+                 extra_meta: dict[str, Any] | None = None, adaptive_rounds: int = ADAPTIVE_ROUNDS,
+                 progress: Progress | None = None) -> ProbeTable:
+    """The whole campaign (module doc): prior and near probes, then ``adaptive_rounds`` rounds of
+    adaptive sampling with the rest of the budget, resumable from the table at ``path``."""
+    if budget < 1:
+        raise ConfigError(f"--probes {budget}: need a positive budget")
+    meta = {"runner": runner.name, "runtime": runner.runtime, "runtime_version": runner.version(), "dtype": dtype,
+            "threads": runner.threads, "cpu": cpu_name(), "seed": seed, "budget": budget,
+            **({"clock": clock_for(runner.threads)} if isinstance(runner, InProcess) else {}),
+            "measured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "invoke_overhead_s": 0.0,
+            **(extra_meta or {})}
+    table = open_table(path, meta)
+    table = table.with_rows([], {k: v for k, v in meta.items() if k not in table.meta or k == "budget"})
+    plan, adaptive = plan_campaign(budget, seed, near, families=families,
+                                   adaptive_share=ADAPTIVE_SHARE if adaptive_rounds else 0.0)
+    table = measure_configs(table, plan.configs, plan.sources, runner, dtype, path, seed=seed, progress=progress)
+    _check_pending(runner)
+    per_round = adaptive // max(adaptive_rounds, 1)
+    chosen = list(plan.configs)  # each round looks only at the probes chosen before it: a resumed
+    for r in range(adaptive_rounds):  # campaign chooses the same adaptive probes again
+        if per_round < 1:
+            break
+        by_id = dict(zip(table.rows["id"], table.rows["latency_s"].to_numpy(dtype=np.float64), strict=True))
+        configs = [c for c in chosen if probe_id(c, dtype) in by_id]
+        y = np.array([by_id[probe_id(c, dtype)] for c in configs])
+        errors = held_out_errors(configs, y, dtype, seed=seed + r)
+        new = adaptive_sample(configs, errors, per_round, seed=seed + r, exclude=chosen)
+        chosen += new
+        table = measure_configs(table, new, ["adaptive"] * len(new), runner, dtype, path, seed=seed,
+                                progress=progress, stage=f"adaptive {r + 1}/{adaptive_rounds}")
+        _check_pending(runner)
+    return table

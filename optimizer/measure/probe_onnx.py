@@ -1,0 +1,271 @@
+"""Single-kernel ONNX probe models (:mod:`optimizer.measure.probe_models` writes the TFLite ones
+and picks the format): ``onnx.helper`` graphs in NCHW with the operators tf2onnx writes
+(``MatMul`` + ``Add`` for dense layers, ``Clip`` for ReLU6); INT8 probes are QDQ models
+(``QuantizeLinear``/``DequantizeLinear`` around each operator, as onnxruntime's static quantizer
+writes them; onnxruntime fuses them into ``QLinear*`` kernels), their float input and output
+conversions removed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..graph.kernel_config import KernelConfig
+
+
+def split_channels(cfg: KernelConfig) -> list[int]:
+    """Channels of each of a concatenation's ``n_in`` inputs (``c_out`` split evenly)."""
+    n = max(cfg.n_in, 2)
+    return [max(cfg.c_out // n + (1 if i < cfg.c_out % n else 0), 1) for i in range(n)]
+
+
+OPSET = 17
+
+
+class _Onnx:
+    """An ONNX graph under construction: nodes, initializers and the graph inputs' shapes."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.inputs: list[tuple[int, ...]] = []
+        self.ids_input = False
+        self._n = 0
+
+    def _name(self) -> str:
+        self._n += 1
+        return f"v{self._n}"
+
+    def input(self, shape: tuple[int, ...]) -> str:
+        self.inputs.append(tuple(shape))
+        return f"x{len(self.inputs) - 1}"
+
+    def const(self, values: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        name = self._name()
+        self.inits.append(numpy_helper.from_array(values, name))
+        return name
+
+    def weight(self, shape: tuple[int, ...]) -> str:
+        fan_in = max(math.prod(shape[1:]), 1)
+        return self.const((self.rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32))
+
+    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        from onnx import helper
+
+        out = self._name()
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+
+def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generator) -> bytes:
+    """The serialized ONNX probe of ``cfg``, built by the builder of its kind's ``group``
+    (:data:`ONNX_BUILDERS`), QDQ-quantized at ``int8``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    b = _Onnx(rng)
+    y = ONNX_BUILDERS[group](b, cfg)
+    elem = TensorProto.INT32 if b.ids_input else TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(f"x{i}", elem, list(sh)) for i, sh in enumerate(b.inputs)]
+    outputs = [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)]
+    graph = helper.make_graph(b.nodes, "probe", inputs, outputs, initializer=b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="dnnplan-probe")
+    model.ir_version = 8
+    out = onnx.shape_inference.infer_shapes(model).graph.output[0]
+    if out.type.tensor_type.HasField("shape"):  # the output's shape, as exporters declare it
+        model.graph.output[0].CopyFrom(out)
+    if dtype == "int8":
+        from .probe_runner import quiet_quantizer
+
+        with quiet_quantizer():
+            model = qdq_model(model, b.inputs, b.ids_input)
+    return bytes(model.SerializeToString())
+
+
+def _onnx_conv(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    window = {"kernel_shape": [cfg.k, cfg.k], "strides": [cfg.stride] * 2}
+    if cfg.kind == "conv_transpose":
+        return b.node("ConvTranspose", [x, b.weight((cfg.c_in, cfg.c_out, cfg.k, cfg.k)),
+                                        b.const(np.zeros(cfg.c_out, np.float32))],
+                      output_shape=[cfg.h_out, cfg.w_out], **window)
+    depthwise = cfg.kind == "dwconv"
+    c_out = cfg.c_in if depthwise else cfg.c_out
+    w = b.weight((c_out, 1, cfg.k, cfg.k) if depthwise else (c_out, cfg.c_in, cfg.k, cfg.k))
+    y = b.node("Conv", [x, w, b.const(np.zeros(c_out, np.float32))], group=cfg.c_in if depthwise else 1,
+               pads=_same(cfg.h_in, cfg.k, cfg.stride), **window)
+    return b.node("Relu", [y])
+
+
+def _onnx_matmul(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "bmm":
+        return b.node("MatMul", [b.input((cfg.h_in, cfg.rows, cfg.c_in)), b.input((cfg.h_in, cfg.c_in, cfg.c_out))])
+    y = b.node("MatMul", [b.input((cfg.rows, cfg.c_in)), b.weight((cfg.c_in, cfg.c_out))])
+    y = b.node("Add", [y, b.const(np.zeros(cfg.c_out, np.float32))])
+    return b.node("Relu", [y]) if cfg.rows == 1 else y
+
+
+def _onnx_pool(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind.startswith("global"):
+        return b.node("GlobalAveragePool" if cfg.kind == "global_avg_pool" else "GlobalMaxPool", [x])
+    return b.node("MaxPool" if cfg.kind == "max_pool" else "AveragePool", [x], kernel_shape=[cfg.k, cfg.k],
+                  strides=[cfg.stride] * 2, pads=_same(cfg.h_in, cfg.k, cfg.stride))
+
+
+def _onnx_binary(b: _Onnx, cfg: KernelConfig) -> str:
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    x2 = b.input((1, cfg.c_in, 1, 1) if cfg.bcast else (1, cfg.c_in, cfg.h_in, cfg.w_in))
+    op = {"add": "Add", "mul": "Mul", "sub": "Sub", "div": "Div", "maximum": "Max", "minimum": "Min"}[cfg.kind]
+    return b.node(op, [x, x2])
+
+
+def _onnx_unary(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "softmax":
+        return b.node("Softmax", [b.input((cfg.h_in * cfg.w_in, cfg.c_in))], axis=-1)
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind == "relu6":
+        return b.node("Clip", [x, b.const(np.array(0, np.float32)), b.const(np.array(6, np.float32))])
+    if cfg.kind == "leaky_relu":
+        return b.node("LeakyRelu", [x], alpha=0.1)
+    if cfg.kind == "prelu":
+        return b.node("PRelu", [x, b.const(np.full((cfg.c_in, 1, 1), 0.25, np.float32))])
+    return b.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "hard_swish": "HardSwish"}[cfg.kind], [x])
+
+
+def _onnx_norm(b: _Onnx, cfg: KernelConfig) -> str:
+    c = cfg.c_in
+    if cfg.kind == "layer_norm":
+        return b.node("LayerNormalization", [b.input((cfg.h_in * cfg.w_in, c)), b.const(np.ones(c, np.float32)),
+                                             b.const(np.zeros(c, np.float32))], axis=-1)
+    return b.node("BatchNormalization", [b.input((1, c, cfg.h_in, cfg.w_in)), b.const(np.ones(c, np.float32)),
+                                         b.const(np.zeros(c, np.float32)), b.const(np.zeros(c, np.float32)),
+                                         b.const(np.ones(c, np.float32))])
+
+
+def _onnx_layout(b: _Onnx, cfg: KernelConfig) -> str:
+    if cfg.kind == "concat":
+        return b.node("Concat", [b.input((1, c, cfg.h_in, cfg.w_in)) for c in split_channels(cfg)], axis=1)
+    if cfg.kind == "gather":
+        b.ids_input = True
+        table = (b.rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
+        return b.node("Gather", [b.const(table), b.input((cfg.rows,))], axis=0)
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    if cfg.kind == "pad":
+        dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
+        pads = np.array([0, 0, dh // 2, dw // 2, 0, 0, dh - dh // 2, dw - dw // 2], np.int64)
+        return b.node("Pad", [x, b.const(pads)])
+    if cfg.kind == "transpose":
+        return b.node("Transpose", [x], perm=[0, 2, 3, 1])
+    if cfg.kind == "slice":
+        ends = np.array([cfg.c_out, cfg.h_out, cfg.w_out], np.int64)
+        return b.node("Slice", [x, b.const(np.zeros(3, np.int64)), b.const(ends), b.const(np.array([1, 2, 3], np.int64))])
+    block = max(1, round(cfg.h_out / max(cfg.h_in, 1)))  # depth_to_space
+    return b.node("DepthToSpace", [x], blocksize=block, mode="DCR")
+
+
+def _onnx_resize(b: _Onnx, cfg: KernelConfig) -> str:
+    sizes = np.array([1, cfg.c_in, cfg.h_out, cfg.w_out], np.int64)
+    linear = cfg.kind == "resize_bilinear"
+    return b.node("Resize", [b.input((1, cfg.c_in, cfg.h_in, cfg.w_in)), "", "", b.const(sizes)],
+                  mode="linear" if linear else "nearest",
+                  coordinate_transformation_mode="half_pixel" if linear else "asymmetric", nearest_mode="floor")
+
+
+#: the builder of each group of probe kinds (``optimizer.measure.probe_models.KIND_GROUPS``)
+ONNX_BUILDERS: dict[str, Callable[[_Onnx, KernelConfig], str]] = {
+    "conv": _onnx_conv, "matmul": _onnx_matmul, "pool": _onnx_pool, "binary": _onnx_binary, "unary": _onnx_unary,
+    "norm": _onnx_norm, "layout": _onnx_layout, "resize": _onnx_resize,
+}
+
+
+def _same(size: int, k: int, stride: int) -> list[int]:
+    """ONNX ``pads`` of TensorFlow's SAME padding (the extra pixel at the end, as tf2onnx writes)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + k - size, 0)
+    return [total // 2, total // 2, total - total // 2, total - total // 2]
+
+
+def qdq_model(model: Any, input_shapes: list[tuple[int, ...]], ids_input: bool = False,
+              samples: int = 2, seed: int = 0) -> Any:
+    """``model`` statically quantized to QDQ form by onnxruntime's quantizer (INT8 weights per
+    channel, UINT8 activations: onnxruntime's recommended x86 CPU setting), calibrated on
+    ``samples`` seeded standard-normal inputs."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(seed)
+    names = [i.name for i in model.graph.input]
+    batches = [{n: (rng.integers(0, 8, size=s).astype(np.int32) if ids_input else
+                    rng.standard_normal(s).astype(np.float32)) for n, s in zip(names, input_shapes, strict=True)}
+               for _ in range(samples)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(batches)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.it, None)
+
+    return _strip_io_qdq(quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType))
+
+
+def _strip_io_qdq(model: Any) -> Any:
+    """A QDQ probe as its kernel runs inside a quantized network: the graph takes the quantized
+    input (the ``QuantizeLinear`` of each float input removed) and gives the quantized output
+    (the final ``DequantizeLinear`` removed), so no float conversion is timed with the kernel."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = model.graph
+    zero_type = {i.name: numpy_helper.to_array(i).dtype for i in g.initializer}
+    elem = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
+    inputs = {i.name for i in g.input}
+    outputs = {o.name for o in g.output}
+    keep, new_in, new_out = [], [], []
+    for n in g.node:
+        if n.op_type == "QuantizeLinear" and n.input[0] in inputs:
+            zp = zero_type.get(n.input[2]) if len(n.input) > 2 else None
+            shape = [d.dim_value for i in g.input if i.name == n.input[0] for d in i.type.tensor_type.shape.dim]
+            new_in.append((n.input[0], helper.make_tensor_value_info(n.output[0], elem.get(zp, TensorProto.UINT8),
+                                                                      shape)))
+            continue
+        if n.op_type == "DequantizeLinear" and n.output[0] in outputs:
+            zp = zero_type.get(n.input[2]) if len(n.input) > 2 else None
+            new_out.append((n.output[0], helper.make_tensor_value_info(n.input[0], elem.get(zp, TensorProto.UINT8),
+                                                                        None)))
+            continue
+        keep.append(n)
+    replaced_in = dict(new_in)
+    replaced_out = dict(new_out)
+    ins = [replaced_in.get(i.name, i) for i in g.input]
+    outs = [replaced_out.get(o.name, o) for o in g.output]
+    del g.node[:]
+    g.node.extend(keep)
+    del g.input[:]
+    g.input.extend(ins)
+    del g.output[:]
+    g.output.extend(outs)
+    return model
+
+
+def quantize_model_static(model: Any, reader: Any, quantize_static: Callable[..., Any], fmt: Any,
+                          qtype: Any) -> Any:
+    """Run onnxruntime's ``quantize_static`` on an in-memory model through temporary files (its
+    interface takes paths) with the probes' settings; returns the quantized ModelProto."""
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+
+    with tempfile.TemporaryDirectory(prefix="dnnplan-qdq-") as tmp:
+        src, dst = Path(tmp) / "f.onnx", Path(tmp) / "q.onnx"
+        onnx.save(model, str(src))
+        quantize_static(str(src), str(dst), reader, quant_format=fmt.QDQ, activation_type=qtype.QUInt8,
+                        weight_type=qtype.QInt8, per_channel=True, extra_options={"ActivationSymmetric": False})
+        return onnx.load(str(dst))

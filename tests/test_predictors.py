@@ -1,0 +1,546 @@
+"""Kernel probes and per-device predictors (nn-Meter's method): kernel configurations, probe
+models in both runtimes, probe tables, fusion rules, the probe campaign (resumable), the
+``predicted`` cost backend and ``dnnplan calibrate --probes``."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optimizer.errors import ConfigError, InputFileError, SchemaError
+from optimizer.graph.kernel_config import KernelConfig, layer_kernels
+from optimizer.measure.probe_models import PROBE_KINDS, probe_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: one configuration of every probe kind (small: each runs in microseconds)
+KINDS = {
+    "conv": KernelConfig("conv", 28, 28, 32, 14, 14, 64, k=3, stride=2),
+    "dwconv": KernelConfig("dwconv", 28, 28, 32, 28, 28, 32, k=3),
+    "conv_transpose": KernelConfig("conv_transpose", 14, 14, 32, 28, 28, 16, k=2, stride=2),
+    "fc": KernelConfig("fc", c_in=256, c_out=100),
+    "bmm": KernelConfig("bmm", h_in=4, h_out=4, rows=16, c_in=32, c_out=16),
+    "max_pool": KernelConfig("max_pool", 28, 28, 32, 14, 14, 32, k=2, stride=2),
+    "avg_pool": KernelConfig("avg_pool", 28, 28, 32, 14, 14, 32, k=3, stride=2),
+    "global_avg_pool": KernelConfig("global_avg_pool", 7, 7, 64, 1, 1, 64, k=7, stride=7),
+    "global_max_pool": KernelConfig("global_max_pool", 7, 7, 64, 1, 1, 64, k=7, stride=7),
+    "add": KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2),
+    "mul": KernelConfig("mul", 28, 28, 32, 28, 28, 32, n_in=2, bcast=1),
+    "sub": KernelConfig("sub", 28, 28, 32, 28, 28, 32, n_in=2),
+    "maximum": KernelConfig("maximum", 28, 28, 32, 28, 28, 32, n_in=2),
+    "relu": KernelConfig("relu", 28, 28, 32, 28, 28, 32),
+    "relu6": KernelConfig("relu6", 28, 28, 32, 28, 28, 32),
+    "leaky_relu": KernelConfig("leaky_relu", 28, 28, 32, 28, 28, 32),
+    "prelu": KernelConfig("prelu", 28, 28, 32, 28, 28, 32),
+    "sigmoid": KernelConfig("sigmoid", 28, 28, 32, 28, 28, 32),
+    "tanh": KernelConfig("tanh", 28, 28, 32, 28, 28, 32),
+    "hard_swish": KernelConfig("hard_swish", 28, 28, 32, 28, 28, 32),
+    "softmax": KernelConfig("softmax", 16, 1, 64, 16, 1, 64),
+    "batch_norm": KernelConfig("batch_norm", 28, 28, 32, 28, 28, 32),
+    "layer_norm": KernelConfig("layer_norm", 16, 1, 64, 16, 1, 64),
+    "concat": KernelConfig("concat", 14, 14, 32, 14, 14, 96, n_in=3),
+    "pad": KernelConfig("pad", 14, 14, 32, 15, 15, 32),
+    "transpose": KernelConfig("transpose", 14, 14, 32, 14, 14, 32),
+    "slice": KernelConfig("slice", 14, 14, 32, 13, 13, 32),
+    "gather": KernelConfig("gather", rows=16, c_in=1000, c_out=64),
+    "resize_bilinear": KernelConfig("resize_bilinear", 14, 14, 32, 28, 28, 32),
+    "resize_nearest": KernelConfig("resize_nearest", 14, 14, 32, 28, 28, 32),
+    "depth_to_space": KernelConfig("depth_to_space", 14, 14, 32, 28, 28, 8),
+}
+
+
+# ------------------------------------------------------------------ kernel configurations
+
+def test_every_probe_kind_has_a_test_configuration():
+    assert set(KINDS) == set(PROBE_KINDS)
+
+
+def test_mobilenet_v2_kernels_keep_every_mac_and_name_the_activations(zoo_graph):
+    from optimizer.graph.kernel_config import graph_kernels
+
+    g = zoo_graph("mobilenet_v2")
+    kernels = [k for ks in graph_kernels(g) for k in ks]
+    assert sum(k.macs for k in kernels) == g.total_macs
+    fams = {k.family for k in kernels}
+    assert {"convstem", "conv1x1", "dwconv_s1", "dwconv_s2", "dense", "pool", "eltwise"} <= fams
+    stem = next(k for k in kernels if k.family == "convstem")
+    assert (stem.h_in, stem.c_in, stem.h_out, stem.c_out, stem.k, stem.stride) == (224, 3, 112, 32, 3, 2)
+
+
+def test_keras_swish_is_recorded_and_runs_as_sigmoid_and_multiply(zoo_graph):
+    g = zoo_graph("efficientnet_b0")
+    act = next(la for la in g.layers if la.op_type.startswith("Activation:"))
+    assert act.op_type == "Activation:silu"  # Keras 3 names swish silu
+    assert [k.kind for k in layer_kernels(act, g.fmt)] == ["sigmoid", "mul"]
+
+
+@pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
+                                  "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat"])
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
+    """Probes and priced layers share one description: importing a probe file with the project's
+    importer gives the layer the configuration the probe was built from."""
+    from optimizer.graph import load_graph
+
+    cfg = KINDS[kind]
+    if (fmt, kind) == ("onnx", "resize_bilinear"):  # an ONNX graph keeps no Resize mode: priced as nearest
+        cfg = replace(cfg, kind="resize_nearest")
+    path = tmp_path / f"p.{fmt}"
+    path.write_bytes(probe_model(cfg, fmt, "fp32"))
+    g = load_graph(str(path))
+    kernels = [k for la in g.layers for k in layer_kernels(la, g.fmt) if k.kind not in ("relu",)]
+    if kind.endswith("_pool") and not kind.startswith("global"):  # graphs keep no pool window
+        kernels = [replace(k, k=cfg.k) for k in kernels]
+    assert cfg in kernels
+
+
+# ------------------------------------------------------------------ probe models in both runtimes
+
+@pytest.mark.parametrize("fmt,runner", [("tflite", "litert"), ("onnx", "ort")])
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])
+def test_every_probe_kind_runs_in_its_runtime(fmt, runner, dtype):
+    from optimizer.measure.probe_runner import in_process_runner, time_interleaved
+
+    r = in_process_runner(runner, 1)
+    invokers = [r.load(probe_model(cfg, fmt, dtype)) for cfg in KINDS.values()]
+    timings = time_interleaved(invokers, sample_s=2e-4, min_rounds=2, max_rounds=2)
+    assert all(t.median_s > 0 and t.samples == 2 for t in timings)
+
+
+def test_probe_bytes_are_seeded():
+    cfg = KINDS["conv"]
+    assert probe_model(cfg, "tflite", "int8", 3) == probe_model(cfg, "tflite", "int8", 3)
+    assert probe_model(cfg, "onnx", "fp32", 3) != probe_model(cfg, "onnx", "fp32", 4)
+
+
+def test_int8_onnx_probe_takes_and_gives_quantized_tensors():
+    import onnx
+
+    m = onnx.load_from_string(probe_model(KINDS["conv"], "onnx", "int8"))
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
+    assert m.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
+    assert [n.op_type for n in m.graph.node].count("QuantizeLinear") == 1  # the output's, as in a network
+
+
+def test_unknown_kind_is_refused():
+    with pytest.raises(ConfigError, match="no probe builder"):
+        probe_model(KernelConfig("gelu", 4, 4, 8, 4, 4, 8), "tflite", "fp32")
+
+
+# ------------------------------------------------------------------ probe tables
+
+def _synthetic_table(configs, dtype="fp32", runtime="tflite_xnnpack", threads=1):
+    """A probe table whose latencies follow a roofline (a stand-in for measurements in tests of
+    the fitting code; every measuring test uses a real runner)."""
+    from optimizer.cost.probe_table import empty_table, probe_id
+
+    rows = []
+    for c in configs:
+        t = c.macs / 20e9 + (c.in_elems + c.out_elems + c.weight_elems) * 4 / 10e9 + 2e-6
+        rows.append({"id": probe_id(c, dtype), **c.as_row(), "dtype": dtype, "latency_s": t, "raw_s": t + 1e-6,
+                     "spread": 0.01, "samples": 5, "source": "prior"})
+    meta = {"runner": "litert", "runtime": runtime, "runtime_version": "test", "dtype": dtype, "threads": threads,
+            "cpu": "test", "measured_at_utc": "2026-01-01T00:00:00Z", "invoke_overhead_s": 1e-6, "seed": 0}
+    return empty_table(meta).with_rows(rows)
+
+
+@pytest.fixture(scope="module")
+def prior_configs():
+    from optimizer.measure.probes import prior_sample
+
+    return prior_sample(400, seed=1)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".json"])
+def test_probe_table_round_trips(tmp_path, prior_configs, suffix):
+    from optimizer.cost.probe_table import read_probe_table, write_probe_table
+
+    table = _synthetic_table(prior_configs[:50])
+    path = write_probe_table(table, tmp_path / f"t{suffix}")
+    back = read_probe_table(path)
+    assert back.meta["runtime"] == "tflite_xnnpack" and len(back.rows) == 50
+    assert back.configs() == table.configs()
+    np.testing.assert_allclose(back.rows["latency_s"], table.rows["latency_s"], rtol=1e-5)
+
+
+def test_corrupt_or_incomplete_tables_are_refused_by_name(tmp_path, prior_configs):
+    from optimizer.cost.probe_table import read_probe_table, write_probe_table
+
+    path = write_probe_table(_synthetic_table(prior_configs[:5]), tmp_path / "t.csv.gz")
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(SchemaError, match="bad.csv.gz: not a readable probe table"):
+        read_probe_table(bad)
+    text = gzip.decompress(path.read_bytes()).decode()
+    (tmp_path / "nometa.csv").write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("# runtime:")))
+    with pytest.raises(SchemaError, match="lacks header field 'runtime'"):
+        read_probe_table(tmp_path / "nometa.csv")
+    (tmp_path / "neg.csv").write_text(text.replace(",prior\n", ",prior\n", 1).replace(
+        text.splitlines()[-1], text.splitlines()[-1].replace(",fp32,", ",fp32,-1,", 1).replace(",-1,", ",-", 1)))
+    with pytest.raises(SchemaError, match="not a non-negative number|row"):
+        read_probe_table(tmp_path / "neg.csv")
+
+
+# ------------------------------------------------------------------ fusion rules
+
+def _chain_graph():
+    """conv -> batch-norm -> ReLU -> sigmoid ; pad -> conv ; add(conv, conv) -> ReLU (Keras op types)."""
+    from optimizer.graph.layergraph import LayerSpec, build_graph
+
+    specs = [
+        LayerSpec("c1", "conv", "Conv2D", ("x",), ("a",), ((8, 8, 16),), macs=8 * 8 * 16 * 3 * 9, params=448),
+        LayerSpec("bn", "norm", "BatchNormalization", ("a",), ("b",), ((8, 8, 16),), params=64),
+        LayerSpec("r1", "act", "ReLU", ("b",), ("c",), ((8, 8, 16),)),
+        LayerSpec("sg", "act", "Activation:sigmoid", ("c",), ("d",), ((8, 8, 16),)),
+        LayerSpec("c2", "conv", "Conv2D", ("d",), ("e",), ((8, 8, 16),), macs=8 * 8 * 16 * 16, params=272),
+        LayerSpec("sg2", "act", "Activation:sigmoid", ("e",), ("f",), ((8, 8, 16),)),
+        LayerSpec("pd", "reshape", "ZeroPadding2D", ("f",), ("g",), ((10, 10, 16),)),
+        LayerSpec("c3", "conv", "Conv2D", ("g",), ("h",), ((8, 8, 16),), macs=8 * 8 * 16 * 16 * 9, params=2320),
+        LayerSpec("ad", "add", "Add", ("h", "f"), ("i",), ((8, 8, 16),)),
+        LayerSpec("r2", "act", "ReLU", ("i",), ("j",), ((8, 8, 16),)),
+    ]
+    return build_graph("chain", specs, [("x", (8, 8, 3))], ["j"], fmt="keras", kernel_order=False)
+
+
+def test_fusion_rules_fold_what_each_runtime_fuses():
+    from optimizer.cost.fusion import runtime_kernels
+
+    g = _chain_graph()
+    names = [la.name for la in g.layers]
+
+    def kept(runtime):
+        return {n for n, ks in zip(names, runtime_kernels(g, runtime), strict=True) if ks}
+
+    tfl, ort = kept("tflite_xnnpack"), kept("onnxruntime")
+    assert {"bn", "r1", "pd"}.isdisjoint(tfl | ort)  # folded / fused / a conv's padding in both
+    assert "sg" in tfl and "sg" in ort  # the sigmoid follows a ReLU, not a convolution
+    assert "sg2" in tfl and "sg2" not in ort  # onnxruntime's FusedConv takes a sigmoid
+    assert "r2" not in tfl and "r2" in ort  # TFLite's ADD clamps in place; onnxruntime fuses only into conv/gemm
+
+
+# ------------------------------------------------------------------ predictors
+
+def test_predictors_fit_deterministically_and_generalise(prior_configs):
+    from optimizer.cost.predictor import held_out_errors, predictors_for
+
+    table = _synthetic_table(prior_configs)
+    a, b = predictors_for(table, seed=3), predictors_for(table, seed=3)
+    assert a is b  # cached by the table's hash
+    test = [KINDS["conv"], KernelConfig("conv", 56, 56, 64, 56, 56, 128, k=1), KINDS["dwconv"]]
+    fresh = predictors_for(_synthetic_table(prior_configs), seed=3)
+    for c in test:
+        p1, p2 = a.predictor(c.family).predict([c])[0], fresh.predictor(c.family).predict([c])[0]
+        assert p1 == p2
+    errors = held_out_errors(table.configs(), table.rows["latency_s"].to_numpy(), "fp32")
+    assert np.median(np.abs(errors)) < 0.15  # a smooth roofline is learnt from 400 probes
+
+
+def test_a_kernel_larger_than_every_probe_extrapolates_by_its_work(prior_configs):
+    from optimizer.cost.predictor import predictors_for
+
+    preds = predictors_for(_synthetic_table(prior_configs))
+    big = KernelConfig("conv", 320, 320, 256, 320, 320, 256, k=3)  # 60 GMAC, far beyond the 2.5 GMAC cap
+    true = big.macs / 20e9 + (big.in_elems + big.out_elems + big.weight_elems) * 4 / 10e9
+    assert preds.predictor("convkxk").predict([big])[0] == pytest.approx(true, rel=0.35)
+
+
+# ------------------------------------------------------------------ the predicted backend
+
+@pytest.fixture
+def host_with_table(tmp_path, prior_configs):
+    """A copy of the shipped host device whose CPU names a (synthetic) FP32 probe table."""
+    import yaml
+
+    from optimizer.cost.probe_table import write_probe_table
+
+    folder = tmp_path / "dev"
+    folder.mkdir()
+    write_probe_table(_synthetic_table([c for c in prior_configs if c.family != "resize"]),
+                      folder / "host.probes" / "t.csv.gz")
+    doc = yaml.safe_load((REPO / "search_spaces" / "devices" / "host.yaml").read_text())
+    doc["runtime"] = "tflite_xnnpack"
+    doc["processors"][0]["predictors"] = [{"runtime": "tflite_xnnpack", "dtype": "fp32", "threads": 1,
+                                           "table": "host.probes/t.csv.gz"}]
+    path = folder / "host_pred.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_a_device_naming_a_probe_table_is_priced_by_its_predictors(host_with_table, zoo_graph):
+    from optimizer.cost import build_cost_table
+    from optimizer.hardware import load_device
+
+    dev = load_device(host_with_table)
+    op, kernel = zoo_graph("mobilenet_v2"), zoo_graph("mobilenet_v2", "kernel")
+    ct = build_cost_table(kernel, dev, "fp32")
+    assert ct.backend == "predicted"
+    assert ct.meta["predicted"]["cpu"]["predictor"]["probes"] > 300
+    assert ct.invoke_overhead_s[0] == pytest.approx(1e-6)
+    assert ct.cum_latency_s[-1, 0] == pytest.approx(build_cost_table(op, dev, "fp32").cum_latency_s[-1, 0])
+    analytic = build_cost_table(kernel, dev, "fp32", "analytic")
+    assert not np.allclose(ct.latency_s, analytic.latency_s)
+    assert build_cost_table(kernel, dev, "int8").meta["predicted"]["cpu"]["predictor"] is None  # no INT8 table
+
+
+def test_a_family_without_probes_is_priced_analytically_and_said_per_layer(host_with_table, zoo_graph):
+    from optimizer.cost import build_cost_table
+    from optimizer.hardware import load_device
+
+    ct = build_cost_table(zoo_graph("efficientdet_lite0", "kernel"), load_device(host_with_table), "fp32")
+    rows = ct.meta["predicted"]["cpu"]["analytic_layers"]
+    assert rows and all(r["reason"] == "no resize probes" for r in rows)  # the table has no resize probes
+    assert len(rows) == sum(1 for la in zoo_graph("efficientdet_lite0").layers if la.op_type == "UpSampling2D")
+
+
+def test_a_table_of_another_dtype_or_a_missing_table_is_refused(host_with_table, zoo_graph, tmp_path):
+    import yaml
+
+    from optimizer.cost import build_cost_table
+    from optimizer.cost.probe_table import write_probe_table
+    from optimizer.hardware import load_device
+
+    doc = yaml.safe_load(host_with_table.read_text())
+    write_probe_table(_synthetic_table([KINDS["conv"]] * 1, dtype="int8"), host_with_table.parent / "i8.csv")
+    doc["processors"][0]["predictors"][0]["table"] = "i8.csv"
+    other = host_with_table.parent / "other.yaml"
+    other.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ConfigError, match="i8.csv.*measured with dtype 'int8'.*dtype 'fp32'"):
+        build_cost_table(zoo_graph("mobilenet_v2"), load_device(other), "fp32")
+    doc["processors"][0]["predictors"][0]["table"] = "missing.csv.gz"
+    other.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(InputFileError, match="missing.csv.gz: no such probe table"):
+        build_cost_table(zoo_graph("mobilenet_v2"), load_device(other), "fp32")
+
+
+def test_cost_prints_the_predictor_and_its_band(run_cli, host_with_table):
+    r = run_cli("cost", "mobilenet_v2", "-d", str(host_with_table), "--dtype", "fp32", "-g", "kernel")
+    assert r.exit_code == 0, r.stderr
+    assert "predicted from" in r.stdout and "not validated" in r.stdout
+
+
+# ------------------------------------------------------------------ campaigns
+
+class _Counting:
+    """A real runner that counts the probes it is asked to time (and may be stopped)."""
+
+    def __init__(self, inner, stop_after=None):
+        self.inner, self.stop_after, self.timed = inner, stop_after, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def measure(self, models, seed):
+        if self.stop_after is not None and self.timed >= self.stop_after:
+            raise KeyboardInterrupt
+        self.timed += len(models) - 1
+        return self.inner.measure(models, seed)
+
+
+def test_a_campaign_resumes_after_an_interrupt_and_measures_nothing_twice(tmp_path):
+    from optimizer.cost.probe_table import read_probe_table
+    from optimizer.measure.probe_campaign import InProcess, run_campaign
+    from optimizer.measure.probe_runner import LiteRTRunner
+
+    path = tmp_path / "work.csv.gz"
+    fast = {"sample_s": 2e-4, "min_rounds": 2, "max_rounds": 3}
+    first = _Counting(InProcess(LiteRTRunner(1), fast), stop_after=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(first, "fp32", 40, path, families=["conv1x1", "eltwise"], adaptive_rounds=1)
+    kept = read_probe_table(path)
+    assert 0 < len(kept.rows) == first.timed < 40
+    second = _Counting(InProcess(LiteRTRunner(1), fast))
+    table = run_campaign(second, "fp32", 40, path, families=["conv1x1", "eltwise"], adaptive_rounds=1)
+    assert second.timed == len(table.rows) - len(kept.rows)
+    assert kept.ids <= table.ids and len(table.rows) >= 30
+    third = _Counting(InProcess(LiteRTRunner(1), fast))
+    assert len(run_campaign(third, "fp32", 40, path, families=["conv1x1", "eltwise"], adaptive_rounds=1).rows) \
+        == len(table.rows) and third.timed == 0
+    assert table.meta["invoke_overhead_s"] > 0 and (table.rows["latency_s"] > 0).all()
+
+
+# ------------------------------------------------------------------ dnnplan calibrate --probes
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """``dnnplan calibrate --probes`` on the host CPU with LiteRT: two families, a tiny budget."""
+    from optimizer.cli import main
+
+    folder = tmp_path_factory.mktemp("calibrated")
+    out = folder / "host_litert.yaml"
+    work = folder / "work.csv.gz"
+    code = main(["--quiet", "calibrate", "--device", "host", "--probes", "24", "--runner", "litert",
+                 "--families", "conv1x1,eltwise", "--table", str(work), "--out", str(out)])
+    assert code == 0
+    return out, work
+
+
+def test_calibrate_probes_writes_the_table_beside_the_device_file(calibrated):
+    from optimizer.cost.probe_table import read_probe_table
+    from optimizer.hardware import load_device
+
+    out, work = calibrated
+    table = out.parent / "host_litert.probes" / "tflite_xnnpack-fp32-t1.csv.gz"
+    assert table.is_file() and read_probe_table(table).rows.equals(read_probe_table(work).rows)
+    entry = load_device(out).processor("cpu").predictor("tflite_xnnpack", "fp32")
+    assert entry is not None and entry.table == "host_litert.probes/tflite_xnnpack-fp32-t1.csv.gz"
+    assert entry.table_path.resolve() == table.resolve()
+    assert set(read_probe_table(table).families()) == {"conv1x1", "eltwise"}
+
+
+def test_calibrate_validate_measures_networks_and_records_the_band(run_cli, calibrated, tmp_path):
+    from optimizer.hardware import load_device
+
+    out, _ = calibrated
+    again = tmp_path / "validated.yaml"
+    r = run_cli("calibrate", "--device", str(out), "--validate", "mobilenet_v2", "--runner", "litert",
+                "--out", str(again))
+    assert r.exit_code == 0, r.stderr
+    assert "mobilenet_v2" in r.stdout and "validated band" in r.stdout and "conv1x1" in r.stdout
+    band = load_device(again).processor("cpu").predictor("tflite_xnnpack", "fp32").validated
+    assert band is not None and band.models == ["mobilenet_v2"] and band.error_min == band.error_max
+    c = run_cli("cost", "mobilenet_v2", "-d", str(again), "--dtype", "fp32", "-g", "kernel")
+    assert c.exit_code == 0 and "validated error band" in c.stdout and "priced by the analytic model" in c.stdout
+
+
+@pytest.mark.parametrize("case", ["other_runtime", "corrupt", "family", "validate_onnx", "other_dtype_entry"])
+def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibrated, tmp_path, case):
+    from optimizer.cost.probe_table import write_probe_table
+
+    out_dir = tmp_path / "out"
+    out = out_dir / "dev.yaml"
+    dev = str(calibrated[0])
+    args = ["calibrate", "--device", dev, "--runner", "litert", "--out", str(out)]
+    if case == "other_runtime":
+        table = tmp_path / "ort.csv.gz"
+        write_probe_table(_synthetic_table([KINDS["conv"]], runtime="onnxruntime").with_rows([], {"runner": "ort"}),
+                          table)
+        args += ["--probes", "20", "--table", str(table)]
+        want = "measured with runner 'ort'"
+    elif case == "corrupt":
+        table = tmp_path / "bad.csv.gz"
+        table.write_bytes(b"\x1f\x8b\x08garbage")
+        args += ["--probes", "20", "--table", str(table)]
+        want = "bad.csv.gz: not a readable probe table"
+    elif case == "family":
+        args += ["--probes", "20", "--families", "conv1x1,dwconv_s3"]
+        want = "'dwconv_s3' is not a kernel family with probes"
+    elif case == "validate_onnx":
+        onnx = tmp_path / "m.onnx"
+        onnx.write_bytes(probe_model(KINDS["conv"], "onnx", "fp32"))
+        args += ["--validate", str(onnx)]
+        want = "the tflite runner cannot run a .onnx file"
+    else:
+        args += ["--validate", "mobilenet_v2", "--dtype", "int8"]
+        want = "has no tflite_xnnpack/int8/1-thread predictor"
+    r = run_cli(*args)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+# ------------------------------------------------------------------ phones: adb script, --measure-cmd
+
+BENCHMARK_LOG = """INFO: Initialized TensorFlow Lite runtime.
+INFO: Created TensorFlow Lite XNNPACK delegate for CPU.
+INFO: The input model file size (MB): 0.0752
+INFO: Initialized session in 3.052ms.
+INFO: Running benchmark for at least 1 iterations and at least 0.5 seconds but terminate if exceeding 150 seconds.
+INFO: count=5 first=310 curr=93 min=88 max=310 avg=138 std=87
+INFO: Running benchmark for at least 50 iterations and at least 1 seconds but terminate if exceeding 150 seconds.
+INFO: count={n} first=95 curr=91 min=86 max=120 avg={avg} std=4
+INFO: Inference timings in us: Init: 3052, First inference: 310, Warmup (avg): 138, Inference (avg): {avg}
+"""
+
+
+def test_adb_runner_writes_a_script_then_reads_benchmark_model_logs_back(tmp_path):
+    from optimizer.measure.probe_campaign import run_campaign
+    from optimizer.measure.probe_remote import AdbProbeRunner, ProbesPending
+
+    folder = tmp_path / "phone"
+    runner = AdbProbeRunner(folder, threads=4, delegate="gpu", serial="R5CT")
+    with pytest.raises(ProbesPending, match="run .*run_probes.sh"):
+        run_campaign(runner, "fp32", 20, tmp_path / "t.csv", families=["conv1x1"], adaptive_rounds=0)
+    script = (folder / "run_probes.sh").read_text()
+    assert "--num_threads=4 --use_gpu=true" in script and "adb -s R5CT push" in script
+    models = sorted((folder / "models").glob("*.tflite"))
+    assert len(models) == 20 + 1  # the probes and the overhead probe (one model for every group)
+    (folder / "logs").mkdir()
+    for k, m in enumerate(models):  # what the script leaves: benchmark_model's output per model
+        (folder / "logs" / f"{m.stem}.txt").write_text(BENCHMARK_LOG.format(n=50, avg=100 + 10 * k))
+    table = run_campaign(AdbProbeRunner(folder, threads=4, delegate="gpu"), "fp32", 20, tmp_path / "t.csv",
+                         families=["conv1x1"], adaptive_rounds=0)
+    assert len(table.rows) == 20 and table.meta["runtime"] == "tflite_gpu" and table.meta["threads"] == 4
+    assert (table.rows["samples"] == 50).all() and table.rows["raw_s"].min() >= 99e-6
+    assert not any((folder / "models").glob("*.tflite"))  # read back: the models are gone
+
+
+def test_measure_cmd_runner_times_probes_through_the_protocol(tmp_path):
+    import sys
+
+    from optimizer.measure.probe_campaign import run_campaign
+    from optimizer.measure.probe_remote import CmdProbeRunner
+
+    runner = CmdProbeRunner(f"{sys.executable} -m optimizer.measure.reference_runner", "tflite_xnnpack", "tflite",
+                            1, "cpu", tmp_path / "cmd", repeats=5, warmup=1)
+    try:
+        table = run_campaign(runner, "fp32", 12, tmp_path / "t.csv", families=["conv1x1", "dwconv_s1"],
+                             adaptive_rounds=0)
+    finally:
+        runner.close()
+    assert len(table.rows) == 12 and table.meta["runner"] == "cmd" and (table.rows["raw_s"] > 0).all()
+
+
+# ------------------------------------------------------------------ profiles adjust predictors
+
+PROFILES = REPO / "tests" / "data" / "profiles"
+
+
+def test_a_profile_corrects_the_predictor_per_family_and_reports_what_it_cannot_see(host_with_table, zoo_graph):
+    import warnings
+
+    from optimizer.hardware import load_device
+    from optimizer.measure.profile_corrections import fit_corrections
+    from optimizer.measure.profile_import import import_profile
+
+    dev = load_device(host_with_table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, match = import_profile(PROFILES / "tflite_x86_avx2_mobilenet_v1_float_1t_tflitesoc.txt",
+                                  zoo_graph("mobilenet_v1"), dev, "cpu", "fp32")
+    fit = fit_corrections(dev, "cpu", [match], "fp32")
+    assert {"default", "conv1x1", "dwconv_s1"} <= set(fit.corrections)
+    assert any(n.startswith("dense: no profile row times it") for n in fit.notes)  # TF-slim's logits are a conv
+    (profiled, before, after), = fit.totals.values()
+    assert abs(after / profiled - 1) < 0.05 < abs(before / profiled - 1)
+    by = {r.family: r for r in fit.rows}
+    assert abs(by["conv1x1"].after_s / by["conv1x1"].profile_s - 1) < 0.1
+
+
+def test_calibrate_from_profile_writes_corrections_the_cost_table_uses(run_cli, host_with_table, tmp_path):
+    from optimizer.hardware import load_device
+
+    out = tmp_path / "corrected.yaml"
+    r = run_cli("calibrate", "--device", str(host_with_table), "--from-profile",
+                str(PROFILES / "tflite_x86_avx2_mobilenet_v1_float_1t_tflitesoc.txt"), "--model", "mobilenet_v1",
+                "--dtype", "fp32", "--out", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "corrections" in r.stdout and "note: dense" in r.stdout
+    entry = load_device(out).processor("cpu").predictor("tflite_xnnpack", "fp32")
+    assert entry.corrections["default"] > 0 and entry.corrections_source.startswith("fitted to profile")
+    c = run_cli("cost", "mobilenet_v2", "-d", str(out), "--dtype", "fp32")
+    assert c.exit_code == 0 and "profile corrections" in c.stdout
+
+
+def test_the_analytic_profile_fit_says_which_parameters_the_profile_leaves_open(run_cli):
+    r = run_cli("calibrate", "--device", "pixel6", "--from-profile",
+                str(PROFILES / "tflite_gpu_opencl_mobilenet_v3_issue44369.txt"), "--model", "mobilenet_v2", "--json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    fit = json.loads(r.stdout)
+    assert any(n.startswith("memory_bandwidth: the profile(s) hardly constrain it") for n in fit["notes"])
+    assert 1e9 < fit["memory_bandwidth_bytes_per_s"] < 1e12  # not pinned to the 10,000 GB/s bound
