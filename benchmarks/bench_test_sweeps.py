@@ -14,6 +14,12 @@ Checks (pick with ``--only NAME,...``):
   its weighted-layer count and its input and output sizes. The test
   (``tests/test_importers.py::test_keras_onnx_tflite_agree``) runs ResNet-50 at quarter width.
 
+* ``fidelity_rows``: the shipped published calibration's spread row over every listed network
+  (Pixel 4 CPU / GPU FP32 ratio spread at least nn-Meter's) and the Galaxy S22 Hexagon points
+  inside their owner band. The test (``tests/test_fidelity.py::test_owner_decision_band_and_spread_row``)
+  computes the spread over the two networks at the ends of the modeled range and only the S22
+  Hexagon points.
+
 Run: ``.venv/bin/python benchmarks/bench_test_sweeps.py [--only efficientnet_se]``.
 Exit status 1 when a check fails.
 """
@@ -82,8 +88,27 @@ def importers_resnet50(tmp: Path) -> bool:
     return ok
 
 
+def fidelity_rows(tmp: Path) -> bool:
+    """The spread row over the whole listed zoo and the S22 Hexagon owner-band points pass."""
+    from optimizer.report import fidelity
+
+    data = fidelity.read_published()
+    ok = True
+    for row in fidelity.spread_facts(data):
+        print(f"{row.fact}: {row.detail}  {'ok' if row.passed else 'FAIL'}", flush=True)
+        ok &= row.passed
+    for r in fidelity.point_rows(data):
+        if (r.device, r.processor) == ("galaxy_s22", "dsp"):
+            passed = r.band == (1.0, 3.0) and r.passed
+            print(f"galaxy_s22 dsp {r.model}: published {r.published_ms:.1f} ms, modeled {r.op_ms:.1f} ms, "
+                  f"band {r.band}  {'ok' if passed else 'FAIL'}", flush=True)
+            ok &= passed
+    return ok
+
+
 CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se,
-                                              "importers_resnet50": importers_resnet50}
+                                              "importers_resnet50": importers_resnet50,
+                                              "fidelity_rows": fidelity_rows}
 
 
 def main() -> int:

@@ -172,19 +172,24 @@ def test_detector_speedups_and_s22_pipeline_gain_hold():
 def test_owner_decision_band_and_spread_row():
     """The S22 Hexagon points carry the owner's one-sided band [1, 3] (no faster than the S23's
     8 Gen 2, within x3); the spread row compares the zoo's CPU/GPU ratio spread with nn-Meter's and
-    fails when the published spread is made wider than the modeled one."""
+    fails when the published spread is made wider than the modeled one. Here on the two networks at
+    the ends of the modeled range (retinaface x1.1, resnet50 x3.3); the row over the whole listed
+    zoo runs in ``benchmarks/bench_test_sweeps.py --only fidelity_rows``."""
     from optimizer.report import fidelity
 
     data = read_published()
-    rows = {(r.device, r.processor, r.model): r for r in fidelity.point_rows(data)}
+    s22_dsp = [p for p in data["points"] if (p["device"], p["processor"]) == ("galaxy_s22", "dsp")]
+    rows = {(r.device, r.processor, r.model): r for r in fidelity.point_rows({**data, "points": s22_dsp})}
     for model in ("mobilenet_v2", "resnet50"):
         r = rows[("galaxy_s22", "dsp", model)]
         assert r.band == (1.0, 3.0) and r.passed
         assert not PointRow(r.device, r.processor, r.model, r.dtype, r.published_ms, r.published_ms * 0.9,
                             r.published_ms * 0.9, r.band, r.source).passed  # faster than the S23: refused
-    (spread,) = fidelity.spread_facts(data)
-    assert spread.passed and "pixel4" in spread.fact
-    wide = copy.deepcopy(data)
+    ends = copy.deepcopy(data)
+    ends["spreads"][0]["models"] = ["retinaface_mobilenet", "resnet50"]
+    (spread,) = fidelity.spread_facts(ends)
+    assert spread.passed and "pixel4" in spread.fact and "retinaface_mobilenet" in spread.detail
+    wide = copy.deepcopy(ends)
     wide["spreads"][0]["published"] = [1.0, 10.0]
     (too_wide,) = fidelity.spread_facts(wide)
     assert not too_wide.passed

@@ -165,8 +165,10 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     from optimizer.quantize import quantize
 
     det = _ocr_detector()
+    # latency is not asserted: it is timed on the 640x640 detector by benchmarks/bench_int8_speed.py
+    # (ppocr_v4_det_640)
     rep = quantize(det, tmp_path / "det.tflite", input_shapes={"x": (1, 3, 320, 320)}, calib="sample-images",
-                   samples=16, heldout=4, runs=15, warmup=3)
+                   samples=8, heldout=4, measure_latency_=False)
     # 53 TRANSPOSE ops around every HardSwish/affine block before; the 5 left move the FPN's
     # 4-way CONCATENATION to NCHW and back
     assert rep.transposes is not None and rep.transposes.fp32 <= 5 and rep.transposes.quantized <= 5
@@ -175,12 +177,10 @@ def test_paddle2onnx_detector_converts_to_nhwc_without_transposes(tmp_path):
     # the peak is this process's high-water mark, the test session's included: only its presence is checked
     # here (tests/test_quantize_memory.py measures a child process)
     assert rep.calibration.batch is not None and rep.peak_rss_bytes is not None and rep.peak_rss_bytes > 0
-    # not asserted: INT8 is still slower than FP32 here (x0.55 on the shared 2-core host): the
+    # not asserted there either: INT8 was slower than FP32 (x0.55 on the shared 2-core host): the
     # XNNPACK delegate splits the INT8 graph into 36 partitions, about one per HARD_SWISH (24)
     # and RELU_0_TO_1 (10) op, apparently left to TFLite's own kernels
-    print(f"PP-OCRv4 det 320x320: FP32 {rep.latency.fp32.median_ms:.1f} ms, INT8 "
-          f"{rep.latency.quantized.median_ms:.1f} ms (x{rep.latency.speedup:.2f}); TRANSPOSE "
-          f"{rep.transposes.fp32}/{rep.transposes.quantized}")
+    print(f"PP-OCRv4 det 320x320: TRANSPOSE {rep.transposes.fp32}/{rep.transposes.quantized}")
 
 
 def _mbconv_se_network(blocks: int = 3, size: int = 48):

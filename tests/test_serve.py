@@ -416,7 +416,11 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
     from optimizer.runtime.check import compare_detections
     from optimizer.runtime.detections import ANCHOR, BOX, CLASS, SCORE, topk_detections
 
-    raw = plan_for_cuts("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128})
+    from optimizer.graph import load_graph
+
+    graph = load_graph("ssd_mobilenet_v2_fpnlite", input_size=128)  # built once for both plans
+    raw = plan_for_cuts("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128},
+                        graph=graph)
     plan = Plan.model_validate({**raw.model_dump(), "split": {**raw.split.model_dump(), "result": "topk"}})
     write_plan(plan, tmp_path / "plan.json")
     export_plan(plan, tmp_path / "art", seed=0)
@@ -430,8 +434,8 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
         rep = run_plan(plan, tmp_path / "art", frames=4, input=x, server=("127.0.0.1", srv.port), keep_outputs=True)
     assert sorted(rep.outputs) == sorted([ANCHOR, BOX, CLASS, SCORE])
     assert 2800 < rep.wire["response_bytes_per_frame"] < 3200  # 2,800 B of tensors plus the frame's headers
-    single = export_plan(plan_for_cuts("ssd_mobilenet_v2_fpnlite", [], dtype="fp32", variant={"input_size": 128}),
-                         tmp_path / "single", seed=0)
+    single = export_plan(plan_for_cuts("ssd_mobilenet_v2_fpnlite", [], dtype="fp32", variant={"input_size": 128},
+                                       graph=graph), tmp_path / "single", seed=0)
     ref = run_parts(single, tmp_path / "single", {single.inputs[0].name: x})
     boxes, logits = ref[m.wire.result.boxes], ref[m.wire.result.logits]
     for i in range(len(x)):
