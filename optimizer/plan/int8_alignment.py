@@ -58,16 +58,16 @@ class Int8Reference:
             if self._is_activation(self.model, t):
                 self.activation_quantization.setdefault(_op_key(t.name), t.quantization)
         for k, op in enumerate(subgraph.operators):
-            for oi in op.outputs:
-                self.ops.setdefault(_op_key(subgraph.tensors[oi].name), op)
-                self.producer[oi] = op
-            for ii in dict.fromkeys(op.inputs):
-                if ii >= 0:
-                    self.readers.setdefault(int(ii), []).append(k)
+            for output_tensor in op.outputs:
+                self.ops.setdefault(_op_key(subgraph.tensors[output_tensor].name), op)
+                self.producer[output_tensor] = op
+            for input_tensor in dict.fromkeys(op.inputs):
+                if input_tensor >= 0:
+                    self.readers.setdefault(int(input_tensor), []).append(k)
         signature = self.model.signatureDefs[0]
-        by_signature = {tm.name.decode(): tm.tensorIndex for tm in signature.outputs}
+        by_signature = {tensor_map.name.decode(): tensor_map.tensorIndex for tensor_map in signature.outputs}
         self.outputs = {name: by_signature.get(f"output_{k}") for k, name in enumerate(graph_outputs)}
-        by_signature = {tm.name.decode(): tm.tensorIndex for tm in signature.inputs}
+        by_signature = {tensor_map.name.decode(): tensor_map.tensorIndex for tensor_map in signature.inputs}
         self.input_index = {name: by_signature.get(f"in{k}") for k, name in enumerate(graph_inputs)}
         self.inputs = {name: None if i is None else subgraph.tensors[i].quantization
                        for name, i in self.input_index.items()}
@@ -76,8 +76,9 @@ class Int8Reference:
 
     @staticmethod
     def _is_activation(model: Any, t: Any) -> bool:
-        q = t.quantization
-        return q is not None and q.scale is not None and len(q.scale) == 1 and not _is_constant(model, t)
+        quantization = t.quantization
+        return (quantization is not None and quantization.scale is not None and len(quantization.scale) == 1
+                and not _is_constant(model, t))
 
     def _follow(self, part_model: Any, seeds: dict[int, int]) -> dict[int, int]:
         """Part tensor -> reference tensor for every tensor of part ``part_model`` computed, operator by
@@ -134,7 +135,8 @@ class Int8Reference:
         subgraph = part_model.subgraphs[0]
         reference_subgraph = self.model.subgraphs[0]
         signature = part_model.signatureDefs[0]
-        index = {tm.name.decode(): tm.tensorIndex for tm in list(signature.inputs) + list(signature.outputs)}
+        index = {tensor_map.name.decode(): tensor_map.tensorIndex
+                 for tensor_map in list(signature.inputs) + list(signature.outputs)}
         seeds: dict[int, int] = {}
         for k, tid in enumerate(part_inputs):
             ti = index[f"in{k}"]
@@ -150,9 +152,9 @@ class Int8Reference:
                 if self._is_activation(self.model, reference_subgraph.tensors[matched[i]]):
                     t.quantization = copy.deepcopy(reference_subgraph.tensors[matched[i]].quantization)
             elif not _signature_named(t.name):  # signature I/O are named after the signature
-                q = self.activation_quantization.get(_op_key(t.name))
-                if q is not None:
-                    t.quantization = copy.deepcopy(q)
+                quantization = self.activation_quantization.get(_op_key(t.name))
+                if quantization is not None:
+                    t.quantization = copy.deepcopy(quantization)
         # part output tensor -> the reference's tensor with the same LayerGraph id
         out_ref: dict[int, int] = {}
         for k, tid in enumerate(part_outputs):
@@ -183,9 +185,9 @@ class Int8Reference:
             t = subgraph.tensors[index[f"in{k}"]]
             if t.quantization is None or t.quantization.scale is None:
                 continue
-            q = known.get(tid)
-            if q is not None:
-                t.quantization.scale, t.quantization.zeroPoint = [q.scale], [q.zero_point]
+            quantization = known.get(tid)
+            if quantization is not None:
+                t.quantization.scale, t.quantization.zeroPoint = [quantization.scale], [quantization.zero_point]
             elif self.inputs.get(tid) is not None:
                 t.quantization = copy.deepcopy(self.inputs[tid])
         for ti, ri in out_ref.items():
