@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimizer.errors import DnnplanError  # noqa: E402
 from optimizer.graph import load_graph  # noqa: E402
-from optimizer.plan.export import export_plan, plan_for_cuts  # noqa: E402
+from optimizer.plan.export import export_plan  # noqa: E402
+from optimizer.plan.manual_plan import plan_for_boundaries  # noqa: E402
 from optimizer.runtime import run_plan  # noqa: E402
 
 
@@ -77,12 +78,12 @@ def main() -> None:
     cut = residual_cut_near_half(graph)
     procs = ["cpu0", "cpu1"]  # one core each (runtime core groups: stage k on CPU k)
     plans = {
-        "1 stage, 2 threads": plan_for_cuts("mobilenet_v2", [], dtype=args.dtype, variant=variant,
-                                            processors=procs[:1], threads=2),
-        f"2 stages cut at {cut}": plan_for_cuts("mobilenet_v2", [cut], dtype=args.dtype, variant=variant,
-                                               processors=procs),
-        f"split at {cut}, 10 Mbps": plan_for_cuts("mobilenet_v2", [cut], kind="split", dtype=args.dtype,
-                                                 variant=variant),
+        "1 stage, 2 threads": plan_for_boundaries("mobilenet_v2", [], dtype=args.dtype, variant=variant,
+                                                  processors=procs[:1], threads=2),
+        f"2 stages cut at {cut}": plan_for_boundaries("mobilenet_v2", [cut], dtype=args.dtype, variant=variant,
+                                                      processors=procs),
+        f"split at {cut}, 10 Mbps": plan_for_boundaries("mobilenet_v2", [cut], kind="split", dtype=args.dtype,
+                                                        variant=variant),
     }
     print(f"mobilenet_v2 {args.size}px {args.dtype}; cut {cut} crosses "
           f"{[t.name for t in graph.cut_tensors(cut)]}; {args.frames} frames per plan")

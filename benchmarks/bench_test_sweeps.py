@@ -46,10 +46,11 @@ def _conversion_gap(weights_note: str) -> float:
 def efficientnet_se(tmp: Path) -> bool:
     """EfficientNet-B0 through tf2onnx (dynamic batch) and ONNX quantization, no TRANSPOSE."""
     from optimizer.graph.convert import keras_to_onnx
-    from optimizer.plan.export import load_plan_model, plan_for_cuts
+    from optimizer.plan.keras_model import load_plan_model
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.quantize import quantize
 
-    km, _, _ = load_plan_model(plan_for_cuts("efficientnet_b0", [], variant={"input_size": 96}))
+    km, _, _ = load_plan_model(plan_for_boundaries("efficientnet_b0", [], variant={"input_size": 96}))
     model = keras_to_onnx(km, tmp / "efficientnet_b0.onnx")
     rep = quantize(model, tmp / "eff.tflite", calib="sample-images", samples=16, heldout=4, runs=15, warmup=3)
     gap = _conversion_gap(rep.weights)

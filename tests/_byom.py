@@ -2,7 +2,7 @@
 model file to ``run --check``.
 
 ``export_and_check(model, tmp, kind=..., cuts=None)`` makes a plan with evenly spaced cuts
-(``plan_for_cuts``; pass a plan instead to check one made by ``map``/``split``), exports it and
+(``plan_for_boundaries``; pass a plan instead to check one made by ``map``/``split``), exports it and
 runs it with ``--check`` semantics; the full chain profile → quantize → map → split → export →
 run --check only has to hand it the quantized file or the searched plan.
 """
@@ -87,11 +87,12 @@ def zoo_onnx(path: Path) -> Path:
     """A tf2onnx export of the zoo's MobileNetV1 (96x96, alpha 0.25; NHWC input, batch norm as
     Mul/Add after depthwise convolutions)."""
     from optimizer.graph.convert import keras_to_onnx
-    from optimizer.plan.export import load_plan_model, plan_for_cuts
+    from optimizer.plan.keras_model import load_plan_model
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        km, _, _ = load_plan_model(plan_for_cuts("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
+        km, _, _ = load_plan_model(plan_for_boundaries("mobilenet_v1", [], variant={"input_size": 96, "alpha": 0.25}))
     return keras_to_onnx(km, path)
 
 
@@ -119,14 +120,15 @@ def export_and_check(model: Path | str, tmp: Path, *, kind: str = "pipeline", cu
                      plan: Any = None, frames: int = 3, inputs: Any = None, min_agreement: float = 1.0) -> Any:
     """Export ``plan`` (default: ``kind`` with ``cuts`` on ``model``) into ``tmp`` and run it
     with the single-file check; returns the :class:`RunReport` (``.check`` filled)."""
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_plan
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if plan is None:
             cuts = cuts if cuts is not None else even_cuts(model, 3 if kind == "pipeline" else 2)
-            plan = plan_for_cuts(str(model), cuts if kind == "pipeline" else cuts[:1], kind=kind)
+            plan = plan_for_boundaries(str(model), cuts if kind == "pipeline" else cuts[:1], kind=kind)
         art = tmp / f"{kind}-art"
         export_plan(plan, art)
         return run_plan(plan, art, frames=frames, input=inputs, pin=False, check_min_agreement=min_agreement)

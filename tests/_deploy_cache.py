@@ -15,13 +15,14 @@ _CACHE: dict[tuple, dict] = {}
 def single_file_fp32(model: str, size: int, x: np.ndarray, **variant: object) -> np.ndarray:
     """Outputs of the single-file FP32 TFLite export of zoo ``model`` at ``size`` (builder
     ``variant`` arguments such as ``width``; weight seed 0) on ``x``."""
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_parts
 
     key = (model, size, tuple(sorted(variant.items())))
     if key not in _CACHE:
         d = Path(tempfile.mkdtemp(prefix="dnnplan-single-"))
-        plan = plan_for_cuts(model, [], dtype="fp32", variant={"input_size": size, **variant})
+        plan = plan_for_boundaries(model, [], dtype="fp32", variant={"input_size": size, **variant})
         _CACHE[key] = {"dir": d, "manifest": export_plan(plan, d / "art", seed=0)}
     entry = _CACHE[key]
     m = entry["manifest"]
@@ -56,10 +57,12 @@ def split_over_socket(tmp: Path, model: str, size: int, cut: int, dtype: str, *,
     (``keep_reference``) or the single-file FP32 export. Returns the plan, manifest, run report,
     the outputs (``parts``, ``single``; ``keras`` with ``float_reference``) and the figures
     (``agreement``: top-1 of parts vs single file; ``max_abs_diff``; SQNRs in dB)."""
-    from optimizer.plan.export import export_plan, load_plan_model, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.keras_model import load_plan_model
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_plan
 
-    plan = plan_for_cuts(model, [cut], kind="split", dtype=dtype, variant={"input_size": size, **variant})
+    plan = plan_for_boundaries(model, [cut], kind="split", dtype=dtype, variant={"input_size": size, **variant})
     art = tmp / f"{model}-split-{dtype}"
     manifest = export_plan(plan, art, samples=calib, seed=0, keep_reference=dtype == "int8")
     x = np.random.default_rng(42 if dtype == "int8" else 5).uniform(-1, 1, (frames, size, size, 3)).astype(np.float32)

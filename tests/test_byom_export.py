@@ -46,7 +46,7 @@ def test_custom_op_stays_in_one_part_and_cli_check(models, tmp_path, run_cli):
     """selfie_segmentation ends in MediaPipe's Convolution2DTransposeBias: imported with a warning
     as a CPU-only layer with transposed-convolution MACs, kept in one part, checked by the CLI."""
     from optimizer.graph import load_graph
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
     path = models[CUSTOM_OP_MODEL]
@@ -56,7 +56,7 @@ def test_custom_op_stays_in_one_part_and_cli_check(models, tmp_path, run_cli):
     assert custom.macs == 128 * 128 * 16 * 2 * 2 * 1  # input 128x128x16, filter [1, 2, 2, 16]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_for_cuts(str(path), [custom.index], kind="split")  # the custom op on the server
+        plan = plan_for_boundaries(str(path), [custom.index], kind="split")  # the custom op on the server
     write_plan(plan, tmp_path / "plan.json")
     res = run_cli("export", tmp_path / "plan.json", "--out", tmp_path / "art")
     assert res.exit_code == 0, res.stderr
@@ -78,13 +78,14 @@ def test_custom_op_stays_in_one_part_and_cli_check(models, tmp_path, run_cli):
 def test_custom_ops_without_kernel_export_but_do_not_run(models, tmp_path, run_cli):
     """Landmarks2TransformMatrix & co. have no kernel in LiteRT: the model imports, exports (each
     custom op inside one part), and running it fails with one line, exit 2."""
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
     path = models[NO_KERNEL_MODEL]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_for_cuts(str(path), even_cuts(path, 2))
+        plan = plan_for_boundaries(str(path), even_cuts(path, 2))
         man = export_plan(plan, tmp_path / "art")
     parts_with = [p.name for p in man.parts
                   if b"Landmarks2TransformMatrix" in (tmp_path / "art" / p.file).read_bytes()]
@@ -111,7 +112,7 @@ def test_onnx_if_branch_reading_an_outer_tensor_is_cut_with_it(tmp_path):
     from onnx import TensorProto, helper, save
 
     from optimizer.graph import load_graph
-    from optimizer.plan.export import part_io
+    from optimizer.plan.parts import part_io
 
     vec = [1, 8]
     then_g = helper.make_graph([helper.make_node("Add", ["r", "r"], ["t"])], "then", [],
@@ -174,15 +175,16 @@ def test_int8_tflite_parts_agree_with_single_file(int8_tflite, tmp_path):
 def test_check_against_changed_model_file(models, tmp_path, run_cli):
     import shutil
 
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
     path = tmp_path / "iris.tflite"
     shutil.copy(models["iris_landmark"], path)
-    plan = plan_for_cuts(str(path), [50])
+    plan = plan_for_boundaries(str(path), [50])
     export_plan(plan, tmp_path / "art")
     write_plan(plan, tmp_path / "plan.json")
-    other = plan_for_cuts(str(path), [60])
+    other = plan_for_boundaries(str(path), [60])
     write_plan(other, tmp_path / "other.json")
     res = run_cli("run", tmp_path / "other.json", "--artifacts", tmp_path / "art", "--check")
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
@@ -221,7 +223,7 @@ def test_cut_through_control_flow_refused(tmp_path, run_cli):
     """A WHILE loop's body is a separate subgraph the cut cannot divide: a one-line error, exit 2."""
     from optimizer.graph.convert import run_converter
     from optimizer.lazy import tensorflow
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
     tf = tensorflow()
@@ -234,12 +236,12 @@ def test_cut_through_control_flow_refused(tmp_path, run_cli):
 
     conv = tf.lite.TFLiteConverter.from_concrete_functions([loop.get_concrete_function()], loop)
     path = run_converter(conv, tmp_path / "loop.tflite")
-    plan = plan_for_cuts(str(path), [1])
+    plan = plan_for_boundaries(str(path), [1])
     write_plan(plan, tmp_path / "plan.json")
     res = run_cli("export", tmp_path / "plan.json", "--out", tmp_path / "art")
     assert res.exit_code == 2 and "control-flow" in res.stderr and not (tmp_path / "art").exists()
     assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1
-    single = plan_for_cuts(str(path), [])
+    single = plan_for_boundaries(str(path), [])
     write_plan(single, tmp_path / "single.json")
     assert run_cli("export", tmp_path / "single.json", "--out", tmp_path / "one").exit_code == 0
     res = run_cli("run", tmp_path / "single.json", "--artifacts", tmp_path / "one", "--check", "--frames", 2)
@@ -290,7 +292,8 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
     """TFLite parts exchange plain tensors: a cut through a stateful (variable) tensor is refused
     in one line and nothing is written."""
     from optimizer.graph import load_graph
-    from optimizer.plan.export import part_io, plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
+    from optimizer.plan.parts import part_io
     from optimizer.plan.io import write_plan
     from optimizer.graph.tflite_flatbuffer import read_model, write_model
 
@@ -301,7 +304,7 @@ def test_boundary_across_a_variable_tensor_is_refused(models, tmp_path, run_cli)
     model.subgraphs[0].tensors[int(crossing[0])].isVariable = True
     stateful = tmp_path / "stateful.tflite"
     stateful.write_bytes(write_model(model))
-    write_plan(plan_for_cuts(str(stateful), [cut], kind="split"), tmp_path / "plan.json")
+    write_plan(plan_for_boundaries(str(stateful), [cut], kind="split"), tmp_path / "plan.json")
     res = run_cli("--quiet", "export", str(tmp_path / "plan.json"), "--out", str(tmp_path / "art"))
     assert_one_line_exit_2(res, "stateful.tflite", f"crosses tensor {crossing[0]}", "variable")
     assert not (tmp_path / "art").exists()
@@ -316,10 +319,10 @@ def test_zoo_fp32_keep_reference_check_and_exit_1_on_a_mismatched_reference(tmp_
     import shutil
 
     from optimizer.fileio import sha256_file
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
-    write_plan(plan_for_cuts("mobilenet_v1", [10], kind="split", variant={"input_size": 96, "alpha": 0.25}),
+    write_plan(plan_for_boundaries("mobilenet_v1", [10], kind="split", variant={"input_size": 96, "alpha": 0.25}),
                tmp_path / "plan.json")
     art, other = tmp_path / "art", tmp_path / "other"
 

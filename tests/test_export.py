@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from optimizer.errors import ConfigError, InputFileError
-from optimizer.plan.export import op_boundaries, part_io
+from optimizer.plan.parts import op_boundaries, part_io
 
 from _cli_checks import assert_one_line_exit_2
 from _deploy_cache import run_single_file, sqnr_db
@@ -60,10 +60,11 @@ def test_part_io_is_the_dag_cut_inside_a_residual_block(zoo_graph):
 @pytest.fixture(scope="module")
 def pipeline_export(tmp_path_factory):
     from optimizer.plan import write_plan
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     d = tmp_path_factory.mktemp("pipe")
-    plan = plan_for_cuts("mobilenet_v2", CUTS, dtype="int8", variant={"input_size": SIZE})
+    plan = plan_for_boundaries("mobilenet_v2", CUTS, dtype="int8", variant={"input_size": SIZE})
     plan_file = write_plan(plan, d / "plan.json")
     manifest = export_plan(plan, d / "art", seed=0, samples=32, keep_reference=True)
     x = np.random.default_rng(42).uniform(-1, 1, (N, SIZE, SIZE, 3)).astype(np.float32)
@@ -104,7 +105,7 @@ def test_manifest_validates_against_the_shipped_schema_and_hashes(pipeline_expor
 
 @pytest.mark.slow
 def test_threaded_int8_pipeline_agrees_with_the_single_file_int8_model(pipeline_export):
-    from optimizer.plan.export import load_plan_model
+    from optimizer.plan.keras_model import load_plan_model
     from optimizer.runtime import run_plan
 
     m, x = pipeline_export["manifest"], pipeline_export["x"]
@@ -159,19 +160,20 @@ def test_bad_artifacts_and_inputs_are_one_line_errors(pipeline_export, run_cli, 
                      "wrong.npy", "[N, 64, 64, 3]")
     # artifacts of another plan
     from optimizer.plan import write_plan
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
-    other = write_plan(plan_for_cuts("mobilenet_v2", [30], dtype="fp32", variant={"input_size": SIZE}),
+    other = write_plan(plan_for_boundaries("mobilenet_v2", [30], dtype="fp32", variant={"input_size": SIZE}),
                        tmp_path / "other.json")
     assert_one_line_exit_2(run_cli("run", other, "--artifacts", src), "another plan")
 
 
 @pytest.mark.slow
 def test_failed_export_leaves_nothing_behind(pipeline_export, run_cli, tmp_path):
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     np.savez(tmp_path / "calib.npz", x=np.zeros((4, 32, 32, 3), np.float32))
-    plan = plan_for_cuts("mobilenet_v2", [20], dtype="int8", variant={"input_size": SIZE})
+    plan = plan_for_boundaries("mobilenet_v2", [20], dtype="int8", variant={"input_size": SIZE})
     out = tmp_path / "out"
     with pytest.raises(InputFileError, match=r"calib.npz.*\[N, 64, 64, 3\]"):
         export_plan(plan, out, calib=tmp_path / "calib.npz")
@@ -194,11 +196,12 @@ def test_a_shared_head_call_cut_off_from_its_other_calls_is_aligned_to_the_singl
     ``BoxHead_9`` in the single file (where ``BoxHead_1`` is the P7 call): matched by name, the
     part's convolution kept its own output scale and bias, and the box encodings agreed with the
     single file at SQNR 29 dB (640x640, three stages: top-1 75 %)."""
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_plan
 
-    plan = plan_for_cuts("ssd_mobilenet_v1_fpn", [49], dtype="int8", granularity="kernel",
-                         variant={"input_size": 128})
+    plan = plan_for_boundaries("ssd_mobilenet_v1_fpn", [49], dtype="int8", granularity="kernel",
+                               variant={"input_size": 128})
     m = export_plan(plan, tmp_path / "art", samples=8, keep_reference=True)
     assert "BoxHead_reshape_P3:0" in [t.name for t in m.parts[0].outputs]  # P3's call before the cut
     assert [t.name for t in m.parts[1].outputs] == ["box_encodings:0", "class_predictions_with_background:0"]

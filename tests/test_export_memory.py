@@ -1,5 +1,5 @@
 """Export in bounded memory: the float activations that calibrate later INT8 parts are
-kept on disk (:class:`optimizer.plan.export.CalibrationStore`), Keras calls are sized by
+kept on disk (:class:`optimizer.plan.calibration_data.CalibrationStore`), Keras calls are sized by
 ``--memory-budget`` and what the process already holds, so peak resident memory does not grow
 with ``--samples``."""
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_calibration_store_round_trip(tmp_path):
     from optimizer.errors import ModelFormatError
-    from optimizer.plan.export import CalibrationStore
+    from optimizer.plan.calibration_data import CalibrationStore
 
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(3, 4, 5)).astype(np.float32), rng.normal(size=(4, 4, 5)).astype(np.float32)
@@ -41,7 +41,7 @@ def test_calibration_store_round_trip(tmp_path):
 
 
 def test_frames_per_call_follow_the_budget(zoo_graph):
-    from optimizer.plan.export import frames_per_call
+    from optimizer.plan.calibration_data import frames_per_call
 
     g = zoo_graph("mobilenet_v2", "op", input_size=224)
     # the held bytes of this process are taken off the budget: a larger budget never gives fewer frames
@@ -107,10 +107,10 @@ def test_export_peak_rss_does_not_grow_with_samples(tmp_path):
     import json
 
     from optimizer.plan import write_plan
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     model = _keras_model(tmp_path / "wide.keras")
-    plan = plan_for_cuts(str(model), [1], dtype="int8")
+    plan = plan_for_boundaries(str(model), [1], dtype="int8")
     write_plan(plan, tmp_path / "plan.json")
     few = _export_peak(tmp_path / "plan.json", 20, tmp_path / "few")
     many = _export_peak(tmp_path / "plan.json", 320, tmp_path / "many")

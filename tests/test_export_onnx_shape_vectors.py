@@ -40,13 +40,14 @@ def _shape_vector_onnx(path: Path) -> Path:
 def test_a_cut_through_a_shape_vector_exports_and_runs(tmp_path, run_cli):
     from optimizer.graph import load_graph
     from optimizer.plan import write_plan
-    from optimizer.plan.export import part_io, plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
+    from optimizer.plan.parts import part_io
 
     path = _shape_vector_onnx(tmp_path / "m.onnx")
     shapes = {"ids": (1, 16)}
     g = load_graph(path, "op", input_shapes=shapes)
     assert "target" in part_io(g, 0, CUT)[1]  # the cut the GA may choose crosses the shape vector
-    plan = write_plan(plan_for_cuts(str(path), [CUT], input_shapes=shapes), tmp_path / "plan.json")
+    plan = write_plan(plan_for_boundaries(str(path), [CUT], input_shapes=shapes), tmp_path / "plan.json")
     art = tmp_path / "art"
     res = run_cli("export", str(plan), "--out", str(art))
     assert res.exit_code == 0, res.stderr
@@ -84,13 +85,13 @@ def test_magika_cut_through_its_reshape_targets_checks_exactly(tmp_path, run_cli
     from third_party.fetch_models import FetchError, fetch_onnx
 
     from optimizer.plan import write_plan
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     try:
         path = fetch_onnx()["magika_standard_v3_3"]
     except FetchError as exc:
         pytest.fail(str(exc))
-    plan = write_plan(plan_for_cuts(str(path), [30, 60], input_shapes={"bytes": (1, 2048)}), tmp_path / "plan.json")
+    plan = write_plan(plan_for_boundaries(str(path), [30, 60], input_shapes={"bytes": (1, 2048)}), tmp_path / "plan.json")
     art = tmp_path / "art"
     res = run_cli("export", str(plan), "--out", str(art))
     assert res.exit_code == 0, res.stderr

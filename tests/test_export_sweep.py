@@ -25,12 +25,13 @@ def _fixture(name: str) -> Path:
 
 
 def _check(model: Path, tmp: Path, kind: str, cuts: list[int], shapes=None, frames: int = 2):
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_plan
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_for_cuts(str(model), cuts, kind=kind, input_shapes=shapes)
+        plan = plan_for_boundaries(str(model), cuts, kind=kind, input_shapes=shapes)
         manifest = export_plan(plan, tmp / "art")
         return manifest, run_plan(plan, tmp / "art", frames=frames, pin=False, check_min_agreement=1.0)
 
@@ -114,10 +115,10 @@ def _broken_hand_recrop(path: Path) -> Path:
 
 def test_export_refuses_a_part_that_does_not_run(tmp_path, run_cli):
     from optimizer.plan import write_plan
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     model = _broken_hand_recrop(tmp_path / "hand_recrop_broken.tflite")
-    plan = write_plan(plan_for_cuts(str(model), [15, 40]), tmp_path / "plan.json")
+    plan = write_plan(plan_for_boundaries(str(model), [15, 40]), tmp_path / "plan.json")
     res = run_cli("--quiet", "export", str(plan), "--out", str(tmp_path / "art"))
     assert res.exit_code == 2, res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -156,11 +157,11 @@ def test_export_notes_parts_without_a_kernel(tmp_path, run_cli):
     """MediaPipe's Landmarks2TransformMatrix has no LiteRT kernel here: export keeps the part and
     says it was not run; the part without it was run."""
     from optimizer.plan import write_plan
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = write_plan(plan_for_cuts(str(_fixture("face_landmark_with_attention")), [44]), tmp_path / "plan.json")
+        plan = write_plan(plan_for_boundaries(str(_fixture("face_landmark_with_attention")), [44]), tmp_path / "plan.json")
     res = run_cli("export", str(plan), "--out", str(tmp_path / "art"))
     assert res.exit_code == 0, res.stderr
     assert "part stage1 was not run at export: LiteRT here has no kernel for its custom operator " \
@@ -225,12 +226,13 @@ def test_int8_part_ending_at_a_pad_loads_and_equals_the_single_file(tmp_path):
     """The single-file INT8 MobileNetV2 fuses block_3_pad into its depthwise convolution; a stage
     ending at that PAD took its two sides' scales from different tensors, and XNNPACK refused it
     ('failed to delegate PAD node'). Now export loads it and the parts equal the single file."""
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.runtime import run_plan
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plan = plan_for_cuts("mobilenet_v2", [17, 30], dtype="int8", variant={"input_size": 96})
+        plan = plan_for_boundaries("mobilenet_v2", [17, 30], dtype="int8", variant={"input_size": 96})
         export_plan(plan, tmp_path / "art", samples=8, keep_reference=True)
         report = run_plan(plan, tmp_path / "art", frames=4, pin=False, check_min_agreement=1.0)
     assert report.check.agreement == 1.0 and report.check.outputs[0].max_abs_diff == 0.0
@@ -241,7 +243,7 @@ def test_int8_boundaries_inside_a_kernel_move_to_its_end(zoo_graph):
     of frames (SQNR 19 dB): INT8 parts keep the kernel whole; a stage made only of fused operators
     is refused in one line."""
     from optimizer.errors import ModelFormatError
-    from optimizer.plan.export import PartRange, op_boundaries
+    from optimizer.plan.parts import PartRange, op_boundaries
     from optimizer.plan.kernel_cuts import whole_kernels
 
     g = zoo_graph("mobilenet_v2")

@@ -336,11 +336,11 @@ def test_quantize_takes_the_input_shape(tmp_path, run_cli):
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["keras", "tflite"])
 def test_keras_and_tflite_plans_export_and_run_at_the_plan_shape(fmt, dynamic_keras, tmp_path, run_cli):
-    from optimizer.plan.export import plan_for_cuts
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.io import write_plan
 
     path = dynamic_keras[0 if fmt == "keras" else 1]
-    plan = plan_for_cuts(str(path), [1], dtype="fp32", input_shapes={"": (1, 32, 24, 3)})
+    plan = plan_for_boundaries(str(path), [1], dtype="fp32", input_shapes={"": (1, 32, 24, 3)})
     assert list(plan.model.input_shapes.values()) == [[1, 32, 24, 3]]  # recorded under the input's name
     write_plan(plan, tmp_path / "plan.json")
     res = run_cli("export", str(tmp_path / "plan.json"), "--out", str(tmp_path / "art"), "--keep-reference")

@@ -11,7 +11,7 @@ import pytest
 from optimizer.cost import build_cost_table
 from optimizer.graph import LayerSpec, build_graph, load_graph
 from optimizer.plan import read_plan
-from optimizer.plan.export import kernel_splits, plan_parts
+from optimizer.plan.parts import kernel_splits, plan_parts
 
 
 def _towers():

@@ -85,7 +85,7 @@ def test_split_head_processor_is_checked():
 
 
 def test_a_core_of_a_cpu_processor_is_a_processor():
-    """plan_for_cuts's host plans run stages on cpu0, cpu1, ... (cores of host's 'cpu')."""
+    """plan_for_boundaries's host plans run stages on cpu0, cpu1, ... (cores of host's 'cpu')."""
     check_processors("host", [("stages[0].processor", "cpu0"), ("stages[2].processor", "cpu2")], "plan.json")
     with pytest.raises(ConfigError, match="'gpu0' is not a processor of device 'host'"):
         check_processors("host", [("stages[0].processor", "gpu0")], "plan.json")

@@ -110,14 +110,16 @@ def test_client_times_out_and_gives_up_after_retries():
 @pytest.fixture(scope="module")
 def split_export(tmp_path_factory):
     from optimizer.plan import write_plan
-    from optimizer.plan.export import export_plan, load_plan_model, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.keras_model import load_plan_model
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.manifest import read_manifest
     from _deploy_cache import single_file_fp32
 
     from optimizer.runtime import PartRunner, Value
 
     d = tmp_path_factory.mktemp("split")
-    plan = plan_for_cuts("mobilenet_v2", [CUT], kind="split", dtype="fp32", variant={"input_size": SIZE})
+    plan = plan_for_boundaries("mobilenet_v2", [CUT], kind="split", dtype="fp32", variant={"input_size": SIZE})
     plan_file = write_plan(plan, d / "plan.json")
     export_plan(plan, d / "art", seed=0)
     manifest = read_manifest(d / "art")
@@ -410,7 +412,8 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
     convs are shared across the 5 levels): the server sends its 100 best anchors (2,800 B instead
     of 2046 x 95 x 4 = 777 kB); they are the single-file export's outputs reduced the same way."""
     from optimizer.plan import Plan, write_plan
-    from optimizer.plan.export import export_plan, plan_for_cuts
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
     from optimizer.plan.manifest import read_manifest
     from optimizer.runtime import TailServer, run_parts, run_plan
     from optimizer.runtime.check import compare_detections
@@ -419,8 +422,8 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
     from optimizer.graph import load_graph
 
     graph = load_graph("ssd_mobilenet_v2_fpnlite", input_size=128)  # built once for both plans
-    raw = plan_for_cuts("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128},
-                        graph=graph)
+    raw = plan_for_boundaries("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128},
+                              graph=graph)
     plan = Plan.model_validate({**raw.model_dump(), "split": {**raw.split.model_dump(), "result": "topk"}})
     write_plan(plan, tmp_path / "plan.json")
     export_plan(plan, tmp_path / "art", seed=0)
@@ -434,8 +437,8 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
         rep = run_plan(plan, tmp_path / "art", frames=4, input=x, server=("127.0.0.1", srv.port), keep_outputs=True)
     assert sorted(rep.outputs) == sorted([ANCHOR, BOX, CLASS, SCORE])
     assert 2800 < rep.wire["response_bytes_per_frame"] < 3200  # 2,800 B of tensors plus the frame's headers
-    single = export_plan(plan_for_cuts("ssd_mobilenet_v2_fpnlite", [], dtype="fp32", variant={"input_size": 128},
-                                       graph=graph), tmp_path / "single", seed=0)
+    single = export_plan(plan_for_boundaries("ssd_mobilenet_v2_fpnlite", [], dtype="fp32", variant={"input_size": 128},
+                                         graph=graph), tmp_path / "single", seed=0)
     ref = run_parts(single, tmp_path / "single", {single.inputs[0].name: x})
     boxes, logits = ref[m.wire.result.boxes], ref[m.wire.result.logits]
     for i in range(len(x)):

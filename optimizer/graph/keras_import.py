@@ -118,7 +118,9 @@ def flatten_layers(model: Any) -> list[Any]:
     return out
 
 
-def _tensor_id(t: Any) -> str:
+def tensor_id(t: Any) -> str:
+    """The LayerGraph id of a Keras tensor: ``layer:index``, or ``layer:node:index`` for a shared
+    layer's later call (its ``_keras_history``); a tensor without history is named by itself."""
     hist = getattr(t, "_keras_history", None)
     if hist is not None:
         op, node_index, tensor_index = hist
@@ -160,7 +162,7 @@ def graph_from_keras(
     def tid(t: Any) -> str:
         key = id(t)
         if key not in ids:
-            ids[key] = _tensor_id(t)
+            ids[key] = tensor_id(t)
         return ids[key]
 
     specs: list[LayerSpec] = []
@@ -171,12 +173,12 @@ def graph_from_keras(
             raise UnsupportedOperatorError(
                 f"{model_name}: layer {layer.name!r} has unsupported Keras type {cls}; "
                 "replace it with built-in layers or import the model's ONNX/TFLite export")
-        for k, node in enumerate(_inbound_nodes(layer, model)):
+        for k, node in enumerate(inbound_nodes(layer, model)):
             # a layer called k > 0 times more (shared weights) is one op per call, named
             # "name@k"; its weights are counted once, on the first call
             op_name = layer.name if k == 0 else f"{layer.name}@{k}"
-            in_tensors = [t for t in _flat(node.input_tensors)]
-            out_tensors = [t for t in _flat(node.output_tensors)]
+            in_tensors = [t for t in flat_tensors(node.input_tensors)]
+            out_tensors = [t for t in flat_tensors(node.output_tensors)]
             in_shapes = [_shape(t.shape) for t in in_tensors]
             out_shapes = [_shape(t.shape) for t in out_tensors]
             specs.append(LayerSpec(
@@ -189,7 +191,7 @@ def graph_from_keras(
                 block=block_of(op_name) if block_of else op_name,
             ))
     inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
-    outputs = [tid(t) for t in _flat(model.outputs)]
+    outputs = [tid(t) for t in flat_tensors(model.outputs)]
     graph = build_graph(model_name, _reorder(specs, {t for t, _ in inputs}), inputs, outputs,
                         source=source, source_sha256=source_sha256, fmt=fmt)
     return dataclasses.replace(graph, served_input_shapes=served) if served else graph
@@ -220,7 +222,7 @@ def keras_at_input_shapes(model: Any, input_shapes: InputShapes | None, where: s
     return clone, served
 
 
-def _inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
+def inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
     """The calls of ``layer`` that belong to ``model``'s graph (several for shared layers);
     for layers of nested models, the last call."""
     nodes = list(getattr(layer, "_inbound_nodes", []))
@@ -232,11 +234,12 @@ def _inbound_nodes(layer: Any, model: Any = None) -> list[Any]:
     return nodes[-1:] if len(nodes) > 1 and type(layer).__name__ != "Functional" else nodes
 
 
-def _flat(x: Any) -> list[Any]:
+def flat_tensors(x: Any) -> list[Any]:
+    """The tensors of a nested list, tuple or dict of them, in order (None left out)."""
     if isinstance(x, (list, tuple)):
-        return [t for item in x for t in _flat(item)]
+        return [t for item in x for t in flat_tensors(item)]
     if isinstance(x, dict):
-        return [t for item in x.values() for t in _flat(item)]
+        return [t for item in x.values() for t in flat_tensors(item)]
     return [x] if x is not None else []
 
 

@@ -1,9 +1,9 @@
 """Accuracy of a deployed split configuration on a labelled set: head dtype, wire dtype, tail dtype.
 
 A split at boundary ``l`` runs the head (layers ``0..l-1``) on the phone and the tail on the
-server; the tensors crossing the boundary (:func:`optimizer.plan.export.part_io`) travel in the
+server; the tensors crossing the boundary (:func:`optimizer.plan.parts.part_io`) travel in the
 wire dtype. For each configuration the network is divided with the exporter's own machinery
-(:class:`~optimizer.plan.export.KerasCutter`, :func:`~optimizer.plan.export.convert_part`) and run:
+(:class:`~optimizer.plan.keras_submodels.KerasCutter`, :func:`~optimizer.plan.tflite_convert.convert_part`) and run:
 
 * head ``int8``: the head part converted with full-integer post-training quantization (Jacob et
   al., CVPR 2018; TFLite converter), calibrated on ``calib`` inputs, run with the LiteRT
@@ -109,7 +109,8 @@ class _Split:
     """One boundary of a Keras model: head/tail sub-models and their converted INT8 parts."""
 
     def __init__(self, cutter: Any, op_graph: Any, op_split: int, calib: np.ndarray, workdir: Path) -> None:
-        from .export import part_io, predict_float, representative_dataset
+        from .calibration_data import predict_float, representative_dataset
+        from .parts import part_io
 
         n = len(op_graph)
         ins, crossing = part_io(op_graph, 0, op_split)
@@ -123,7 +124,7 @@ class _Split:
         self.cache: dict[str, Path] = {}
 
     def int8(self, which: str) -> Path:
-        from .export import convert_part
+        from .tflite_convert import convert_part
 
         if which not in self.cache:
             model, data = (self.head, self.calib_in) if which == "head" else (self.tail, self.calib_crossing)
@@ -131,7 +132,7 @@ class _Split:
         return self.cache[which]
 
     def received(self, x: np.ndarray, head: str, wire: str) -> list[np.ndarray]:
-        from .export import predict_float
+        from .calibration_data import predict_float
 
         if head == "int8":  # int8 on the wire is the head's own output; other wires carry it dequantized
             sent = _tflite_outputs(self.int8("head"), [x])
@@ -139,7 +140,7 @@ class _Split:
         return _wire(predict_float(self.head, [x]), wire, self.calib_crossing)
 
     def logits(self, received: list[np.ndarray], tail: str) -> np.ndarray:
-        from .export import predict_float
+        from .calibration_data import predict_float
 
         out = _tflite_outputs(self.int8("tail"), received) if tail == "int8" else predict_float(self.tail, received)
         return np.asarray(out[0])
@@ -164,7 +165,8 @@ def partition_accuracy(model: Any, x: np.ndarray, y: np.ndarray, splits: list[in
         ``(head, wire, tail)`` dtypes; default every combination of HEAD/WIRE/TAIL_DTYPES.
     """
     from ..graph.keras_import import graph_from_keras
-    from .export import KerasCutter, op_boundaries
+    from .keras_submodels import KerasCutter
+    from .parts import op_boundaries
 
     model = _fresh(model)
     op_graph = graph_from_keras(model, getattr(model, "name", "model"))
@@ -195,12 +197,14 @@ def partition_accuracy(model: Any, x: np.ndarray, y: np.ndarray, splits: list[in
 
 def _whole(model: Any, x: np.ndarray, calib: np.ndarray, dtype: str, workdir: Path) -> np.ndarray:
     """Predicted classes of the whole model at ``dtype`` (int8: full-integer PTQ on ``calib``)."""
-    from .export import convert_part, representative_dataset
+    from .calibration_data import representative_dataset
+    from .tflite_convert import convert_part
 
     if dtype != "int8":
         return predict_classes(model, x)
     from ..graph.keras_import import graph_from_keras
-    from .export import KerasCutter, part_io
+    from .keras_submodels import KerasCutter
+    from .parts import part_io
 
     model = _fresh(model)
     g = graph_from_keras(model, getattr(model, "name", "model"))

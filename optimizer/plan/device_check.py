@@ -4,7 +4,7 @@ the plan was made with (``validate``, ``export``, ``run`` and ``serve`` check th
 A stage may also name one core of a CPU processor by suffixing its index (``cpu0``, ``cpu1`` of a
 device whose CPU processor is ``cpu``): the reference runtime pins such stages to this host's CPUs
 (:mod:`optimizer.runtime.pipeline`), as the hand-made plans of
-:func:`optimizer.plan.export.plan_for_cuts` do.
+:func:`optimizer.plan.manual_plan.plan_for_boundaries` do.
 
 The device's identity, the SHA-256 of its validated content as canonical JSON (so comments and
 formatting of the YAML file do not count, units do not either: ``2.8 GHz`` and ``2800 MHz`` are one

@@ -15,7 +15,7 @@ Nothing is re-converted: a part is the original model restricted to its operator
   input and output tensors.
 
 The inputs and outputs of a part are the DAG cut of
-:meth:`optimizer.graph.layergraph.LayerGraph.cut_tensors` (:func:`optimizer.plan.export.part_io`).
+:meth:`optimizer.graph.layergraph.LayerGraph.cut_tensors` (:func:`optimizer.plan.parts.part_io`).
 """
 
 from __future__ import annotations

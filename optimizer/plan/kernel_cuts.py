@@ -20,7 +20,7 @@ from ..errors import ModelFormatError
 from ..graph.layergraph import LayerGraph
 
 if TYPE_CHECKING:
-    from .export import PartRange
+    from .parts import PartRange
 
 
 def whole_kernels(ops: LayerGraph, parts: list[PartRange],
@@ -28,7 +28,7 @@ def whole_kernels(ops: LayerGraph, parts: list[PartRange],
     """``parts`` (operator ranges of the op view ``ops``, in order) with every boundary between
     two consecutive parts that lies inside a kernel moved to the kernel's end, and one line per
     moved boundary. ``layer_starts``: the first op of every plan-view layer, and the op count
-    (:func:`~optimizer.plan.export.op_boundaries`), to keep the parts' layer ranges in step.
+    (:func:`~optimizer.plan.parts.op_boundaries`), to keep the parts' layer ranges in step.
 
     Raises
     ------

@@ -6,26 +6,39 @@ tail) and ``manifest.json``, validated by the models below (JSON Schema shipped 
 LayerGraph tensor id (``"{layer}:{index}"``), so a runtime routes every tensor crossing a
 boundary from the part that produces it to each part that reads it, re-quantizing when the producer's
 and the consumer's quantization parameters differ.
+
+This module holds the contract's models, :func:`build_manifest` (what an export writes: network
+I/O, parts, the split's wire format, identity of the plan and the model) and the checks a runtime
+makes when it reads one (:func:`read_manifest`, :func:`verify_artifacts`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..cost.hostproc import TOPK_LAYOUT
+from ..cost.hostproc import SERVER_TOPK, TOPK_LAYOUT, ssd_head, ssd_head_outputs
 from ..errors import InputFileError, SchemaError
-from ..fileio import read_json, sha256_file
+from ..fileio import read_json, sha256_bytes, sha256_file
+
+if TYPE_CHECKING:
+    from ..graph.layergraph import LayerGraph
+    from .parts import PartRange
+    from .schema import Plan
 
 MANIFEST_VERSION = 1
 MANIFEST_FILE = "manifest.json"
 MANIFEST_SCHEMA_FILE = "manifest-v1.schema.json"
+FRAME_HEADER_SLACK = 64 * 1024  # bytes allowed in a frame beyond the tensor payload (names, shapes)
+#: the plan fields a manifest's ``plan_sha256`` covers
+DEPLOYMENT_FIELDS = ("kind", "model", "device", "stages", "split")
 
 ElementType = Literal["float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool"]
 
@@ -293,3 +306,94 @@ def check_manifest_matches(manifest: Manifest, plan_sha256: str, where: str) -> 
         raise InputFileError(f"{where}: the artifacts were exported from another plan (manifest "
                              f"plan_sha256 {manifest.plan_sha256[:16]}..., this plan {plan_sha256[:16]}...); "
                              "re-run 'dnnplan export' for this plan")
+
+
+# ---------------------------------------------------------------- writing (dnnplan export)
+def plan_sha256(plan: Plan) -> str:
+    """SHA-256 of the plan's deployment fields (``kind, model, device, stages, split``) as
+    canonical JSON: what a manifest records. Predictions, search info and provenance are left
+    out, so re-stamping a plan does not invalidate its artifacts; ``split.result`` counts only when
+    set, so a plan that leaves it unset hashes as if the field did not exist."""
+    data = plan.model_dump(mode="json", include=set(DEPLOYMENT_FIELDS))
+    if data.get("split") and data["split"].get("result") is None:
+        data["split"].pop("result", None)
+    return sha256_bytes(json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+def delegate_for(processor: str, role: str) -> str:
+    """The runtime delegate a part asks for: GPU, NNAPI (NPU/DSP/TPU) or XNNPACK (CPU); a
+    server tail runs plain kernels."""
+    if role == "tail":
+        return "none"
+    kind = processor.lower()
+    if kind.startswith("gpu"):
+        return "gpu"
+    if kind.startswith(("npu", "dsp", "tpu")):
+        return "nnapi"
+    return "xnnpack"
+
+
+def manifest_part(part: PartRange, path: Path, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> Part:
+    """The manifest entry of ``part`` converted to ``path`` (hash and size read from the file)."""
+    return Part(name=part.name, role=part.role, file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size,
+                first_layer=part.first_layer, last_layer=part.last_layer, first_op=part.first_op,
+                last_op=part.end_op - 1, processor=part.processor, delegate=delegate_for(part.processor, part.role),
+                threads=part.threads, dtype=part.dtype, location=part.location, inputs=inputs, outputs=outputs)
+
+
+def _server_topk(plan: Plan, op_graph: LayerGraph) -> TopK | None:
+    """The wire's top-k reduction when the plan's server sends an SSD head's best anchors."""
+    if plan.split is None or plan.split.result != "topk":
+        return None
+    names, head = ssd_head_outputs(op_graph), ssd_head(op_graph)
+    if names is None or head is None:
+        raise SchemaError(f"plan split.result 'topk': {op_graph.name} has no SSD head (outputs [A, 4] and "
+                          "[A, C]); make the plan again with --result raw")
+    k = min(SERVER_TOPK, head[0])
+    return TopK(k=k, boxes=names[0], logits=names[1], outputs=topk_outputs(k))
+
+
+def _network_input_dtype(spec: TensorSpec | None) -> str:
+    """The dtype frames of a network input have: the reading part's when it takes integers as
+    they are (token or byte ids of a model file), else float32 (images; an INT8 part quantizes them)."""
+    if spec is not None and spec.quantization is None and np.issubdtype(np.dtype(spec.dtype), np.integer):
+        return spec.dtype
+    return "float32"
+
+
+def build_manifest(plan: Plan, op_graph: LayerGraph, parts: list[Part], weight_seed: int | None,
+                   calib: Calibration | None, version: str) -> Manifest:
+    """The manifest of ``plan``'s converted ``parts``: network I/O, the split's wire format
+    (request/response tensors and the largest frame), model identity and provenance."""
+    produced = {t.name: t for p in parts for t in p.outputs}
+    read = {t.name: t for p in reversed(parts) for t in p.inputs}
+    net_inputs = [TensorInfo(name=t, shape=[1, *op_graph.tensors[t].shape], dtype=_network_input_dtype(read.get(t)))
+                  for t in op_graph.inputs]
+    net_outputs = [TensorInfo(name=t, shape=produced[t].shape, dtype=produced[t].dtype,
+                              quantization=produced[t].quantization) for t in op_graph.outputs]
+    wire = None
+    device_parts = [p for p in parts if p.location == "device"]
+    server_parts = [p for p in parts if p.location == "server"]
+    if server_parts:
+        tail = server_parts[0]
+        have = {t.name: t for p in device_parts for t in p.outputs}
+        have.update({t.name: t for t in net_inputs})
+        request = [TensorInfo(name=t.name, shape=have[t.name].shape, dtype=have[t.name].dtype,
+                              quantization=have[t.name].quantization) for t in tail.inputs]
+        response = [TensorInfo(name=t.name, shape=t.shape, dtype=t.dtype, quantization=t.quantization)
+                    for t in tail.outputs]
+        topk = _server_topk(plan, op_graph)
+        if topk is not None:
+            response = topk.outputs
+        request_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in request)
+        response_bytes = sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in response)
+        wire = Wire(max_frame_bytes=max(request_bytes, response_bytes) + FRAME_HEADER_SLACK, request=request,
+                    response=response, request_bytes=request_bytes, result=topk)
+    model = ModelInfo(name=plan.model.name, sha256=plan.model.sha256, granularity=plan.model.granularity,
+                      layers=plan.model.layers, ops=len(op_graph), source=plan.model.source or op_graph.source,
+                      variant=dict(plan.model.variant), weight_seed=weight_seed,
+                      input_shapes=plan.model.input_shapes)
+    return Manifest(kind=plan.kind, plan_sha256=plan_sha256(plan), device=plan.device,
+                    dtype=plan.model.dtype, model=model, inputs=net_inputs, outputs=net_outputs,
+                    parts=parts, wire=wire, calibration=calib, tool_version=version,
+                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

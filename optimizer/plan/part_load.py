@@ -1,9 +1,10 @@
 """Open an exported part in its runtime, and prove at export time that every part loads and runs.
 
-``dnnplan export`` hands each part it wrote to :func:`check_part_runs` before the artifacts folder
-is renamed into place: onnxruntime (``.onnx``) or LiteRT (``.tflite``, its default XNNPACK
-delegate included, as ``dnnplan run`` loads it) loads the part and runs it once on zeros of its
-input shapes (one frame, one thread: the memory of one inference). A part that does not load or
+``dnnplan export`` hands each part it wrote to :func:`check_part_runs` (through
+:func:`checked_part`, which then makes the part's manifest entry) before the artifacts folder is
+renamed into place: onnxruntime (``.onnx``) or LiteRT (``.tflite``, its default XNNPACK delegate
+included, as ``dnnplan run`` loads it) loads the part and runs it once on zeros of its input
+shapes (one frame, one thread: the memory of one inference). A part that does not load or
 run is an export error (:class:`~optimizer.errors.PartLoadError`) naming the part and the node,
 instead of a ``run`` error later. A ``.tflite`` part holding custom operators that this LiteRT
 has no kernel for (MediaPipe's ``Landmarks2TransformMatrix``) cannot be run here; it is skipped
@@ -13,13 +14,17 @@ with a note, since a runtime that registers the kernel runs it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ModelFormatError, PartLoadError
-from .manifest import TensorSpec
+from .manifest import Part, TensorSpec, manifest_part
+
+if TYPE_CHECKING:
+    from .parts import PartRange
 
 #: words of the note for a part that cannot run here for want of a custom kernel
 NO_KERNEL = "has no kernel for its custom operator"
@@ -143,3 +148,15 @@ def _node_without_delegate(path: Path, inputs: list[TensorSpec]) -> str:
     except (ValueError, RuntimeError) as exc:
         return _tflite_node(path, str(exc))
     return "the builtin kernels run it; the XNNPACK delegate does not"
+
+
+def checked_part(part: PartRange, path: Path, inputs: list[TensorSpec], outputs: list[TensorSpec],
+                 note: Callable[[str], None] | None = None) -> Part:
+    """:func:`~optimizer.plan.manifest.manifest_part` of a part just written, after loading it and
+    running it once on zeros (:func:`check_part_runs`, which raises
+    :class:`~optimizer.errors.PartLoadError`); a part that cannot run here for want of a custom
+    kernel is reported through ``note``."""
+    skipped = check_part_runs(path, part.name, inputs)
+    if skipped and note:
+        note(skipped)
+    return manifest_part(part, path, inputs, outputs)

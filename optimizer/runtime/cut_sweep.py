@@ -191,9 +191,10 @@ def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, d
              keras_model: Any = None) -> CaseResult:
     """Export ``case`` of ``model`` into a folder under ``workdir`` and run it with the
     single-file check (see the module docstring for the statuses); the folder is removed.
-    ``keras_model``: the zoo network already built (:func:`~optimizer.plan.export.load_plan_model`),
+    ``keras_model``: the zoo network already built (:func:`~optimizer.plan.keras_model.load_plan_model`),
     so that every case does not build it and re-estimate its batch norm again."""
-    from ..plan.export import export_plan, plan_for_cuts
+    from ..plan.export import export_plan
+    from ..plan.manual_plan import plan_for_boundaries
     from .pipeline import run_plan
 
     t0 = time.perf_counter()
@@ -202,8 +203,8 @@ def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, d
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            plan = plan_for_cuts(model, list(case.cuts), kind=case.kind, dtype=dtype, variant=variant,
-                                 input_shapes=input_shapes, graph=graph)
+            plan = plan_for_boundaries(model, list(case.cuts), kind=case.kind, dtype=dtype, variant=variant,
+                                       input_shapes=input_shapes, graph=graph)
             notes: list[str] = []
             try:
                 manifest = export_plan(plan, art, model=keras_model, seed=seed, samples=samples,
@@ -265,9 +266,10 @@ def export_sweep(model: str, graph: LayerGraph, cases: list[SweepCase], *, dtype
     results = []
     keras_model = None
     if graph.fmt == "zoo" and any(f"{graph.name}|{dtype}|{c.key}" not in done for c in cases):
-        from ..plan.export import load_plan_model, plan_for_cuts
+        from ..plan.keras_model import load_plan_model
+        from ..plan.manual_plan import plan_for_boundaries
 
-        keras_model, _, _ = load_plan_model(plan_for_cuts(model, [], variant=variant, graph=graph), seed=seed)
+        keras_model, _, _ = load_plan_model(plan_for_boundaries(model, [], variant=variant, graph=graph), seed=seed)
     with tempfile.TemporaryDirectory(prefix="dnnplan-sweep-") as work:
         for case in cases:
             key = f"{graph.name}|{dtype}|{case.key}"

@@ -9,7 +9,7 @@ pins processor ``cpuK`` to the ``K``-th CPU this process may use (:func:`optimiz
 the cores are alike, so a mapping and its core-swapped twin measure the same thing.
 
 Affordability: every distinct stage (model, op range, dtype) is extracted as a part with
-:class:`~optimizer.plan.export.KerasCutter` and converted once; the ``.tflite`` and its I/O
+:class:`~optimizer.plan.keras_submodels.KerasCutter` and converted once; the ``.tflite`` and its I/O
 specs are stored content-addressed (SHA-256 of the stage's identity) under ``cache_dir`` and
 reused across candidates and across runs; each stage's ``.json`` records its ``.tflite``'s SHA-256,
 checked on every use (a damaged or altered entry is converted again, with a warning). A candidate's artifacts directory only links the
@@ -253,7 +253,8 @@ class HostPipelineMeasurer:
     def _load(self, plan: Any) -> None:
         if self._keras is not None:
             return
-        from ..plan.export import KerasCutter, load_plan_model
+        from ..plan.keras_model import load_plan_model
+        from ..plan.keras_submodels import KerasCutter
 
         model = None if (self.graph.source or "").startswith("zoo:") else self.model
         self._keras, self._op_graph, self._weight_seed = load_plan_model(plan, model, seed=self.seed)
@@ -271,7 +272,7 @@ class HostPipelineMeasurer:
         return sha256_bytes(json.dumps(ident, sort_keys=True).encode("utf-8"))
 
     def _calibration(self, ins: list[str], first_op: int) -> list[np.ndarray]:
-        from ..plan.export import calibration_inputs, predict_float
+        from ..plan.calibration_data import calibration_inputs, predict_float
 
         assert self._op_graph is not None
         if self._calib is None:
@@ -284,7 +285,9 @@ class HostPipelineMeasurer:
 
     def stage_file(self, first_op: int, end_op: int) -> tuple[Path, dict[str, Any]]:
         """The cached ``.tflite`` of ops ``[first_op, end_op)`` and its I/O specs (converted on a miss)."""
-        from ..plan.export import convert_part, part_io, part_tensor_specs, representative_dataset
+        from ..plan.calibration_data import representative_dataset
+        from ..plan.parts import part_io
+        from ..plan.tflite_convert import convert_part, part_tensor_specs
 
         assert self._op_graph is not None
         path = inside(self.cache_dir, f"{self._stage_key(first_op, end_op)}.tflite", "stage cache key", single=True)
@@ -309,7 +312,8 @@ class HostPipelineMeasurer:
     def artifacts(self, plan: Any) -> Path:
         """An artifacts directory for ``plan`` (cached stage files linked, manifest written)."""
         from .. import __version__
-        from ..plan.export import build_manifest, manifest_part, plan_parts, plan_sha256
+        from ..plan.manifest import build_manifest, manifest_part, plan_sha256
+        from ..plan.parts import plan_parts
         from ..plan.manifest import Manifest, TensorSpec
 
         self._load(plan)

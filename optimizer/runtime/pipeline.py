@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError, DnnplanError, MeasurementError
 from ..graph.input_shapes import check_frames_fit
-from ..plan.export import plan_sha256
+from ..plan.manifest import plan_sha256
 from ..plan.manifest import Manifest, Part, check_manifest_matches, read_manifest
 from ..plan.schema import Plan
 from .check import CheckReport, check_outputs, reference_file

@@ -1,0 +1,68 @@
+"""TFLite conversion of one part: a Keras sub-model to fp32, fp16-weight or full-integer INT8 TFLite.
+
+INT8 parts use full-integer post-training quantization (Jacob et al., "Quantization and Training
+of Neural Networks for Efficient Integer-Arithmetic-Only Inference", CVPR 2018, as implemented by
+the TFLite converter) on a representative dataset of the part's inputs
+(:mod:`optimizer.plan.calibration_data`). The converted part's inputs and outputs are read back from
+its ``serving_default`` signature (:func:`part_tensor_specs`) for the manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from .manifest import Quantization, TensorSpec
+
+
+def convert_part(submodel: Any, path: Path, dtype: str,
+                 representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None,
+                 memory_budget: float | None = None) -> Path:
+    """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
+
+    Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings, with the
+    calibration ranges recorded by :mod:`optimizer.quantize.ranges` (in several passes where one
+    would not fit ``memory_budget`` bytes).
+    """
+    from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
+    from ..lazy import tensorflow
+    from ..quantize.parallel_calibration import parallel_calibration
+
+    if dtype != "int8":
+        return keras_to_tflite(submodel, path, fp16=dtype == "fp16")
+    tf = tensorflow()
+    converter = keras_tflite_converter(submodel)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    with parallel_calibration(1, memory_budget=memory_budget):  # LiteRT ranges, in this process
+        return run_converter(converter, path, submodel.name)
+
+
+def part_tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
+    """I/O specs of a converted part, read back from its ``serving_default`` signature."""
+    from ..lazy import litert_interpreter
+
+    interpreter = litert_interpreter()(model_path=str(path))
+    runner = interpreter.get_signature_runner("serving_default")
+    details = runner.get_input_details() if kind == "inputs" else runner.get_output_details()
+    prefix = "in" if kind == "inputs" else "output_"
+    specs = []
+    for k, name in enumerate(names):
+        signature_name = f"{prefix}{k}"
+        if signature_name not in details:
+            raise ModelFormatError(f"{path.name}: converted part has no {kind[:-1]} {signature_name!r} "
+                                   f"(signature has {sorted(details)})")
+        detail = details[signature_name]
+        scale, zero_point = detail["quantization"]
+        quantization = Quantization(scale=float(scale), zero_point=int(zero_point)) if scale else None
+        specs.append(TensorSpec(name=name, signature_name=signature_name, index=int(detail["index"]),
+                                shape=[int(s) for s in detail["shape"]], dtype=np.dtype(detail["dtype"]).name,
+                                quantization=quantization))
+    return specs
