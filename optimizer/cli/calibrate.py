@@ -84,7 +84,8 @@ def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=
     from ..hardware.loader import load_device, resolve_shipped
     from ..hardware.schema import DTYPES
     from ..measure.profile_fit import device_yaml, fit_processor_to_profiles, write_device_yaml
-    from ..measure.profile_import import import_profile, pick_processor, read_profile
+    from ..measure.profile_formats import read_profile
+    from ..measure.profile_import import import_profile, pick_processor
 
     if device is None:
         raise ConfigError("--from-profile needs --device D (the device whose processor the profiles are fitted to)")

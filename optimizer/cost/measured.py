@@ -110,9 +110,6 @@ def measured_frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
     return df[list(COLUMNS)].reset_index(drop=True)
 
 
-_frame = measured_frame  # the old private name, still imported by measure/profile_import.py
-
-
 def read_measured_table(path: str | os.PathLike[str]) -> MeasuredTable:
     """Read a measured table from ``.csv`` or ``.json``."""
     import pandas as pd

@@ -2,8 +2,9 @@
 
 * :func:`measure_ort`: onnxruntime per-node profiling mapped to LayerGraph layers.
 * :func:`time_litert`: LiteRT whole-model timing.
-* :mod:`.profile_import` / :mod:`.profile_fit`: per-operator profiles taken elsewhere (TFLite
-  benchmark_model, onnxruntime) matched to layers, and a device processor fitted to them.
+* :mod:`.profile_formats` / :mod:`.profile_match` / :mod:`.profile_import` / :mod:`.profile_fit`:
+  per-operator profiles taken elsewhere (TFLite benchmark_model, onnxruntime) read, matched to
+  layers, imported as a measured table, and a device processor fitted to them.
 * :class:`ExternalMeasurer`: the JSON-lines protocol of ``PROTOCOL.md`` (``--measure-cmd``);
   ``python -m optimizer.measure.reference_runner`` is its host reference implementation.
 

@@ -23,7 +23,7 @@ from ..hardware.schema import Device
 from ..workers import proc_kb_bytes
 from .artifacts import cache_dir, export_artifact
 from .profile_fit import ProfileFit, fit_processor_to_profiles, write_device_yaml
-from .profile_import import table_match
+from .profile_match import table_match
 
 
 def measure_model(model_ref: str, graph: LayerGraph | None = None, *, threads: int = 1, repeats: int = 20,
@@ -72,7 +72,7 @@ def fit_host(device: Device, pairs: list[tuple[LayerGraph, MeasuredTable]], proc
              dtype: str = "fp32") -> ProfileFit:
     """Fit ``device``'s ``processor`` to per-layer measured tables of this host.
 
-    Each table becomes a profile match (:func:`optimizer.measure.profile_import.table_match`)
+    Each table becomes a profile match (:func:`optimizer.measure.profile_match.table_match`)
     and the processor is fitted by the one least-squares fit of a processor,
     :func:`optimizer.measure.profile_fit.fit_processor_to_profiles`: kernel-family efficiencies,
     per-layer overhead and memory bandwidth of the :mod:`optimizer.cost.analytic` roofline at the

@@ -10,7 +10,7 @@ around TFLite's ``benchmark_model``.
   probe under ``logs/``. The campaign measures whatever logs exist and asks for the script to be
   run for the rest (:class:`ProbesPending`); re-running the command reads them back, so a phone
   campaign is resumable too. Logs are parsed like ``benchmark_model`` output anywhere in the
-  project (:func:`optimizer.measure.profile_import.benchmark_summary`).
+  project (:func:`optimizer.measure.profile_formats.benchmark_summary`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import ConfigError, DnnplanError, MeasurementError
 from ..fileio import atomic_write_bytes, atomic_write_text
 from .probe_runner import Timing
-from .profile_import import benchmark_summary
+from .profile_formats import benchmark_summary
 
 #: delegate of benchmark_model -> (runtime name of the probe table, benchmark_model flags)
 DELEGATES: dict[str, tuple[str, str]] = {

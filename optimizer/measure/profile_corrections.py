@@ -32,7 +32,7 @@ from ..cost.predictor import predictors_for
 from ..errors import ConfigError
 from ..hardware.schema import Device, Predictor
 from .profile_fit import FamilyRow
-from .profile_import import ProfileMatch
+from .profile_match import ProfileMatch
 
 FAMILY_SD = 0.1  # relative noise of a family's profiled time (matching, run-to-run)
 WHOLE_SD = 0.05  # of a profile's total

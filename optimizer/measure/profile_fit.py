@@ -1,10 +1,10 @@
 """Fit one processor of a device to per-operator profiles (``dnnplan calibrate --from-profile``)
 or to this host's per-layer measurements (``dnnplan measure --calibrate-host``, through
-:func:`optimizer.measure.profile_import.table_match`): the project's one fit of a processor.
+:func:`optimizer.measure.profile_match.table_match`): the project's one fit of a processor.
 
 The analytic roofline of :mod:`optimizer.cost.analytic` gives each layer
 ``o * dispatched + max(MACs / (peak * eff[family] * f / f_max), bytes / bandwidth)``. Given
-profiles matched to layers (:mod:`optimizer.measure.profile_import`), the processor's
+profiles matched to layers (:mod:`optimizer.measure.profile_match`), the processor's
 op-family efficiencies and per-layer overhead ``o`` are fitted by least squares on the log of
 modeled / profiled time of every (profile, op family), of every profile's whole network (all the
 layers it covers, weighted :data:`WHOLE_WEIGHT` x sqrt(families)), plus, weighted 0.3, of every
@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..hardware.schema import Device
-from .profile_import import ProfileMatch, layer_family, modeled_layers
+from .profile_import import modeled_layers
+from .profile_match import ProfileMatch, layer_family
 
 EFF_BOUNDS = (1e-3, 4.0)  # Processor.efficiency: gt 0, le 4
 OVERHEAD_BOUNDS = (1e-8, 1e-2)  # seconds per dispatched layer
