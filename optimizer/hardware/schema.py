@@ -59,17 +59,14 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-_Model = StrictModel  # the old private name, still used by this module's classes
-
-
-class PowerLevel(_Model):
+class PowerLevel(StrictModel):
     """Measured active power at one clock level."""
 
     clock_hz: Annotated[Frequency, Positive] = Field(alias="clock")
     power_w: Annotated[Watts, NonNegative] = Field(alias="power")
 
 
-class PowerModel(_Model):
+class PowerModel(StrictModel):
     """Active power of a processor: ``P = P_static + Upsilon * f^3`` (Zhang et al. 2023, TADF)
     or a per-level table (linear interpolation between levels).
 
@@ -107,7 +104,7 @@ class PowerModel(_Model):
 OpList = Literal["all"] | list[str]
 
 
-class CoreCluster(_Model):
+class CoreCluster(StrictModel):
     """Cores of one microarchitecture and clock that a CPU processor's threads run on (one
     big.LITTLE cluster, or the part of it the runtime's threads use)."""
 
@@ -125,7 +122,7 @@ class CoreCluster(_Model):
         return v
 
 
-class RuntimeProfile(_Model):
+class RuntimeProfile(StrictModel):
     """How one processor performs under a runtime other than its device's default one (e.g.
     PyTorch Mobile FP32 without XNNPACK vs TFLite XNNPACK; docs/METHODS.md section 8). Fields left
     out keep the processor's own values; ``efficiency`` replaces the efficiency table's shape.
@@ -141,7 +138,7 @@ class RuntimeProfile(_Model):
     source: str
 
 
-class ValidatedBand(_Model):
+class ValidatedBand(StrictModel):
     """How far a predictor's whole-network latencies were from measured ones (``dnnplan calibrate
     --validate``): relative errors ``predicted / measured - 1`` over the validation networks."""
 
@@ -154,7 +151,7 @@ class ValidatedBand(_Model):
     date: str
 
 
-class Predictor(_Model):
+class Predictor(StrictModel):
     """A per-device latency predictor of one processor (nn-Meter, Zhang et al., MobiSys 2021): the
     probe table measured under ``runtime`` at ``dtype`` with ``threads`` threads, from which
     :mod:`optimizer.cost.predictor` fits one regressor per kernel family when the device loads.
@@ -190,7 +187,7 @@ class Predictor(_Model):
         return p if p.is_absolute() or not self._folder else Path(self._folder) / p
 
 
-class Processor(_Model):
+class Processor(StrictModel):
     """One processor of a device (or a server's compute, kind ``cloud``).
 
     Latency model (analytic backend): a layer of ``m`` MACs moving ``b`` bytes takes
@@ -355,7 +352,7 @@ def canonical_op_type(op_type: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", op_type).upper()
 
 
-class HandoffCost(_Model):
+class HandoffCost(StrictModel):
     """Cost of passing ``n`` bytes between two processors: ``latency + n / bandwidth`` seconds
     and ``n * energy_per_byte`` joules."""
 
@@ -368,7 +365,7 @@ class HandoffPair(HandoffCost):
     between: tuple[str, str]
 
 
-class Handoff(_Model):
+class Handoff(StrictModel):
     """Processor-to-processor hand-off: a default cost and symmetric per-pair overrides."""
 
     default: HandoffCost
@@ -376,7 +373,7 @@ class Handoff(_Model):
     source: str
 
 
-class Device(_Model):
+class Device(StrictModel):
     """A phone, board, workstation or server: its processors, hand-off costs, idle power,
     memory and the name of its thermal spec (``search_spaces/thermal/<name>.yaml``, loaded by
     :func:`optimizer.hardware.thermal_spec.thermal_spec_of`)."""
@@ -478,7 +475,7 @@ class Device(_Model):
         return lat, spb, jpb
 
 
-class PhoneRadio(_Model):
+class PhoneRadio(StrictModel):
     """One phone's measured radio powers on one technology: the controller's TX, RX and awake-idle
     current at its operating voltage, as the phone's Android ``power_profile.xml`` gives them
     (``wifi.controller.tx|rx|idle`` × ``wifi.controller.voltage``). They replace the generic
@@ -506,7 +503,7 @@ class RadioState(NamedTuple):
         return self.tail_w * np.minimum(gap_s, self.tail_s)
 
 
-class RadioPower(_Model):
+class RadioPower(StrictModel):
     """Huang et al. (MobiSys'12) radio power: while transferring, ``P = alpha * tau + beta`` with
     ``tau`` the achieved throughput (alpha in W per bit/s, beta in W); after each transfer the
     radio stays in a high-power tail state (``tail_power`` for ``tail_time``, Huang et al.
@@ -543,7 +540,7 @@ class RadioPower(_Model):
         return p if self.max_power_w is None else min(p, self.max_power_w)
 
 
-class Link(_Model):
+class Link(StrictModel):
     """A phone-to-server network link: bandwidths, round-trip time and radio power model."""
 
     name: str
