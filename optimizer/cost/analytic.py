@@ -8,9 +8,13 @@ MobiSys'21)::
                                               bytes_l / bandwidth_p)
 
 An op that ``p`` does not support at ``dtype`` falls back to the CPU (Park & Ha, IEEE Access
-2024): ``t = t_native[l, cpu] + 2 * h_lat[p, cpu] + (in_bytes + out_bytes) * h_s_per_byte[p, cpu]``.
+2024)::
+
+    t[l, p] = t_native[l, cpu] + 2 * handoff_latency_s[p, cpu]
+              + (in_bytes_l + out_bytes_l) * handoff_s_per_byte[p, cpu]
+
 Energy is active power times time, ``P_p(f) = P_static + Upsilon * f^3`` (Zhang et al. 2023),
-plus ``(in + out) * h_j_per_byte`` for a fallback's transfers.
+plus ``(in + out) * handoff_j_per_byte`` for a fallback's transfers.
 """
 
 from __future__ import annotations
@@ -32,21 +36,22 @@ from .features import LayerArrays, layer_arrays
 
 def resolve_clocks(device: Device, clock_hz: Mapping[str, float] | None) -> np.ndarray:
     """Clock per processor [P]: the maximum unless ``clock_hz`` overrides it (0 < f <= max)."""
-    clocks = np.array([p.max_clock_hz for p in device.processors])
-    for name, f in (clock_hz or {}).items():
+    clocks = np.array([processor.max_clock_hz for processor in device.processors])
+    for name, clock in (clock_hz or {}).items():
         if name not in device.processor_names:
             raise UnknownNameError("processor", name, device.processor_names, where=f"device {device.name!r}")
-        proc = device.processor(name)
-        if not (isinstance(f, (int, float)) and 0 < f <= proc.max_clock_hz * (1 + 1e-9)):
-            raise ConfigError(f"clock for processor {name!r} of {device.name!r} is {f!r} Hz; expected "
-                              f"0 < f <= {proc.max_clock_hz:.4g} Hz (its highest level)")
-        clocks[device.processor_names.index(name)] = float(f)
+        processor = device.processor(name)
+        if not (isinstance(clock, (int, float)) and 0 < clock <= processor.max_clock_hz * (1 + 1e-9)):
+            raise ConfigError(f"clock for processor {name!r} of {device.name!r} is {clock!r} Hz; expected "
+                              f"0 < f <= {processor.max_clock_hz:.4g} Hz (its highest level)")
+        clocks[device.processor_names.index(name)] = float(clock)
     return clocks
 
 
 def supported_matrix(device: Device, op_index: np.ndarray, dtype: str) -> np.ndarray:
     """[L, P] bool: layer l's op family runs natively on processor p at ``dtype``."""
-    by_family = np.array([[p.supports(f, dtype) for p in device.processors] for f in OP_FAMILIES])
+    by_family = np.array([[processor.supports(family, dtype) for processor in device.processors]
+                          for family in OP_FAMILIES])
     return by_family[op_index]
 
 
@@ -70,8 +75,8 @@ def layer_efficiency(proc: Processor, arrays: LayerArrays, runtime: str | None, 
     kernels = arrays.kernel_index if arrays.kernel_index is not None else np.full(len(arrays.macs), -1)
     pairs = np.stack([arrays.op_index, kernels], axis=1)
     unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    table = np.array([proc.op_efficiency(OP_FAMILIES[op], runtime, KERNEL_FAMILIES[k] if k >= 0 else None)
-                      for op, k in unique])
+    table = np.array([proc.op_efficiency(OP_FAMILIES[op], runtime, KERNEL_FAMILIES[kernel] if kernel >= 0 else None)
+                      for op, kernel in unique])
     return np.asarray(table[inverse.reshape(-1)], dtype=float) * family_scales(proc, runtime, dtype)[arrays.op_index]
 
 
@@ -88,37 +93,39 @@ def native_latency(device: Device, arrays: LayerArrays, dtype: str, clocks: np.n
     """
     n_layers, n_procs = len(arrays.macs), len(device.processors)
     out = np.empty((n_layers, n_procs))
-    for j, p in enumerate(device.processors):
-        run_dtype = executed_dtype(p.kind, dtype)
-        if dtype not in p.peak_macs_per_s or run_dtype not in p.peak_macs_per_s:
+    for column, processor in enumerate(device.processors):
+        run_dtype = executed_dtype(processor.kind, dtype)
+        if dtype not in processor.peak_macs_per_s or run_dtype not in processor.peak_macs_per_s:
             run_dtype = dtype
-        peak = p.peak_at(run_dtype, clocks[j])
+        peak = processor.peak_at(run_dtype, clocks[column])
         if peak <= 0:
-            out[:, j] = np.inf
+            out[:, column] = np.inf
             continue
-        compute = arrays.macs / (peak * layer_efficiency(p, arrays, runtime, run_dtype))
+        compute = arrays.macs / (peak * layer_efficiency(processor, arrays, runtime, run_dtype))
         widen = DTYPE_BYTES[run_dtype] / DTYPE_BYTES[dtype]
         moved = arrays.moved_bytes * widen
-        bandwidth = np.full(n_layers, p.runtime_value("memory_bandwidth_bytes_per_s", runtime))
-        if p.onchip_memory_bytes is not None and p.onchip_bandwidth_bytes_per_s is not None:
-            bandwidth[moved <= p.onchip_memory_bytes] = p.onchip_bandwidth_bytes_per_s
+        bandwidth = np.full(n_layers, processor.runtime_value("memory_bandwidth_bytes_per_s", runtime))
+        if processor.onchip_memory_bytes is not None and processor.onchip_bandwidth_bytes_per_s is not None:
+            bandwidth[moved <= processor.onchip_memory_bytes] = processor.onchip_bandwidth_bytes_per_s
         memory = np.where(arrays.dispatched, moved / bandwidth, 0.0)
-        out[:, j] = p.runtime_value("layer_overhead_s", runtime) * arrays.dispatched + np.maximum(compute, memory)
+        overhead = processor.runtime_value("layer_overhead_s", runtime)
+        out[:, column] = overhead * arrays.dispatched + np.maximum(compute, memory)
     return out
 
 
 def processor_power(device: Device, clocks: np.ndarray) -> np.ndarray:
     """Active power [P] of every processor at ``clocks``: ``P_static + Upsilon * f^3``."""
-    return np.array([p.power_w(clocks[j]) for j, p in enumerate(device.processors)])
+    return np.array([processor.power_w(clocks[column]) for column, processor in enumerate(device.processors)])
 
 
 def type_support(graph: LayerGraph, device: Device, dtype: str) -> np.ndarray:
     """[L, P] bool: processor p's delegate runs layer l's operator type at ``dtype``
     (:meth:`optimizer.hardware.schema.Processor.supports_type`)."""
-    types = sorted({la.op_type for la in graph.layers})
-    table = np.array([[p.supports_type(t, dtype) for p in device.processors] for t in types], dtype=bool)
-    index = {t: i for i, t in enumerate(types)}
-    return table[[index[la.op_type] for la in graph.layers]].reshape(len(graph.layers), len(device.processors))
+    types = sorted({layer.op_type for layer in graph.layers})
+    table = np.array([[processor.supports_type(op_type, dtype) for processor in device.processors]
+                      for op_type in types], dtype=bool)
+    index = {op_type: position for position, op_type in enumerate(types)}
+    return table[[index[layer.op_type] for layer in graph.layers]].reshape(len(graph.layers), len(device.processors))
 
 
 def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArrays) -> np.ndarray:
@@ -127,11 +134,11 @@ def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArra
     supported = supported_matrix(device, arrays.op_index, dtype) & type_support(graph, device, dtype)
     if arrays.identity is not None:
         supported = supported | arrays.identity[:, None]
-    fb = device.fallback_index
-    if not supported[:, fb].all():
-        bad = graph.layers[int(np.argmin(supported[:, fb]))]
-        raise ConfigError(f"device {device.name!r}: fallback processor {device.processors[fb].name!r} cannot run "
-                          f"{bad.op!r} layers at {dtype} (layer {bad.name!r}); add {dtype!r} to its "
+    fallback = device.fallback_index
+    if not supported[:, fallback].all():
+        bad = graph.layers[int(np.argmin(supported[:, fallback]))]
+        raise ConfigError(f"device {device.name!r}: fallback processor {device.processors[fallback].name!r} "
+                          f"cannot run {bad.op!r} layers at {dtype} (layer {bad.name!r}); add {dtype!r} to its "
                           "peak_macs and supported_ops")
     return supported
 
@@ -139,7 +146,7 @@ def _op_support(graph: LayerGraph, device: Device, dtype: str, arrays: LayerArra
 def _block_starts(graph: LayerGraph) -> np.ndarray:
     """Index of each unit's first member in the op view (kernel and block units are consecutive
     runs of ops)."""
-    sizes = np.array([len(la.members) for la in graph.layers])
+    sizes = np.array([len(layer.members) for layer in graph.layers])
     return np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
 
@@ -185,11 +192,12 @@ def with_fallback(device: Device, arrays: LayerArrays, native: np.ndarray, suppo
     """(latency, energy) [L, P] of layers with native times ``native``: a layer ``p`` does not
     support runs on the fallback processor (``cpu_s`` [L], :func:`fallback_cpu_seconds`) plus the
     transfer of its inputs and outputs."""
-    fb = device.fallback_index
-    h_lat, h_spb, h_jpb = device.handoff_matrices()
+    fallback = device.fallback_index
+    handoff_latency_s, handoff_s_per_byte, handoff_j_per_byte = device.handoff_matrices()
     io_bytes = (arrays.in_bytes + arrays.out_bytes)[:, None]
-    fallback_s = cpu_s[:, None] + 2.0 * h_lat[:, fb][None, :] + io_bytes * h_spb[:, fb][None, :]
-    fallback_j = (power[fb] * cpu_s[:, None]) + io_bytes * h_jpb[:, fb][None, :]
+    fallback_s = (cpu_s[:, None] + 2.0 * handoff_latency_s[:, fallback][None, :]
+                  + io_bytes * handoff_s_per_byte[:, fallback][None, :])
+    fallback_j = (power[fallback] * cpu_s[:, None]) + io_bytes * handoff_j_per_byte[:, fallback][None, :]
     return np.where(supported, native, fallback_s), np.where(supported, native * power[None, :], fallback_j)
 
 
@@ -199,12 +207,12 @@ def fallback_cpu_seconds(graph: LayerGraph, device: Device, dtype: str, arrays: 
     except that an operator type a delegate cannot run leaves it as a kernel of its own on the
     CPU, even where the CPU would fuse it (HARD_SWISH after a convolution is then one more
     memory pass)."""
-    fb = device.fallback_index
+    fallback = device.fallback_index
     alone = ~type_support(graph, device, dtype).all(axis=1) & ~arrays.dispatched
-    cpu_s = native[:, fb].copy()
+    cpu_s = native[:, fallback].copy()
     if alone.any():
         standalone = dataclasses.replace(arrays, dispatched=arrays.dispatched | alone)
-        cpu_s[alone] = native_latency(device, standalone, dtype, clocks, runtime)[alone, fb]
+        cpu_s[alone] = native_latency(device, standalone, dtype, clocks, runtime)[alone, fallback]
     return cpu_s
 
 

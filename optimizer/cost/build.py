@@ -83,7 +83,7 @@ def build_cost_table(
                             "runtime": runtime or device.runtime, **host_seconds(graph, device),  # Park & Ha
                             **({"cpu_cores": device.cpu_cores} if device.cpu_cores is not None else {}), **costs.meta}
     arrays = costs.arrays if costs.arrays is not None else layer_arrays(graph, dtype)
-    h_lat, h_spb, h_jpb = device.handoff_matrices()
+    handoff_latency_s, handoff_s_per_byte, handoff_j_per_byte = device.handoff_matrices()
     capacity = np.array([p.memory_bytes if p.memory_bytes is not None else device.memory_bytes
                          for p in device.processors], dtype=np.float64)
     return CostTable(
@@ -95,7 +95,8 @@ def build_cost_table(
         energy_j=np.ascontiguousarray(costs.energy_j, dtype=np.float64),
         supported=costs.supported, cut_bytes=graph.cut_bytes_array(dtype),
         weight_bytes=arrays.weight_bytes, live_bytes=graph.live_bytes_array(dtype), macs=arrays.macs,
-        handoff_latency_s=h_lat, handoff_s_per_byte=h_spb, handoff_j_per_byte=h_jpb,
+        handoff_latency_s=handoff_latency_s, handoff_s_per_byte=handoff_s_per_byte,
+        handoff_j_per_byte=handoff_j_per_byte,
         memory_capacity_bytes=capacity, active_power_w=inputs.power_w, idle_power_w=device.idle_power_w,
         meta=meta, invoke_overhead_s=_invoke_overhead(device, runtime, costs.invoke_overhead_s),
         max_delegated_partitions=np.array([p.max_delegated_partitions for p in device.processors]),
