@@ -1,14 +1,33 @@
-"""``dnnplan calibrate``: the cost model against published absolute figures (``--report``), or a
-device's processor fitted to per-operator profiles (``--from-profile``)."""
+"""``dnnplan calibrate``: the cost model against published absolute figures (``--report``), a
+device's processor fitted to per-operator profiles (``--from-profile``), or its predictors fitted
+to measured probes (``--probes``, ``--validate``).
+
+The options become a request of :mod:`optimizer.workflow.calibrate_requests` (which options go
+with which mode is checked there) and the fitting modes run in :mod:`optimizer.workflow.calibrate`;
+this module only parses and prints. ``--report`` calls :mod:`optimizer.report.fidelity` here: the
+report layer sits above the workflow, so the workflow cannot run it."""
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from . import app
-from .common import STATE, console, console_err, input_shape_option, output_file, parse_input_shape_option, print_json, state_file
+from .common import STATE, console, console_err, input_shape_option, output_file, print_json, state_file
+
+if TYPE_CHECKING:
+    from ..workflow.calibrate import ProbeOutcome, ProfileFitOutcome
+
+#: how the calibrate requests' fields are named on the command line (errors speak of the options)
+OPTIONS = {"report": "--report", "published": "--published", "device": "--device", "profiles": "--from-profile",
+           "models": "--model", "processor": "--processor", "dtype": "--dtype", "out": "--out",
+           "input_shape": "--input-shape", "probes": "--probes", "runner": "--runner", "threads": "--threads",
+           "families": "--families", "near": "--near", "networks": "--validate", "seed": "--seed",
+           "table": "--table", "measure_cmd": "--measure-cmd", "runtime": "--runtime", "probe_format": "--format",
+           "delegate": "--delegate", "serial": "--serial"}
 
 
 @app.command("calibrate")
@@ -45,79 +64,49 @@ def calibrate(
     profiled, modeled-before and modeled-after times. With --probes N, measure N single-kernel
     probes on --device's processor with --runner and write its predictors (nn-Meter's method);
     with --validate, measure whole networks on the same runner against the predictions."""
-    from ..errors import ConfigError
+    from ..workflow.calibrate import fit_device_to_profiles, probe_device
+    from ..workflow.calibrate_requests import ProbeRequest, ProfileFitRequest, parse_calibrate_request
 
-    if probes is not None or validate:
-        if from_profile or report:
-            raise ConfigError("calibrate: --probes/--validate cannot be combined with --from-profile or --report")
-        from ..measure.device_predictors import RunnerSettings
-
-        settings = RunnerSettings(runner, threads, measure_cmd, runtime, probe_format, delegate, serial)
-        _probe_device(device, processor, probes, settings, dtype, _names(families), _names(near), _names(validate),
-                      seed, table, out, as_json)
+    request = parse_calibrate_request({
+        "report": report, "published": published, "pipeline": not no_pipeline, "strict": strict, "device": device,
+        "profiles": from_profile, "models": model, "processor": processor, "dtype": dtype, "out": out,
+        "input_shape": input_shape, "probes": probes, "runner": runner, "threads": threads, "families": families,
+        "near": near, "networks": validate, "seed": seed, "table": table, "measure_cmd": measure_cmd,
+        "runtime": runtime, "probe_format": probe_format, "delegate": delegate, "serial": serial},
+        labels=OPTIONS)
+    if isinstance(request, ProbeRequest):
+        outcome = probe_device(request, _progress_bar)
+        if outcome.pending is not None:
+            console.print(outcome.pending, highlight=False, soft_wrap=True)
+        elif as_json:
+            print_json(outcome.to_dict())
+        else:
+            _print_probe_report(outcome)
         return
-    if from_profile:
-        _from_profile(device, from_profile, model or [], processor, dtype, out, as_json,
-                      parse_input_shape_option(input_shape))
+    if isinstance(request, ProfileFitRequest):
+        fitted = fit_device_to_profiles(request)
+        if as_json:
+            print_json(fitted.to_dict())
+        elif fitted.corrected:
+            _print_corrections(fitted)
+        else:
+            _print_profile_fit(fitted)
         return
-    for flag, value in (("--device", device), ("--model", model), ("--processor", processor), ("--out", out),
-                        ("--input-shape", input_shape)):
-        if value:
-            raise ConfigError(f"calibrate {flag} is only used with --from-profile FILE")
-    if not report:
-        raise ConfigError("calibrate: give --report, or --device D --from-profile FILE --model M [--out D.yaml]")
     from ..report.fidelity import fidelity_report, format_report
 
-    rep = fidelity_report(published, pipeline=not no_pipeline)
+    rep = fidelity_report(request.published, pipeline=request.pipeline)
     if as_json:
         print_json(rep.to_dict())
     else:
         console.print("\n".join(format_report(rep)), markup=False, highlight=False)
-    raise typer.Exit(0 if (rep.passed if strict else not rep.unexpected_failures) else 1)
+    raise typer.Exit(0 if (rep.passed if request.strict else not rep.unexpected_failures) else 1)
 
 
-def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=None) -> None:
-    from datetime import datetime, timezone
-
-    from ..errors import ConfigError
-    from ..graph import load_graph
-    from ..hardware.loader import load_device, resolve_shipped
-    from ..hardware.schema import DTYPES
-    from ..measure.profile_fit import device_yaml, fit_processor_to_profiles, write_device_yaml
-    from ..measure.profile_formats import read_profile
-    from ..measure.profile_import import import_profile, pick_processor
-
-    if device is None:
-        raise ConfigError("--from-profile needs --device D (the device whose processor the profiles are fitted to)")
-    if not models:
-        raise ConfigError("--from-profile needs --model M (the zoo name or model file each profile was taken of)")
-    if len(models) not in (1, len(files)):
-        raise ConfigError(f"give one --model for all profiles or one per --from-profile (got {len(models)} models "
-                          f"for {len(files)} profiles)")
-    if dtype not in DTYPES:
-        raise ConfigError(f"--dtype {dtype!r} is not valid; expected one of {', '.join(DTYPES)}")
-    if out is not None and not out.endswith((".yaml", ".yml")):
-        raise ConfigError(f"--out {out!r}: the fitted device is a .yaml file")
-    path = resolve_shipped(device, "devices", "device")
-    dev = load_device(path)
-    name = pick_processor(dev, read_profile(files[0]), processor)
-    graphs: dict[str, object] = {}
-    matches = []
-    for f, m in zip(files, models * len(files) if len(models) == 1 else models, strict=False):
-        if m not in graphs:
-            graphs[m] = load_graph(m, input_shapes=shapes)
-        matches.append(import_profile(f, graphs[m], dev, name, dtype)[1])
-    if dev.processor(name).predictor(dev.runtime, dtype) is not None:
-        _correct_predictor(dev, path, name, matches, dtype, files, out, as_json)
-        return
-    fit = fit_processor_to_profiles(dev, name, matches, dtype)
-    if out:
-        date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        write_device_yaml(out, device_yaml(str(path), name, fit, list(files), date, out))
-    if as_json:
-        print_json({"device": dev.name, "out": out, **fit.to_dict()})
-        return
-    console.print(f"{dev.name} {name}: fitted to {len(files)} profile(s)" + (f" → {out}" if out else ""), highlight=False)
+def _print_profile_fit(fitted: ProfileFitOutcome) -> None:
+    """The analytic fit: its parameters, per profile and family the times before and after, notes."""
+    fit, out, files = fitted.fit, fitted.request.out, fitted.request.profiles
+    console.print(f"{fitted.device} {fitted.processor}: fitted to {len(files)} profile(s)" + (f" → {out}" if out else ""),
+                  highlight=False)
     console.print("  efficiency " + ", ".join(f"{k} {v:.4g}" for k, v in fit.efficiency.items())
                   + f"; layer_overhead {fit.layer_overhead_s * 1e6:.3g} us; memory_bandwidth "
                   f"{fit.memory_bandwidth_bytes_per_s / 1e9:.3g} GB/s"
@@ -130,98 +119,19 @@ def _from_profile(device, files, models, processor, dtype, out, as_json, shapes=
                       f"{r.after_s * 1e3:10.3f} {r.ratio_before:11.3f} {r.ratio_after:10.3f}", highlight=False, markup=False)
     for note in fit.notes:
         console.print(f"  note: {note}", highlight=False, markup=False)
-    for m in matches:
+    for m in fitted.matches:
         apart = float(m.unmodeled_s.sum()) if m.unmodeled_s is not None else 0.0
         if apart > 0:
             console.print(f"  {m.graph.name}: {apart * 1e3:.3f} ms of layout operators the model does not cost "
                           "(a converter's transposes) left out of the fit", highlight=False)
 
 
-def _names(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def _probe_device(device, processor, budget, settings, dtype, families, near, validate, seed, table, out,
-                  as_json) -> None:
-    """``calibrate --probes/--validate`` (see :mod:`optimizer.measure.device_predictors`)."""
-    from datetime import datetime, timezone
-    from pathlib import Path
-
-    from ..errors import ConfigError, Interrupted
-    from ..graph import load_graph
-    from ..hardware.loader import load_device, resolve_shipped
-    from ..hardware.schema import Predictor
-    from ..measure import device_predictors as dp
-    from ..measure.probe_campaign import run_campaign
-    from ..measure.probe_remote import ProbesPending
-    from ..measure.probes import check_families
-
-    if device is None:
-        raise ConfigError("--probes/--validate need --device D (the device whose processor is probed)")
-    if dtype not in ("fp32", "int8"):
-        raise ConfigError(f"--dtype {dtype!r}: probes and validation run at fp32 or int8")
-    if budget is not None and budget < 1:
-        raise ConfigError(f"--probes {budget}: give a positive number of probes")
-    if out is not None and not out.endswith((".yaml", ".yml")):
-        raise ConfigError(f"--out {out!r}: the device file is a .yaml file")
-    check_families(families)
-    path = resolve_shipped(device, "devices", "device")
-    dev = load_device(path)
-    proc = dev.processor(processor).name if processor else dev.processors[dev.fallback_index].name
-    work = Path(table) if table else dp.work_table(dev, proc, settings, dtype, seed)
-    runner = dp.make_runner(settings, dev, proc, dp.work_folder(work))
-    if validate and settings.runner not in dp.IN_PROCESS:
-        raise ConfigError(f"--validate times whole networks in this process: use --runner litert or ort, not "
-                          f"{settings.runner!r}")
-    prepared = dp.prepare_validation(validate, runner.fmt, dtype, load_graph, getattr(runner, "runner", None))
-    near_graphs = [load_graph(m) for m in near]
-    if budget is not None:
-        try:
-            with _progress_bar() as progress:
-                probe_table = run_campaign(runner, dtype, budget, work, seed=seed, near=near_graphs,
-                                           families=families or None, progress=progress)
-        except ProbesPending as exc:
-            console.print(str(exc), highlight=False, soft_wrap=True)
-            return
-        except KeyboardInterrupt:
-            from ..cost.probe_table import read_probe_table
-
-            done = len(read_probe_table(work).rows) if work.is_file() else 0
-            raise Interrupted(f"{done} probes measured and kept in {work}; re-run the command to resume") from None
-        entry = Predictor(runtime=runner.runtime, dtype=dtype, threads=runner.threads, table=str(work.resolve()),
-                          seed=seed)
-    else:
-        from ..cost.predicted import load_predictor_table
-
-        entry = dp.entry_for(dev, proc, runner.runtime, dtype, runner.threads)
-        probe_table = load_predictor_table(entry, f"device {dev.name!r}")
-    report = dp.family_report(probe_table, seed)
-    results = []
-    if prepared:
-        probed = dp.with_predictor(dev, proc, entry)
-        results = dp.validate_networks(probed, proc, runner.runner, dtype, prepared, seed=seed)
-        entry = entry.model_copy(update={"validated": dp.band_of(results, runner.name)})
-    written = None
-    if out:
-        date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        note = (f"{proc}: {entry.runtime}/{dtype}/{entry.threads}-thread predictor from {len(probe_table.rows)} probes "
-                f"(dnnplan calibrate --probes, {date})")
-        written = dp.write_predictor(str(path), out, proc, probe_table, entry, note)
-    if as_json:
-        print_json({"device": dev.name, "processor": proc, "runtime": entry.runtime, "dtype": dtype,
-                    "threads": entry.threads, "probes": len(probe_table.rows), "families": report,
-                    "invoke_overhead_s": probe_table.invoke_overhead_s, "out": out, "table": str(written or ""),
-                    "validated": entry.validated.model_dump() if entry.validated else None,
-                    "networks": [{"model": r.model, "measured_s": r.measured.median_s, "spread": r.measured.spread,
-                                  "predicted_s": r.predicted_s, "error": r.error,
-                                  "measured_families_s": r.measured_families,
-                                  "predicted_families_s": r.predicted_families} for r in results]})
-        return
-    _print_probe_report(dev.name, proc, entry, probe_table, report, results, out, written)
-
-
-def _print_probe_report(device, proc, entry, probe_table, report, results, out, written) -> None:
-    console.print(f"{device} {proc}: {entry.runtime} {entry.dtype} {entry.threads} thread(s), "
+def _print_probe_report(outcome: ProbeOutcome) -> None:
+    """The predictor, its held-out errors per family and, with --validate, the networks and the band."""
+    entry, probe_table, report, results = outcome.entry, outcome.table, outcome.families, outcome.networks
+    out, written = outcome.request.out, outcome.written
+    assert entry is not None and probe_table is not None
+    console.print(f"{outcome.device} {outcome.processor}: {entry.runtime} {entry.dtype} {entry.threads} thread(s), "
                   f"{len(probe_table.rows)} probes, invoke overhead {probe_table.invoke_overhead_s * 1e6:.2f} us"
                   + (f" -> {out} (table {written})" if out else ""), highlight=False, soft_wrap=True)
     console.print(f"  {'family':10s} {'probes':>6s} {'held-out |err| median':>22s} {'p90':>6s}", markup=False)
@@ -240,59 +150,34 @@ def _print_probe_report(device, proc, entry, probe_table, report, results, out, 
             console.print(f"    {fam:26s} {'' if m is None else f'{m * 1e3:12.3f}':>12s} {'':7s} "
                           f"{'' if p is None else f'{p * 1e3:13.3f}':>13s}", markup=False, highlight=False)
     b = entry.validated
+    assert b is not None  # validation records its band
     console.print(f"  validated band: {b.error_min * 100:+.1f}% .. {b.error_max * 100:+.1f}%, median |error| "
                   f"{b.median_abs_error * 100:.1f}%, {b.within_10pct * 100:.0f}% within 10% ({len(b.models)} networks)",
                   highlight=False)
 
 
-def _progress_bar():
+@contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int, str], None] | None]:
     """A Rich progress bar fed by a campaign's ``progress(done, total, stage)`` (None with --quiet)."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def bar():
-        if STATE.quiet:
-            yield None
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console_err, transient=True) as prog:
-            task = prog.add_task("probes", total=None)
-
-            def update(done: int, total: int, stage: str) -> None:
-                prog.update(task, description=stage, completed=done, total=total)
-            yield update
-
-    return bar()
-
-
-def _correct_predictor(dev, path, name, matches, dtype, files, out, as_json) -> None:
-    """``--from-profile`` on a processor with a probe predictor: per-family corrections of it
-    (:mod:`optimizer.measure.profile_corrections`), written into the predictor's entry."""
-    from datetime import datetime, timezone
-
-    from ..measure.profile_corrections import fit_corrections
-    from ..measure.profile_fit import edit_processor_yaml, write_device_yaml
-
-    fit = fit_corrections(dev, name, matches, dtype)
-    e = fit.entry
-    if out:
-        date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        source = f"fitted to profile {', '.join(files)} by dnnplan calibrate --from-profile on {date}"
-
-        def edit(proc) -> None:
-            for q in proc.get("predictors") or []:
-                if (q.get("runtime"), q.get("dtype"), q.get("threads")) == (e.runtime, e.dtype, e.threads):
-                    q["corrections"] = dict(fit.corrections)
-                    q["corrections_source"] = source
-
-        note = f"{name}: {e.runtime}/{e.dtype}/{e.threads}-thread predictor corrections {source}"
-        write_device_yaml(out, edit_processor_yaml(str(path), name, edit, note, out))
-    if as_json:
-        print_json({"device": dev.name, "out": out, **fit.to_dict()})
+    if STATE.quiet:
+        yield None
         return
-    console.print(f"{dev.name} {name}: {e.runtime} {e.dtype} {e.threads}-thread predictor corrected by {len(files)} "
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console_err, transient=True) as prog:
+        task = prog.add_task("probes", total=None)
+
+        def update(done: int, total: int, stage: str) -> None:
+            prog.update(task, description=stage, completed=done, total=total)
+        yield update
+
+
+def _print_corrections(fitted: ProfileFitOutcome) -> None:
+    """The probe predictor's per-family corrections, per profile and family the times before and after."""
+    fit, out, files = fitted.fit, fitted.request.out, fitted.request.profiles
+    e = fit.entry
+    console.print(f"{fitted.device} {fitted.processor}: {e.runtime} {e.dtype} {e.threads}-thread predictor corrected by {len(files)} "
                   "profile(s)" + (f" → {out}" if out else ""), highlight=False)
     console.print("  corrections " + ", ".join(f"{k} x{v:.3g}" for k, v in fit.corrections.items()), highlight=False)
     console.print(f"  {'profile':30s} {'family':10s} {'profile ms':>11s} {'before ms':>10s} {'after ms':>10s}",
