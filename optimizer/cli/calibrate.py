@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from . import app
-from .common import STATE, console, console_err, input_shape_option, output_file, print_json, state_file
+from .common import console, input_shape_option, output_file, print_json, stage_progress, state_file
 
 if TYPE_CHECKING:
     from ..workflow.calibrate import ProbeOutcome, ProfileFitOutcome
@@ -158,19 +158,9 @@ def _print_probe_report(outcome: ProbeOutcome) -> None:
 
 @contextmanager
 def _progress_bar() -> Iterator[Callable[[int, int, str], None] | None]:
-    """A Rich progress bar fed by a campaign's ``progress(done, total, stage)`` (None with --quiet)."""
-    if STATE.quiet:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console_err, transient=True) as prog:
-        task = prog.add_task("probes", total=None)
-
-        def update(done: int, total: int, stage: str) -> None:
-            prog.update(task, description=stage, completed=done, total=total)
-        yield update
+    """The shared progress bar fed by a campaign's ``progress(done, total, stage)``."""
+    with stage_progress("probes") as update:
+        yield None if update is None else (lambda done, total, stage: update(stage, done, total))
 
 
 def _print_corrections(fitted: ProfileFitOutcome) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,3 +132,21 @@ def store_folder(value: Any) -> Any:
     if value is not None:
         check_output_path(value, "run folder", folder=True)
     return value
+
+
+@contextmanager
+def stage_progress(first: str) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A Rich progress bar on stderr fed by ``update(stage, done, total)``; None with --quiet.
+    ``first`` labels it until the first update."""
+    if STATE.quiet:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console_err, transient=True) as bar:
+        task = bar.add_task(first, total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+        yield update

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
 from . import app
-from .common import STATE, console, console_err, output_file, print_json
+from .common import STATE, console, console_err, output_file, print_json, stage_progress
 
 #: how ``thermal fit`` and ``thermal eval`` name their requests' fields (errors speak of the options)
 FIT_OPTIONS = {"model": "--model", "window": "--window", "ridge": "--ridge", "hidden": "--hidden",
@@ -56,7 +55,7 @@ def fit_cmd(
         "trace": str(trace), "time": time, "temps": temps, "inputs": inputs, "model": model, "window": window,
         "ridge": ridge, "hidden": hidden, "fit_step_s": fit_step, "shooting_s": shooting, "train_from_s": train_from,
         "train_to_s": train_to, "gap_factor": gap_factor, "seed": seed}, labels=FIT_OPTIONS)
-    with _progress() as progress:
+    with stage_progress("fitting") as progress:
         fitted, training = fit_thermal_model(request, progress)
     save_model(fitted, out)
     if not STATE.quiet:
@@ -71,23 +70,6 @@ def fit_cmd(
         discretisation = fitted.info.get("discretisation", "")
         if discretisation and not discretisation.startswith(EXACT):
             console_err.print(f"note: the {model} model written is {discretisation}", highlight=False)
-
-
-@contextmanager
-def _progress():
-    """A Rich progress bar fed by the fit's ``progress(stage, done, total)`` (None with --quiet)."""
-    if STATE.quiet:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console_err, transient=True) as bar:
-        task = bar.add_task("fitting", total=None)
-
-        def update(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total)
-        yield update
 
 
 @thermal_app.command("eval")
