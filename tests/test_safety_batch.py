@@ -144,3 +144,19 @@ def test_a_stage_cache_entry_is_used_only_when_its_hash_matches(tmp_path):
     with pytest.warns(UserWarning, match="stage cache entry damaged or altered"):
         assert _verified_stage(stage, meta) is None
     assert not stage.exists() and not meta.exists()  # removed: converted again
+
+
+# ------------------------------------------------------------------------------ commands in jobs
+def test_a_job_file_runs_no_command_unless_the_user_allows_it(tmp_path, tiny_onnx, run_cli):
+    """A received job file with ``measure_cmd`` would run any program: refused in one line (exit 2,
+    no run folder) until ``--allow-commands``; ``batch plan`` lists the command."""
+    marker = tmp_path / "ran"
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: j\ntasks:\n  - {{kind: map, model: {tiny_onnx}, device: pixel6, "
+                   f"measure_cmd: 'touch {marker}'}}\n")
+    r = run_cli("batch", "run", job, "--out", tmp_path / "run")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"measure_cmd would run the command 'touch {marker}'" in r.stderr and "--allow-commands" in r.stderr
+    assert not (tmp_path / "run").exists() and not marker.exists()
+    r = run_cli("batch", "plan", job)
+    assert r.exit_code == 0 and f"runs the command 'touch {marker}'" in r.stdout

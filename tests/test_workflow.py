@@ -144,7 +144,10 @@ tasks:
      settings: {{max_generations: 1, population: 4}}}}
 """)
     store = ResultStore(tmp_path / "run")
-    summary = run_job(load_job(job), store, workers=1)
+    with pytest.raises(ConfigError, match="measure_cmd would run the command .* pass --allow-commands"):
+        run_job(load_job(job), store, workers=1)  # a job file alone never runs a program
+    assert not (tmp_path / "run").exists()
+    summary = run_job(load_job(job), store, workers=1, allow_commands=True)
     (task, result), = store.records()
     assert (summary.done, summary.failed) == (1, 0), result["error"]
     plan = json.loads((store.task_dir(task.task_id) / "plan.json").read_text())

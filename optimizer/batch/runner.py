@@ -79,13 +79,15 @@ def run_job(
     local_cluster: int | None = None,
     retry_failed: bool = False,
     progress: ProgressFn | None = None,
+    allow_commands: bool = False,
 ) -> RunSummary:
-    """Run every unfinished task of ``job`` into ``store``."""
+    """Run every unfinished task of ``job`` into ``store``; tasks that run a command
+    (``measure_cmd``) only with ``allow_commands``."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
     t0 = time.perf_counter()
     tasks = job.expand()
-    check_tasks(job.name, tasks)  # every name resolves before the run folder is created
+    check_tasks(job.name, tasks, allow_commands=allow_commands)  # every name resolves before the run folder is created
     client = cluster = None
     if scheduler or local_cluster:
         client, cluster = connect_dask(scheduler, local_cluster)  # fail before writing anything

@@ -88,8 +88,10 @@ def split_request(task: TaskSpec, *, costs_only: bool = False) -> Any:
     return parse_request(SplitRequest, fields)
 
 
-def check_tasks(job_name: str, tasks: list[TaskSpec]) -> None:
-    """Resolve every name of every task before anything is created or run: model, device,
+def check_tasks(job_name: str, tasks: list[TaskSpec], *, allow_commands: bool = False) -> None:
+    """Refuse a task that would run a command (``measure_cmd``) unless ``allow_commands``: a job
+    file from someone else must not run programs on this machine without the user saying so.
+    Then resolve every name of every task before anything is created or run: model, device,
     network, server, bandwidth trace, labelled accuracy data (its arrays' headers) and a split
     task's head processors; the solver settings the CLI bounds (:mod:`optimizer.bounds`); and
     the request each task becomes (objectives, solver, risk, settings). Each distinct name is
@@ -111,6 +113,9 @@ def check_tasks(job_name: str, tasks: list[TaskSpec]) -> None:
                                  "server": load_server, "trace": load_trace, "accuracy_data": labelled_members}
     seen: set[tuple[str, str]] = set()
     for t in tasks:
+        if t.measure_cmd is not None and not allow_commands:
+            raise ConfigError(f"job {job_name}: {t.label()}: measure_cmd would run the command {t.measure_cmd!r} on "
+                              "this machine; check it and pass --allow-commands to run it")
         names = {"model": t.model, "device": t.device}
         if t.kind == "split":
             names.update(network=t.network or "", server=t.server or DEFAULT_SERVER, trace=t.bandwidth_trace or "",

@@ -25,7 +25,7 @@ def batch_plan(job_file: str = typer.Argument(..., metavar="JOB", help="Job file
 
     job = load_job(job_file)
     tasks = job.expand()
-    check_tasks(job.name, tasks)
+    check_tasks(job.name, tasks, allow_commands=True)  # nothing runs here; the commands are listed below
     table = Table(title=f"job {job.name}: {len(tasks)} tasks", header_style="bold")
     for col in ("task id", "kind", "model", "device", "network", "solver", "objectives", "seed"):
         table.add_column(col)
@@ -34,6 +34,9 @@ def batch_plan(job_file: str = typer.Argument(..., metavar="JOB", help="Job file
                       ",".join(t.objectives or []), str(t.seed))
     console.print(table)
     console.print(f"{len(tasks)} tasks")
+    commands = sorted({t.measure_cmd for t in tasks if t.measure_cmd})
+    for cmd in commands:
+        console.print(f"runs the command {cmd!r} (measure_cmd): 'batch run' needs --allow-commands")
 
 
 @batch_app.command("run")
@@ -44,6 +47,8 @@ def batch_run(
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Dask scheduler address, e.g. tcp://10.0.0.5:8786."),
     local_cluster: Optional[int] = typer.Option(None, "--local-cluster", help="Start a Dask LocalCluster with N worker processes."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed tasks again."),
+    allow_commands: bool = typer.Option(False, "--allow-commands",
+                                        help="Let tasks run their measure_cmd command (refused without it)."),
 ) -> None:
     """Run every unfinished task; re-running resumes (finished tasks are skipped)."""
     from ..batch import ResultStore, load_job, run_job
@@ -58,7 +63,8 @@ def batch_run(
     try:
         with _progress() as update:
             summary = run_job(job, store, workers=workers, scheduler=scheduler,
-                              local_cluster=local_cluster, retry_failed=retry_failed, progress=update)
+                              local_cluster=local_cluster, retry_failed=retry_failed, progress=update,
+                              allow_commands=allow_commands)
     except Exception:  # an interrupted run keeps its folder: re-running resumes it
         made = store.created  # only a folder this run made, never one that existed before it
         if made is not None and not any(made.glob("**/tasks/*/result.json")):
