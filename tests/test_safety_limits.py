@@ -53,6 +53,28 @@ def test_long_traces_are_streamed_and_bounded(tmp_path, monkeypatch):
     assert len(starts) == 100 and starts[1] == pytest.approx(1720.0)  # not 1,720,000 samples every 0.1 s
 
 
+def test_thermal_traces_are_bounded_in_rows_and_columns(tmp_path, monkeypatch):
+    """A gzip bomb of a thermal CSV is refused after the bound, not read whole."""
+    import gzip
+
+    from optimizer.errors import InputFileError
+    from optimizer.thermal import trace
+
+    bomb = tmp_path / "bomb.csv.gz"
+    with gzip.open(bomb, "wt") as fh:  # 1 KB on disk, 20 MB of rows
+        fh.write("t_s,temp_c,power_w\n" + "0,40,1\n" * 3_000_000)
+    monkeypatch.setattr(trace, "MAX_TRACE_ROWS", 1000)
+    with pytest.raises(InputFileError, match=r"bomb.csv.gz: more than 1,000 data rows"):
+        trace.read_trace(bomb, "t_s", "temp_c", "power_w")
+    wide = tmp_path / "wide.csv"
+    wide.write_text(",".join(f"c{i}" for i in range(1001)) + "\n")
+    with pytest.raises(InputFileError, match=r"wide.csv: 1,001 columns, more than the 1,000"):
+        trace.read_trace(wide, "c0", "c1", "c2")
+    ok = tmp_path / "ok.csv"
+    ok.write_text("t_s,temp_c,power_w\n" + "".join(f"{i},{40 + i % 3},1\n" for i in range(1000)))
+    assert len(trace.read_trace(ok, "t_s", "temp_c", "power_w").segments[0].times_s) == 1000
+
+
 @pytest.mark.slow
 def test_a_ten_million_row_mahimahi_trace_reads_in_bounded_memory(tmp_path):
     """Before: 9.5 GB for a 10^7-row trace read whole into Python lists."""

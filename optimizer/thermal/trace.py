@@ -40,6 +40,10 @@ TRACE_SUFFIXES = (".csv", ".csv.gz")
 
 #: relative jitter of the sample interval above which a segment is resampled
 JITTER_TOLERANCE = 0.01
+#: the most data rows and columns a trace may have (a day at 50 ms; far more sensors than a SoC
+#: has): a larger or decompression-bomb file is refused before it is held in memory
+MAX_TRACE_ROWS = 2_000_000
+MAX_TRACE_COLUMNS = 1_000
 
 
 @dataclass(frozen=True)
@@ -164,9 +168,16 @@ def read_trace(path: str | Path, time: str, temps: str | list[str], inputs: str 
     if not p.is_file():  # a name: a trace shipped in (or overlaid on) search_spaces/thermal/traces
         p = resolve(path, "thermal/traces", "thermal trace", TRACE_SUFFIXES)
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+        header = pd.read_csv(p, dtype=str, keep_default_na=False, nrows=0)
+        if len(header.columns) > MAX_TRACE_COLUMNS:
+            raise InputFileError(f"{p}: {len(header.columns):,} columns, more than the {MAX_TRACE_COLUMNS:,} a "
+                                 "thermal trace may have; keep the time, temperature and input columns")
+        df = pd.read_csv(p, dtype=str, keep_default_na=False, nrows=MAX_TRACE_ROWS + 1)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError) as exc:
         raise InputFileError(f"{p}: not a readable CSV file ({str(exc).splitlines()[0]})") from exc
+    if len(df) > MAX_TRACE_ROWS:
+        raise InputFileError(f"{p}: more than {MAX_TRACE_ROWS:,} data rows, the most a thermal trace may have; "
+                             "resample it (e.g. to 100 ms) or split it into files")
     columns = [str(c) for c in df.columns]
     tcol = expand_columns(time, columns, str(p), "time")
     if len(tcol) != 1:
