@@ -1,4 +1,5 @@
-"""Runs that do not collide: one ``batch run`` per run folder (a lock naming its holder), workers that
+"""Runs that do not collide: one ``batch run`` per run folder (a lock naming its holder), workers (and
+quantize's calibration helpers) that
 die with their parent, a damaged task result re-run instead of failing the folder, and caches
 checked by hash."""
 
@@ -108,19 +109,32 @@ def test_pool_workers_die_when_the_run_is_killed(tmp_path, chain_onnx):
         workers = pool_workers(main, 2)
         assert len(workers) >= 2, "the workers did not start"
         family = main.children(recursive=True)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.time() + 10
-        alive = family
-        while alive and time.time() < deadline:
-            time.sleep(0.2)
-            alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        assert not alive, [p.cmdline()[-1][:80] for p in alive]
+        _kill_and_expect_gone(proc, family)
     finally:  # never leave the run or its workers behind
-        for p in [main] * (proc.poll() is None) + family:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        proc.wait()
+        _kill_all(proc, main, family)
+
+
+def _kill_and_expect_gone(proc: subprocess.Popen[str], family: list) -> None:
+    """``kill -9`` the process ``proc``; every process of ``family`` must end within 10 s."""
+    import psutil
+
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    alive = family
+    while alive and time.time() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, [p.cmdline()[-1][:80] for p in alive]
+
+
+def _kill_all(proc: subprocess.Popen[str], main: object, family: list) -> None:
+    import psutil
+
+    for p in [main] * (proc.poll() is None) + family:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +174,23 @@ def test_a_job_file_runs_no_command_unless_the_user_allows_it(tmp_path, tiny_onn
     assert not (tmp_path / "run").exists() and not marker.exists()
     r = run_cli("batch", "plan", job)
     assert r.exit_code == 0 and f"runs the command 'touch {marker}'" in r.stdout
+
+
+@pytest.mark.slow
+def test_quantize_calibration_helpers_die_with_their_parent(tmp_path):
+    """Before: after ``kill -9`` of a quantize run its spawned calibration helpers lived on."""
+    import psutil
+
+    code = ("import time\nfrom optimizer.quantize.parallel_calibration import parallel_calibration\n"
+            "with parallel_calibration(2):\n    print('ready', flush=True)\n    time.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    main, family = psutil.Process(proc.pid), []
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        family = main.children(recursive=True)
+        assert family, "no helper process started"
+        _kill_and_expect_gone(proc, family)
+    finally:
+        _kill_all(proc, main, family)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ModelFormatError, UnsupportedOperatorError
+from ..workers import die_with_parent
 
 #: onnx2tf is installed without its pinned dependencies (it pins an older TensorFlow); see Makefile
 CONVERTER = "onnx2tf"
@@ -247,7 +248,7 @@ def onnx_to_savedmodel(path: Path, workdir: Path,
                        "shapes": [f"{k}:{','.join(map(str, v))}" for k, v in shapes.items()]})
     try:
         res = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
-                             timeout=TIMEOUT_S, env=env, cwd=workdir)
+                             timeout=TIMEOUT_S, env=env, cwd=workdir, preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         raise ModelFormatError(f"{path}: {CONVERTER} did not finish within {TIMEOUT_S} s") from None
     if res.returncode != 0 or not (out / "saved_model.pb").is_file():

@@ -150,9 +150,11 @@ def stream_batches(cal: CalibrationSet, size: int, first: int, last: int) -> Ite
 
 
 def _helper_init() -> None:
-    """A helper process's initializer: Ctrl-C is the parent's to handle; TensorFlow loaded once."""
-    from ..workers import ignore_sigint
+    """A helper process's initializer: it ends with its parent however the parent ends; Ctrl-C
+    is the parent's to handle; TensorFlow loaded once."""
+    from ..workers import die_with_parent, ignore_sigint
 
+    die_with_parent()
     ignore_sigint()
     _tf_calibrator_class()
 
