@@ -1,7 +1,7 @@
-"""Runs that do not collide: one ``batch run`` per run folder (a lock naming its holder), workers (and
-quantize's calibration helpers) that
-die with their parent, a damaged task result re-run instead of failing the folder, and caches
-checked by hash."""
+"""Runs that do not collide: one ``batch run`` per run folder (a lock naming its holder), workers
+(and quantize's calibration helpers) that die with their parent, a damaged task result re-run
+instead of failing the folder, caches checked by hash, and job files that run no command unless
+allowed."""
 
 from __future__ import annotations
 
