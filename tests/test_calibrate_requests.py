@@ -20,7 +20,7 @@ def test_the_mode_follows_the_options_given():
     assert probe.families == ("conv1x1", "eltwise") and probe.networks == ("mobilenet_v2",)
     assert probe.settings.runner == "litert" and probe.settings.threads == 1
     fit = parse_calibrate_request({"device": "host", "profiles": ["a.json", "b.json"], "models": ["mobilenet_v2"],
-                                   "input_shape": ["x:1,3,64,64"], "runner": "adb"})  # runner: another mode's
+                                   "input_shape": ["x:1,3,64,64"], "runner": "litert"})  # at its default: fine
     assert isinstance(fit, ProfileFitRequest)
     assert fit.model_of_each_profile == ["mobilenet_v2", "mobilenet_v2"] and fit.input_shape == {"x": (1, 3, 64, 64)}
     report = parse_calibrate_request({"report": True, "pipeline": False})
@@ -39,6 +39,11 @@ def test_the_mode_follows_the_options_given():
     ({"device": "host", "profiles": ["p"], "models": ["m"], "dtype": "int4"}, "dtype 'int4' is not valid"),
     ({"device": "host", "profiles": ["p"], "models": ["m"], "out": "d.txt"}, "out 'd.txt': the fitted device is a .yaml"),
     ({"probes": 4}, "probes/networks need device D"),
+    ({"device": "host", "profiles": ["p"], "models": ["m"], "runner": "adb"},
+     "calibrate: runner 'adb' goes with probes/networks, not with profiles; leave it out"),
+    ({"device": "host", "probes": 4, "input_shape": ["x:1,3,8,8"]},
+     "calibrate: input_shape ['x:1,3,8,8'] goes with profiles, not with probes/networks"),
+    ({"report": True, "threads": 2}, "calibrate: threads 2 goes with probes/networks, not with report"),
     ({"device": "host", "probes": 4, "dtype": "fp16"}, "dtype 'fp16': probes and validation run at fp32 or int8"),
     ({"device": "host", "probes": 0}, "probes 0: give a positive number of probes"),
     ({"device": "host", "probes": 4, "families": "conv1x1,dwconv_s3"}, "'dwconv_s3' is not a kernel family"),

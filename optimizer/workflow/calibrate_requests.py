@@ -196,14 +196,31 @@ def parse_calibrate_request(options: dict[str, Any], *, labels: dict[str, str] |
     def label(field: str) -> str:
         return labels.get(field, field)
 
-    def given(fields: tuple[str, ...]) -> dict[str, Any]:
+    def given(fields: tuple[str, ...], mode: str) -> dict[str, Any]:
+        _refuse_other_modes(options, fields, mode, label)
         return {k: options[k] for k in fields if options.get(k) is not None}
 
     if options.get("probes") is not None or options.get("networks"):
         if options.get("profiles") or options.get("report"):
             raise ConfigError(f"calibrate: {label('probes')}/{label('networks')} cannot be combined with "
                               f"{label('profiles')} or {label('report')}")
-        return parse_request(ProbeRequest, given(PROBE_FIELDS), labels=labels)
+        return parse_request(ProbeRequest, given(PROBE_FIELDS, f"{label('probes')}/{label('networks')}"),
+                             labels=labels)
     if options.get("profiles"):
-        return parse_request(ProfileFitRequest, given(PROFILE_FIELDS), labels=labels)
-    return parse_request(FidelityReportRequest, given(REPORT_FIELDS), labels=labels)
+        return parse_request(ProfileFitRequest, given(PROFILE_FIELDS, label("profiles")), labels=labels)
+    return parse_request(FidelityReportRequest, given(REPORT_FIELDS, label("report")), labels=labels)
+
+
+def _refuse_other_modes(options: dict[str, Any], fields: tuple[str, ...], mode: str, label: Any) -> None:
+    """An option set away from its default that the chosen mode does not read is an error (it
+    would be ignored silently), naming the option and the mode it goes with."""
+    defaults: dict[str, Any] = {}
+    for request in (FidelityReportRequest, ProfileFitRequest, ProbeRequest):
+        defaults.update({k: f.default for k, f in request.model_fields.items()})
+    for key, value in options.items():
+        if key in fields or value is None or value is False or value == () or value == [] or value == defaults.get(key):
+            continue
+        owner = next(m for m, fs in (("probes", PROBE_FIELDS), ("profiles", PROFILE_FIELDS), ("report", REPORT_FIELDS))
+                     if key in fs)
+        goes_with = f"{label('probes')}/{label('networks')}" if owner == "probes" else label(owner)
+        raise ConfigError(f"calibrate: {label(key)} {value!r} goes with {goes_with}, not with {mode}; leave it out")
