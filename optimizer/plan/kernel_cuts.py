@@ -56,7 +56,7 @@ def whole_kernels(ops: LayerGraph, parts: list[PartRange],
         if end >= out[k].end_op:
             raise ModelFormatError(f"plan: {out[k].name} (ops {b}-{out[k].end_op - 1}) holds only operators fused into "
                                    f"the kernel of {kernel!r} in {out[k - 1].name}; an INT8 kernel cannot be divided: "
-                                   "move the boundary (map/split with --granularity kernel cut only between kernels)")
+                                   "move the boundary (map/split with --granularity kernel place boundaries only between kernels)")
         moved = [ops.layers[i].name for i in range(b, end)]
         out[k - 1] = replace(out[k - 1], end_op=end, last_layer=layer_of(end - 1))
         out[k] = replace(out[k], first_op=end, first_layer=layer_of(end))

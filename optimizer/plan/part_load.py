@@ -107,7 +107,7 @@ def check_part_runs(path: Path, part: str, inputs: list[TensorSpec]) -> str | No
         the node and the runtime's reason).
     """
     where = f"export: part {part} ({path.name})"
-    fix = "nothing was written; choose other boundaries ('dnnplan export-sweep MODEL' lists the cuts that work)"
+    fix = "nothing was written; choose other boundaries ('dnnplan export-sweep MODEL' lists the boundaries that work)"
     if path.suffix.lower() == ".onnx":
         try:
             _ort_session(path, 1).run(None, _zeros(inputs))

@@ -80,8 +80,8 @@ def kernel_splits(plan_graph: LayerGraph, parts: list[PartRange]) -> list[str]:
         if 0 < part.first_op < len(ops) and anchors[part.first_op] < part.first_op:
             first, kernel = ops.layers[part.first_op], ops.layers[int(anchors[part.first_op])]
             lines.append(f"{part.name} starts at {first.name!r} ({first.op}), which runs fused in the kernel of "
-                         f"{kernel.name!r} before the cut; the parts will not compute exactly what the single "
-                         "model computes (map/split with --granularity kernel cuts only between kernels)")
+                         f"{kernel.name!r} before the boundary; the parts will not compute exactly what the single "
+                         "model computes (map/split with --granularity kernel place boundaries only between kernels)")
     return lines
 
 
