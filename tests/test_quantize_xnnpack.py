@@ -153,6 +153,20 @@ def test_prelu_with_slopes_on_one_side_of_one_takes_two_operators(alpha, op):
     _assert_int8_tolerance(fp32, int8, rewritten)
 
 
+def test_mixed_tries_rewritten_prelu_in_float():
+    """PReLU rewritten into the delegate is still a float candidate for --mixed auto (read from the
+    model before the rewrites), under the float model's output name."""
+    from optimizer.quantize.mixed import float_candidates
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    fn = _prelu(np.linspace(-0.5, 1.5, 8))
+    fp32, int8 = _convert(fn, int8=False), _convert(fn)
+    rewritten, _ = rewrite_for_xnnpack(int8, "prelu")
+    assert float_candidates(rewritten, fp32, 1) == {}
+    found = float_candidates(rewritten, fp32, 1, before=int8)
+    assert list(found) == ["PRELU"] and len(found["PRELU"]) == 1
+
+
 def test_clamp_without_a_requantizing_producer_becomes_a_mul_by_one():
     """A clamp after a reshape (which cannot requantize) is a MUL by one saturating into its range."""
     from optimizer.quantize.delegation import host_delegation
