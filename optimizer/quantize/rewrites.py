@@ -42,19 +42,12 @@ exactly from the calibrated ones (no second calibration):
   identities and are removed, a contiguous gather of part of an input becomes a ``SLICE``, and
   the pools and concatenations left without readers go (XNNPACK has no ``GATHER`` in any type and
   no INT8 ``AVERAGE_POOL_2D``).
-* ``prelu``: INT8 ``PRELU`` (XNNPACK has no INT8 kernel for it) as ``MUL`` by a per-channel
-  constant and ``ADD``/``SUB``, from ``PReLU(x) = x + c·relu(−x)`` with ``c = 1 − α`` per channel:
-  when every ``c ≥ 0`` (``α ≤ 1``), ``c·relu(−x) = relu(−c·x)``: ``MUL(x, −c)`` with a fused
-  ``RELU``, then ``ADD(x, ·)``; when every ``c ≤ 0``, ``x − relu(c·x)`` (``MUL(x, c)``, ``SUB``);
-  otherwise ``relu(−x)`` (``MUL`` by −1 with a fused ``RELU``), ``MUL`` by ``c`` and ``ADD``. The
-  intermediate tensors take the ranges that follow from the input's calibrated range ``[−R, ·]``
-  (``relu(−x)`` in ``[0, R]``, ``c·relu(−x)`` in ``[min(c, 0)·R, max(c, 0)·R]``), ``c`` is
-  quantized symmetrically per tensor (its rounding, at most ``max|c|/254``, moves the result by
-  at most half a step of the intermediate tensor), and the output keeps the ``PRELU``'s
-  quantization (He et al., "Delving Deep into Rectifiers", ICCV 2015, for PReLU). On
-  hand_recrop's maps the ``MUL`` form timed faster than 1x1 depthwise convolutions with the same
-  weights (BENCHMARKS.md). Whether the INT8 form beats the float ``PRELU`` with its
-  ``QUANTIZE``/``DEQUANTIZE`` is measured by ``--mixed auto`` (:data:`TRIED_IN_FLOAT`).
+* ``prelu``: INT8 ``PRELU`` (no XNNPACK INT8 kernel) from ``PReLU(x) = x + c·relu(−x)``, ``c = 1 − α``
+  per channel: ``MUL(x, −c)`` with a fused ``RELU`` and ``ADD`` when every ``α ≤ 1`` (``MUL(x, c)``,
+  ``SUB`` when every ``α ≥ 1``), else ``MUL(x, −1)`` with ``RELU``, ``MUL`` by ``c`` and ``ADD``; the new
+  tensors' ranges follow from the input's calibrated minimum, ``c`` is quantized per tensor, the
+  output keeps the ``PRELU``'s quantization (He et al., ICCV 2015, for PReLU). ``--mixed auto`` times
+  it against the float ``PRELU`` (:data:`TRIED_IN_FLOAT`).
 
 :func:`rewrite_for_xnnpack` applies them all and returns how many of each it made.
 """
@@ -521,24 +514,18 @@ def adaptive_pool_identity(g: Graph) -> int:
 
 
 def range_quant(lo: float, hi: float) -> tuple[float, int]:
-    """INT8 (scale, zero point) of the range ``[min(lo, 0), max(hi, 0)]``, asymmetric as the
-    TFLite converter quantizes activations."""
+    """INT8 (scale, zero point) of ``[min(lo, 0), max(hi, 0)]``, asymmetric as TFLite's activations."""
     lo, hi = min(lo, 0.0), max(hi, 0.0)
     scale = (hi - lo) / 255.0 or 1.0
     return scale, int(np.clip(round(-128 - lo / scale), -128, 127))
 
 
 def _channel_slope(g: Graph, t: int, channels: int) -> np.ndarray | None:
-    """Slope tensor ``t`` as one value per channel of the last axis, or None when it varies along
-    another axis (or is not a constant)."""
+    """Constant slope ``t`` as one value per channel of the last axis (None if it varies elsewhere)."""
     a = g.constant(t)
-    if a is None:
+    if a is None or (a.size != 1 and (a.shape[-1] != channels or a.size != channels)):
         return None
-    if a.size == 1:
-        return np.full(channels, float(a.reshape(-1)[0]))
-    if a.shape[-1] != channels or a.size != channels:
-        return None
-    return a.reshape(-1).astype(np.float64)
+    return np.full(channels, float(a.reshape(-1)[0])) if a.size == 1 else a.reshape(-1).astype(np.float64)
 
 
 def prelu(g: Graph) -> int:
@@ -550,9 +537,7 @@ def prelu(g: Graph) -> int:
             continue
         (x, a), y = _ints(op.inputs), _ints(op.outputs)[0]
         shape = [int(d) for d in g.tensor(x).shape]
-        if not 2 <= len(shape) <= 4 or not (g.is_int8(x) and g.is_int8(y)):
-            continue
-        alpha = _channel_slope(g, a, shape[-1])
+        alpha = _channel_slope(g, a, shape[-1]) if 2 <= len(shape) <= 4 and g.is_int8(x) and g.is_int8(y) else None
         if alpha is None:
             continue
         (s_x, z_x), s_y = g.quant(x), g.quant(y)[0]  # type: ignore[misc, index]
@@ -560,8 +545,7 @@ def prelu(g: Graph) -> int:
         c = 1.0 - alpha
         if not (MIN_SCALE_RATIO <= s_x / s_y < MAX_SCALE_RATIO) or reach == 0:
             continue
-        signed = c.min() < 0 < c.max()
-        # c·relu(-x) in [min(c, 0)·R, max(c, 0)·R]; the one-sign forms compute |c|·relu(-x) >= 0
+        signed = c.min() < 0 < c.max()  # c·relu(-x) in [min(c, 0)·R, max(c, 0)·R], else |c|·relu(-x) >= 0
         lo, hi = (float(c.min()) * reach, float(c.max()) * reach) if signed else (0.0, float(np.abs(c).max()) * reach)
         s_t, z_t = range_quant(lo, hi) if hi > lo else (s_y, -128)  # hi = lo: alpha = 1, t = 0
         if s_t < s_y * MIN_SCALE_RATIO:  # below the output's resolution: a coarser scale loses nothing
