@@ -11,7 +11,8 @@ Two phases, both resumable (models already done are skipped), results under
   ``--runs``, same threads), XNNPACK partitions and operators outside it read from LiteRT.
   ``--campaign LABEL`` keeps the timings of one campaign apart (``timing_t2_LABEL.json``), so a
   table re-timed on one host in several short runs, or repeated timings of one model in separate
-  processes, never mix with earlier ones; ``table --campaign LABEL`` prints that campaign.
+  processes, never mix with earlier ones; ``table --campaign LABEL`` prints that campaign, and
+  ``table --campaign A,B,C`` the median across campaigns run as separate processes.
 
 ``ops`` (under ``/work/bin/quiet``) times every operator of the FP32 and the final INT8 model cut
 out alone (:func:`optimizer.quantize.delegation.time_segments` ``per_operator``) and prints the
@@ -24,7 +25,7 @@ networks; or names) and exits 1 when a timed model's final INT8 is slower than F
     python benchmarks/bench_int8_speed.py convert [--models public|zoo|a,b] [--samples 32]
     python benchmarks/bench_int8_speed.py time [--models ...] [--runs 50] [--threads 2] [--campaign LABEL]
     python benchmarks/bench_int8_speed.py ops --models hand_recrop [--runs 200] [--campaign LABEL]
-    python benchmarks/bench_int8_speed.py table [--campaign LABEL]
+    python benchmarks/bench_int8_speed.py table [--campaign LABEL[,LABEL...]]
 """
 
 from __future__ import annotations
@@ -181,21 +182,39 @@ def _ops(d: dict) -> str:
     return ", ".join(f"{k} x{v}" for k, v in d.items()) or "-"
 
 
+def _timing_row(name: str, threads: int, campaign: str) -> dict | None:
+    """A model's timing row of ``campaign``; with several comma-separated campaigns (separate
+    processes), the median over them of each model's median, and how many there were."""
+    rows = [json.loads(t.read_text()) for c in campaign.split(",")
+            if (t := timing_file(name, threads, c)).is_file()]
+    if not rows:
+        return None
+    import numpy as np
+
+    row = dict(rows[0])
+    row["median_ms"] = {k: float(np.median([r["median_ms"][k] for r in rows])) for k in rows[0]["median_ms"]}
+    row["processes"] = len(rows)
+    return row
+
+
 def table(threads: int, campaign: str = "") -> int:
-    """Print the table; returns how many timed models run slower in INT8 than in FP32."""
+    """Print the table; returns how many timed models run slower in INT8 than in FP32.
+    ``campaign`` may name several campaigns (comma-separated): medians across them."""
     slower = 0
     print("| model | FP32 ms | INT8 before ms (x) | partitions before | outside XNNPACK before | INT8 after ms (x) "
           "| partitions after | outside after | float ops kept | INT8 MACs | SQNR dB / top-1 before | after |")
     print("|---|---:|---:|---:|---|---:|---:|---|---|---:|---|---|")
     for name in MODELS:
-        t, r = timing_file(name, threads, campaign), CACHE / name / "reports.json"
-        if not (t.is_file() and r.is_file()):
+        r = CACHE / name / "reports.json"
+        row = _timing_row(name, threads, campaign)
+        if row is None or not r.is_file():
             continue
-        row, rep = json.loads(t.read_text()), json.loads(r.read_text())
+        rep = json.loads(r.read_text())
         m = row["median_ms"]
         slower += m["int8_after"] > m["fp32"]
         kept = (rep["after"].get("mixed") or {}).get("float_op_counts") or {}
-        print(f"| {name} | {m['fp32']:.2f} | {m['int8_before']:.2f} (x{m['fp32'] / m['int8_before']:.2f}) | "
+        label = name if row["processes"] == 1 else f"{name} ({row['processes']} processes)"
+        print(f"| {label} | {m['fp32']:.2f} | {m['int8_before']:.2f} (x{m['fp32'] / m['int8_before']:.2f}) | "
               f"{row['int8_before']['partitions']} | {_ops(row['int8_before']['outside'])} | "
               f"{m['int8_after']:.2f} (x{m['fp32'] / m['int8_after']:.2f}) | {row['int8_after']['partitions']} | "
               f"{_ops(row['int8_after']['outside'])} | {_ops(kept)} | {100 * row['int8_mac_share']:.1f} % | "

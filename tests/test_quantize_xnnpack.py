@@ -55,6 +55,13 @@ def _sqnr(ref, got):
     return sqnr_db(ref, got)
 
 
+def _assert_int8_tolerance(fp32, int8, rewritten):
+    """Within INT8 tolerance: as close to FP32 as the quantizer's own model (1 dB slack), >= 12 dB."""
+    xs = [np.random.default_rng(100 + i).normal(size=SHAPE).astype(np.float32) * 2 for i in range(8)]
+    ref, q, r = _outputs(fp32, xs), _outputs(int8, xs), _outputs(rewritten, xs)
+    assert _sqnr(ref, r) >= min(_sqnr(ref, q) - 1.0, 30.0) and _sqnr(ref, r) >= 12.0
+
+
 def _tf():
     from optimizer import lazy
 
@@ -82,11 +89,21 @@ def _cases():
         # Keras' adaptive pooling at the input's own size (AlexNet/VGG heads at 224x224)
         "adaptive_pool_identity": (("GATHER", "AVERAGE_POOL_2D"),
                                    lambda y: _keras().layers.AdaptiveAveragePooling2D((16, 16))(y)),
+        # per-channel slopes of both signs and above 1 (mediapipe's landmark models have such)
+        "prelu": ("PRELU", _prelu(np.array([-1.2, -0.3, 0.0, 0.1, 0.25, 0.7, 1.0, 1.3]))),
     }
 
 
+def _prelu(alpha):
+    """Keras' PReLU (one slope per channel), which the converter lowers to PRELU."""
+    keras = _keras()
+    layer = keras.layers.PReLU(keras.initializers.Constant(alpha), shared_axes=[1, 2])
+    layer.build(SHAPE)  # its slope variable made outside the traced function
+    return layer
+
+
 @pytest.mark.parametrize("rule", ["hard_swish", "clamp", "scalar_add", "resize_nearest", "tile_broadcast",
-                                  "transposed_concat", "global_average_pool", "adaptive_pool_identity"])
+                                  "transposed_concat", "global_average_pool", "adaptive_pool_identity", "prelu"])
 def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
     from optimizer.quantize.delegation import host_delegation
     from optimizer.quantize.rewrites import rewrite_for_xnnpack
@@ -104,10 +121,7 @@ def test_rewrite_keeps_the_graph_on_xnnpack_within_int8_tolerance(rule):
     left = {o.op for o in after.ops} if "TRANSPOSE" in ops else set(after.outside_counts())
     assert not set(ops) & left
     assert after.partitions == 1 and not after.outside
-    xs = [np.random.default_rng(100 + i).normal(size=SHAPE).astype(np.float32) * 2 for i in range(8)]
-    ref, q, r = _outputs(fp32, xs), _outputs(int8, xs), _outputs(rewritten, xs)
-    # within INT8 tolerance: as close to FP32 as the quantizer's own model (1 dB slack), >= 12 dB
-    assert _sqnr(ref, r) >= min(_sqnr(ref, q) - 1.0, 30.0) and _sqnr(ref, r) >= 12.0
+    _assert_int8_tolerance(fp32, int8, rewritten)
 
 
 def test_resize_and_concat_rewrites_are_exact():
@@ -120,6 +134,37 @@ def test_resize_and_concat_rewrites_are_exact():
         int8 = _convert(_cases()[rule][1])
         rewritten, _ = rewrite_for_xnnpack(int8, rule, only=(rule,))
         assert np.array_equal(_outputs(int8, xs), _outputs(rewritten, xs)), rule
+
+
+@pytest.mark.parametrize(("alpha", "op"), [
+    ([0.0, 0.1, 0.25, 0.5, 0.7, 0.9, 0.95, -0.5], "ADD"),  # every alpha < 1
+    ([1.05, 1.1, 1.3, 1.5, 2.0, 1.2, 1.05, 3.0], "SUB"),  # every alpha > 1
+])
+def test_prelu_with_slopes_on_one_side_of_one_takes_two_operators(alpha, op):
+    from optimizer.quantize.inspect import analyse_tflite
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    fn = _prelu(np.array(alpha))
+    fp32, int8 = _convert(fn, int8=False), _convert(fn)
+    rewritten, counts = rewrite_for_xnnpack(int8, "prelu", only=("prelu",))
+    assert counts == {"prelu": 1}
+    names = [o.op for o in analyse_tflite(rewritten, "r").ops]
+    assert names.count("MUL") == 1 and op in names and "PRELU" not in names
+    _assert_int8_tolerance(fp32, int8, rewritten)
+
+
+def test_mixed_tries_rewritten_prelu_in_float():
+    """PReLU rewritten into the delegate is still a float candidate for --mixed auto (read from the
+    model before the rewrites), under the float model's output name."""
+    from optimizer.quantize.mixed import float_candidates
+    from optimizer.quantize.rewrites import rewrite_for_xnnpack
+
+    fn = _prelu(np.linspace(-0.5, 1.5, 8))
+    fp32, int8 = _convert(fn, int8=False), _convert(fn)
+    rewritten, _ = rewrite_for_xnnpack(int8, "prelu")
+    assert float_candidates(rewritten, fp32, 1) == {}
+    found = float_candidates(rewritten, fp32, 1, before=int8)
+    assert list(found) == ["PRELU"] and len(found["PRELU"]) == 1
 
 
 def test_clamp_without_a_requantizing_producer_becomes_a_mul_by_one():

@@ -299,7 +299,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     if integer and mixed == "auto":
         say("choosing operators to keep in float (mixed precision)")
         qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
-                                              threads, runs, warmup)
+                                              threads, runs, warmup, as_converted)
         ops = analyse_tflite(qbytes, src.name)
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
@@ -380,10 +380,11 @@ def _convert_int8(src: ModelSource, scheme: str, cal: CalibrationSet, io: str, p
 
 def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: bytes,
                      requantize: Callable[[list[str]], bytes], threads: int, runs: int,
-                     warmup: int) -> tuple[bytes, MixedInfo]:
-    """The model :func:`.mixed.choose_float_ops` keeps (``--mixed auto``) and its report."""
+                     warmup: int, before: bytes | None = None) -> tuple[bytes, MixedInfo]:
+    """The model :func:`.mixed.choose_float_ops` keeps (``--mixed auto``) and its report; ``before``:
+    ``full`` before the XNNPACK rewrites."""
     chosen = choose_float_ops(full, fp32, requantize, _timing_sample(cal),
-                              lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup)
+                              lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup, before)
     info = MixedInfo(
         mode="auto", float_op_counts=dict(Counter(o.op for o in analyse_tflite(chosen.model, src.name).float_ops)),
         int8_mac_share=int8_mac_share(chosen.model, src.name),

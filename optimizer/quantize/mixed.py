@@ -10,6 +10,9 @@ delegate are grouped by type, most numerous first, and each group is tried in tu
 re-quantizes from the same calibration with the group denylisted (:func:`.convert.convert_quantized`
 ``float_nodes``) and the candidate is kept only if its median latency, timed interleaved with the
 current model on the same threads, is lower by at least :data:`MIN_GAIN`. Every trial is reported with its speed and fidelity.
+Operators that an INT8 rewrite brought into the delegate by adding operators
+(:data:`.rewrites.TRIED_IN_FLOAT`, read from the model before the rewrites) are tried the same
+way: the float operator with its conversions against the rewritten INT8 form.
 
 ``off`` (the default of :func:`optimizer.quantize.quantize`) keeps full-integer models, which
 integer-only accelerators (Edge TPU, Hexagon) need.
@@ -52,10 +55,17 @@ class MixedResult:
     trials: list[MixedTrial] = field(default_factory=list)
 
 
-def float_candidates(quantized: bytes, fp32: bytes, threads: int) -> dict[str, list[str]]:
-    """Output tensor names of the operators outside the host delegate in ``quantized`` that XNNPACK
-    runs in ``fp32`` (same output name, else same operator type), by operator type, most first."""
+def float_candidates(quantized: bytes, fp32: bytes, threads: int, before: bytes | None = None) -> dict[str, list[str]]:
+    """Output tensor names of the operators outside the host delegate in ``quantized`` (and those of
+    :data:`.rewrites.TRIED_IN_FLOAT` outside it in ``before``, the model before the XNNPACK
+    rewrites) that XNNPACK runs in ``fp32`` (same output name, else same operator type), by
+    operator type, most first."""
+    from .rewrites import TRIED_IN_FLOAT
+
     outside = [o for o in host_delegation(quantized, threads).outside if o.op not in CONVERSIONS]
+    if before is not None:
+        seen = {o.output for o in outside}
+        outside += [o for o in host_delegation(before, threads).outside if o.op in TRIED_IN_FLOAT and o.output not in seen]
     ref = host_delegation(fp32, threads)
     names = {o.output for o in ref.ops if o.partition is not None}
     types = {o.op for o in ref.ops if o.partition is not None}
@@ -86,14 +96,15 @@ def _float_names(quantized: bytes) -> dict[str, str]:
 
 def choose_float_ops(full: bytes, fp32: bytes, requantize: Callable[[list[str]], bytes],
                      sample: dict[str, np.ndarray], fidelity: Callable[[bytes], float | None],
-                     threads: int = 2, runs: int = 30, warmup: int = 5) -> MixedResult:
+                     threads: int = 2, runs: int = 30, warmup: int = 5, before: bytes | None = None) -> MixedResult:
     """Keep in float the groups of :func:`float_candidates` that make ``full`` faster (module doc).
 
+    ``before``: ``full`` before the XNNPACK rewrites (its rewritten operators are tried too);
     ``requantize(names)`` returns the model quantized with operators ``names`` in float;
     ``fidelity(model)`` its SQNR against FP32 (dB); ``sample`` feeds the timing.
     """
     result = MixedResult(full, [])
-    for op, names in float_candidates(full, fp32, threads).items():
+    for op, names in float_candidates(full, fp32, threads, before).items():
         trial_names = result.float_nodes + names
         try:
             candidate = requantize(trial_names)

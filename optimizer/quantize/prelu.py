@@ -12,7 +12,8 @@ al., CVPR 2018, §2; docs/METHODS.md section 1).
 input = the ``DEQUANTIZE``'s INT8 input (its calibrated scale), output = the ``QUANTIZE``'s INT8
 output (the scale calibrated on the float PReLU's output), slope quantized to INT8 per tensor,
 asymmetric over ``[min(α, 0), max(α, 0)]`` as the converter does. Chains whose float tensors are
-also read elsewhere (or are model outputs) are left as they are.
+also read elsewhere (or are model outputs) are left as they are. XNNPACK has no INT8 PRELU kernel;
+:func:`.rewrites.prelu` then turns the INT8 PRELU into operators it runs.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from ..graph.tflite_flatbuffer import drop_unused_tensors, read_model, tflite_sc
 
 def quantize_slope(alpha: np.ndarray) -> tuple[np.ndarray, float, int]:
     """INT8 slope, scale and zero point: asymmetric per tensor over ``[min(α,0), max(α,0)]``."""
-    lo, hi = min(float(alpha.min()), 0.0), max(float(alpha.max()), 0.0)
-    scale = (hi - lo) / 255.0 or 1.0
-    zero = int(np.clip(round(-128 - lo / scale), -128, 127))
+    from .rewrites import range_quant
+
+    scale, zero = range_quant(float(alpha.min()), float(alpha.max()))
     q = np.clip(np.round(alpha / scale) + zero, -128, 127).astype(np.int8)
     return q, scale, zero
 

@@ -42,6 +42,12 @@ exactly from the calibrated ones (no second calibration):
   identities and are removed, a contiguous gather of part of an input becomes a ``SLICE``, and
   the pools and concatenations left without readers go (XNNPACK has no ``GATHER`` in any type and
   no INT8 ``AVERAGE_POOL_2D``).
+* ``prelu``: INT8 ``PRELU`` (no XNNPACK INT8 kernel) from ``PReLU(x) = x + c·relu(−x)``, ``c = 1 − α``
+  per channel: ``MUL(x, −c)`` with a fused ``RELU`` and ``ADD`` when every ``α ≤ 1`` (``MUL(x, c)``,
+  ``SUB`` when every ``α ≥ 1``), else ``MUL(x, −1)`` with ``RELU``, ``MUL`` by ``c`` and ``ADD``; the new
+  tensors' ranges follow from the input's calibrated minimum, ``c`` is quantized per tensor, the
+  output keeps the ``PRELU``'s quantization (He et al., ICCV 2015, for PReLU). ``--mixed auto`` times
+  it against the float ``PRELU`` (:data:`TRIED_IN_FLOAT`).
 
 :func:`rewrite_for_xnnpack` applies them all and returns how many of each it made.
 """
@@ -64,6 +70,10 @@ MIN_SCALE_RATIO, MAX_SCALE_RATIO = 2.0 ** -10, 2.0 ** 8
 REQUANTIZING = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "MEAN", "TRANSPOSE_CONV")
 #: fused activation of each standalone clamp, and its bounds
 CLAMPS = {"RELU": (0.0, np.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0)}
+#: operators whose INT8 rewrite ``--mixed auto`` also times against the float operator: the
+#: rewrite adds operators whose cost on a small feature map may exceed the float kernel's with
+#: its conversions (:func:`optimizer.quantize.mixed.float_candidates`)
+TRIED_IN_FLOAT = ("PRELU",)
 
 
 class Graph:
@@ -503,10 +513,70 @@ def adaptive_pool_identity(g: Graph) -> int:
     return done
 
 
+def range_quant(lo: float, hi: float) -> tuple[float, int]:
+    """INT8 (scale, zero point) of ``[min(lo, 0), max(hi, 0)]``, asymmetric as TFLite's activations."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = (hi - lo) / 255.0 or 1.0
+    return scale, int(np.clip(round(-128 - lo / scale), -128, 127))
+
+
+def _channel_slope(g: Graph, t: int, channels: int) -> np.ndarray | None:
+    """Constant slope ``t`` as one value per channel of the last axis (None if it varies elsewhere)."""
+    a = g.constant(t)
+    if a is None or (a.size != 1 and (a.shape[-1] != channels or a.size != channels)):
+        return None
+    return np.full(channels, float(a.reshape(-1)[0])) if a.size == 1 else a.reshape(-1).astype(np.float64)
+
+
+def prelu(g: Graph) -> int:
+    """INT8 ``PRELU`` as ``MUL`` by ``1 − α`` and ``ADD``/``SUB`` (module docstring)."""
+    done = 0
+    i8 = g.schema.TensorType.INT8
+    for k, op in enumerate(g.sg.operators):
+        if k in g.removed or g.op_name(op) != "PRELU" or len(_ints(op.inputs)) != 2:
+            continue
+        (x, a), y = _ints(op.inputs), _ints(op.outputs)[0]
+        shape = [int(d) for d in g.tensor(x).shape]
+        alpha = _channel_slope(g, a, shape[-1]) if 2 <= len(shape) <= 4 and g.is_int8(x) and g.is_int8(y) else None
+        if alpha is None:
+            continue
+        (s_x, z_x), s_y = g.quant(x), g.quant(y)[0]  # type: ignore[misc, index]
+        reach = s_x * (z_x + 128)  # -(least representable input): relu(-x) lies in [0, reach]
+        c = 1.0 - alpha
+        if not (MIN_SCALE_RATIO <= s_x / s_y < MAX_SCALE_RATIO) or reach == 0:
+            continue
+        signed = c.min() < 0 < c.max()  # c·relu(-x) in [min(c, 0)·R, max(c, 0)·R], else |c|·relu(-x) >= 0
+        lo, hi = (float(c.min()) * reach, float(c.max()) * reach) if signed else (0.0, float(np.abs(c).max()) * reach)
+        s_t, z_t = range_quant(lo, hi) if hi > lo else (s_y, -128)  # hi = lo: alpha = 1, t = 0
+        if s_t < s_y * MIN_SCALE_RATIO:  # below the output's resolution: a coarser scale loses nothing
+            s_t = s_y * MIN_SCALE_RATIO * 1.01
+            z_t = int(np.clip(round(-128 - lo / s_t), -128, 127))
+        t = g.add_tensor(_name(g, y, "prelu_negative_part"), shape, i8, (s_t, z_t))
+        per_channel = [1] * (len(shape) - 1) + [shape[-1]]
+        scale_c = float(np.abs(c).max()) / 127 or 1.0
+        if signed:  # x + c·relu(-x)
+            r = g.add_tensor(_name(g, y, "prelu_relu_negated"), shape, i8, (reach / 255.0, -128))
+            minus_one = g.int8_constant(_name(g, y, "minus_one"), -1.0, 1.0 / 127)
+            slope = g.int8_constant(_name(g, y, "one_minus_alpha"), c.reshape(per_channel), scale_c)
+            ops = [g.new_op("MUL", [x, minus_one], [r], g.binary_options("Mul", "RELU"), 2),
+                   g.new_op("MUL", [r, slope], [t], g.binary_options("Mul"), 2),
+                   g.new_op("ADD", [x, t], [y], g.binary_options("Add"), 2)]
+        else:  # x + relu(-c·x) when c >= 0, x - relu(c·x) when c <= 0
+            up = c.min() >= 0
+            slope = g.int8_constant(_name(g, y, "one_minus_alpha"), (-c if up else c).reshape(per_channel), scale_c)
+            kind = "Add" if up else "Sub"
+            ops = [g.new_op("MUL", [x, slope], [t], g.binary_options("Mul", "RELU"), 2),
+                   g.new_op(kind.upper(), [x, t], [y], g.binary_options(kind), 2)]
+        g.replace(k, ops)
+        done += 1
+    return done
+
+
 REWRITES: dict[str, Callable[[Graph], int]] = {
     "hard_swish": hard_swish, "clamp": clamp, "scalar_add": scalar_add, "resize_nearest": resize_nearest,
     "tile_broadcast": tile_broadcast, "transposed_concat": transposed_concat,
     "global_average_pool": global_average_pool, "adaptive_pool_identity": adaptive_pool_identity,
+    "prelu": prelu,
 }
 
 
