@@ -259,3 +259,35 @@ def test_segment_timing_per_operator_times_every_operator_alone():
     by_label = {s.label: s for s in t.segments}
     assert [s.label for s in t.segments].count("CONV_2D") == 2 and by_label["CONV_2D"].delegated
     assert not by_label["HARD_SWISH"].delegated
+
+
+def test_a_busy_host_during_the_mixed_trials_is_said():
+    """Timing trials share the cores with other processes: their CPU share is measured and a share
+    below BUSY_CPU_SHARE puts one warning in the report (the float/INT8 choice may differ)."""
+    import subprocess
+    import sys
+    import time
+
+    from optimizer.quantize.api import BUSY_CPU_SHARE, busy_host_warning
+    from optimizer.quantize.evaluate import TfliteRunner, measure_latency_pair
+    from optimizer.quantize.report import MixedInfo, MixedTrialInfo
+
+    data = _convert(lambda y: y * 2.0, shape=(1, 64, 64, 8), int8=False)
+    first, second = TfliteRunner(data, 2), TfliteRunner(data, 2)
+    assert first.output_names  # loads the interpreter
+    sample = {name: np.zeros((1, 64, 64, 8), np.float32) for name in first._in}
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        time.sleep(0.3)
+        busy, _ = measure_latency_pair(first, second, sample, runs=40, warmup=2)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert busy.cpu_share is not None and busy.cpu_share < BUSY_CPU_SHARE, busy
+    trial = MixedTrialInfo(op="PRELU", ops=3, current_ms=1.0, candidate_ms=1.1, sqnr_db=30.0, kept=False,
+                           cpu_share=busy.cpu_share)
+    line = busy_host_warning(MixedInfo(mode="auto", float_op_counts={}, int8_mac_share=1.0, trials=[trial]), 2)
+    assert line is not None and "host was busy during the timing trials" in line and "\n" not in line
+    idle = trial.model_copy(update={"cpu_share": 0.97})
+    assert busy_host_warning(MixedInfo(mode="auto", float_op_counts={}, int8_mac_share=1.0, trials=[idle]), 2) is None

@@ -301,6 +301,9 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
                                               threads, runs, warmup, as_converted)
         ops = analyse_tflite(qbytes, src.name)
+        busy = busy_host_warning(mixed_info, threads)
+        if busy:
+            warnings.append(busy)
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
     if fidelity is None:
@@ -389,8 +392,24 @@ def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: b
         mode="auto", float_op_counts=dict(Counter(o.op for o in analyse_tflite(chosen.model, src.name).float_ops)),
         int8_mac_share=int8_mac_share(chosen.model, src.name),
         trials=[MixedTrialInfo(op=t.op, ops=t.ops, current_ms=_finite(t.current_ms), candidate_ms=_finite(t.candidate_ms),
-                               sqnr_db=t.sqnr_db, kept=t.kept, note=t.note) for t in chosen.trials])
+                               sqnr_db=t.sqnr_db, kept=t.kept, note=t.note, cpu_share=t.cpu_share)
+                for t in chosen.trials])
     return chosen.model, info
+
+
+#: below this :attr:`.evaluate.LatencyStats.cpu_share`, other processes took enough of the cores
+#: to change which of two models times faster (more operators lose more to preemption)
+BUSY_CPU_SHARE = 0.8
+
+
+def busy_host_warning(info: MixedInfo, threads: int) -> str | None:
+    """One line when the host was busy during the ``--mixed auto`` trials, else None."""
+    shares = [t.cpu_share for t in info.trials if t.cpu_share is not None]
+    if not shares or min(shares) >= BUSY_CPU_SHARE:
+        return None
+    return (f"--mixed auto: the host was busy during the timing trials (the timing thread ran {100 * min(shares):.0f} % "
+            f"of the time, {threads} threads): which operators stay in float may differ on an idle host; quantize "
+            "again when the host is idle")
 
 
 def _timing_sample(cal: Any) -> dict[str, np.ndarray]:

@@ -99,6 +99,9 @@ class LatencyStats:
     runs: int
     warmup: int
     threads: int
+    #: CPU time of the timing thread over the wall time it timed (:func:`cpu_share`); None where
+    #: not measured
+    cpu_share: float | None = None
 
 
 def measure_latency(runner: TfliteRunner, sample: dict[str, np.ndarray], runs: int = 30,
@@ -126,14 +129,23 @@ def measure_latency_pair(first: TfliteRunner, second: TfliteRunner, sample: dict
         for r, f in zip(runners, fed, strict=True):
             r.run(f)
     times = np.empty((2, runs))
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
     for i in range(runs):
         for j, (r, f) in enumerate(zip(runners, fed, strict=True)):
             t0 = time.perf_counter()
             r.run(f)
             times[j, i] = time.perf_counter() - t0
+    share = cpu_share(time.thread_time() - cpu0, time.perf_counter() - wall0)
     first_stats, second_stats = (LatencyStats(float(np.median(t)), float(np.percentile(t, 90)), runs, warmup,
-                                              r.num_threads) for t, r in zip(times, runners, strict=True))
+                                              r.num_threads, share) for t, r in zip(times, runners, strict=True))
     return first_stats, second_stats
+
+
+def cpu_share(cpu_s: float, wall_s: float) -> float | None:
+    """CPU seconds the timing thread got over the wall seconds it timed: about 1 on an idle host
+    (the invoking thread computes, or spins while the runtime's workers finish), lower when
+    other processes preempted it. ``None`` for a zero interval."""
+    return None if wall_s <= 0 else min(1.0, cpu_s / wall_s)
 
 
 def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:

@@ -46,6 +46,8 @@ class MixedTrial:
     sqnr_db: float | None
     kept: bool
     note: str = ""
+    #: :attr:`.evaluate.LatencyStats.cpu_share` of the trial's timing
+    cpu_share: float | None = None
 
 
 @dataclass
@@ -120,7 +122,7 @@ def choose_float_ops(full: bytes, fp32: bytes, requantize: Callable[[list[str]],
             continue
         kept = candidate_lat.median_s < (1.0 - MIN_GAIN) * current_lat.median_s
         result.trials.append(MixedTrial(op, len(names), current_lat.median_s * 1e3, candidate_lat.median_s * 1e3,
-                                        fidelity(candidate), kept))
+                                        fidelity(candidate), kept, cpu_share=current_lat.cpu_share))
         if kept:
             result.model, result.float_nodes = candidate, trial_names
     return result

@@ -135,6 +135,8 @@ class MixedTrialInfo(_Strict):
     sqnr_db: float | None
     kept: bool
     note: str = ""
+    #: CPU time of the timing thread over wall time during the trial (about 1 on an idle host)
+    cpu_share: float | None = None
 
 
 class MixedInfo(_Strict):
