@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any
 
 from ..errors import ModelFormatError
@@ -27,15 +28,17 @@ def graph_from_zoo(name: str, **variant: Any) -> LayerGraph:
     with open(mod.__file__, "rb") as fh:
         ident = hashlib.sha256(fh.read() + json.dumps(variant, sort_keys=True).encode()).hexdigest()
     key = (name, ident)
-    if key not in _BUILT:
-        if len(_BUILT) >= _BUILT_MAX:
-            _BUILT.pop(next(iter(_BUILT)))  # the oldest
-        model = build_keras(name, **variant)
-        _BUILT[key] = graph_from_keras(model, name, block_of=mod.block_of, source=f"zoo:{name}",
-                                       source_sha256=ident, fmt="zoo")
-    return _BUILT[key]
+    with _BUILT_LOCK:  # threads of one process (a Dask worker's) build each graph once
+        if key not in _BUILT:
+            if len(_BUILT) >= _BUILT_MAX:
+                _BUILT.pop(next(iter(_BUILT)))  # the oldest
+            model = build_keras(name, **variant)
+            _BUILT[key] = graph_from_keras(model, name, block_of=mod.block_of, source=f"zoo:{name}",
+                                           source_sha256=ident, fmt="zoo")
+        return _BUILT[key]
 
 
 #: Zoo graphs built in this process by (name, identity hash); at most ``_BUILT_MAX``, oldest dropped.
 _BUILT: dict[tuple[str, str], LayerGraph] = {}
 _BUILT_MAX = 64
+_BUILT_LOCK = threading.Lock()
