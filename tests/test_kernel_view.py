@@ -107,10 +107,10 @@ def test_a_kernel_view_ssd_pipeline_computes_exactly_what_the_single_model_compu
     base = ("ssd_mobilenet_v2_fpnlite", "--variant", "input_size=128", "--device", "pixel6")
     assert run_cli("--quiet", "map", *base, "--generations", "40", "--out", str(plan)).exit_code == 0
     assert len(read_plan(plan).stages) >= 2
-    res = run_cli("export", str(plan), "--out", str(out), "--samples", "16")
+    res = run_cli("export", str(plan), "--out", str(out), "--samples", "8")  # exact equality: any calibration
     assert res.exit_code == 0, res.stderr
     assert "note:" not in res.stderr
-    res = run_cli("run", str(plan), "--artifacts", str(out), "--check", "--frames", "8", "--json")
+    res = run_cli("run", str(plan), "--artifacts", str(out), "--check", "--frames", "4", "--json")
     assert res.exit_code == 0, res.stderr
     check = json.loads(res.stdout)["check"]
     assert check["agreement"] == 1.0

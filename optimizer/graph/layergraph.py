@@ -118,6 +118,11 @@ class LayerSpec:
     block: str = ""
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
 @dataclass(frozen=True)
 class LayerGraph:
     """Immutable layers in execution order plus the tensors that connect them.
@@ -168,13 +173,13 @@ class LayerGraph:
     # ----------------------------------------------------------------- arrays
     @cached_property
     def macs_array(self) -> np.ndarray:
-        """MACs per layer, shape [L]."""
-        return np.array([layer.macs for layer in self.layers], dtype=np.float64)
+        """MACs per layer, shape [L] (read-only: graphs are shared)."""
+        return _read_only(np.array([layer.macs for layer in self.layers], dtype=np.float64))
 
     @cached_property
     def params_array(self) -> np.ndarray:
-        """Parameters per layer, shape [L]."""
-        return np.array([layer.params for layer in self.layers], dtype=np.float64)
+        """Parameters per layer, shape [L] (read-only: graphs are shared)."""
+        return _read_only(np.array([layer.params for layer in self.layers], dtype=np.float64))
 
     @cached_property
     def _tensor_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

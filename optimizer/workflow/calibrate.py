@@ -171,6 +171,8 @@ def probe_device(request: ProbeRequest,
     if request.networks and settings.runner not in IN_PROCESS:
         raise ConfigError(f"--validate times whole networks in this process: use --runner litert or ort, not "
                           f"{settings.runner!r}")
+    # a missing predictor is refused before the networks are converted for --validate
+    existing = dp.entry_for(dev, proc, runner.runtime, dtype, runner.threads) if request.probes is None else None
     prepared = dp.prepare_validation(list(request.networks), runner.fmt, dtype, load_graph,
                                      getattr(runner, "runner", None))
     near_graphs = [load_graph(m) for m in request.near]
@@ -191,7 +193,8 @@ def probe_device(request: ProbeRequest,
     else:
         from ..cost.predicted import load_predictor_table
 
-        entry = dp.entry_for(dev, proc, runner.runtime, dtype, runner.threads)
+        assert existing is not None
+        entry = existing
         probe_table = load_predictor_table(entry, f"device {dev.name!r}")
     families = dp.family_report(probe_table, seed)
     results = []
