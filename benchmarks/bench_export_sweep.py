@@ -18,8 +18,9 @@ cases are journalled in ``results/bench/export_sweep/`` so an interrupted run re
 folder to start over). INT8 files are cached in ``results/cache/export_sweep/``.
 
 Run: ``python benchmarks/bench_export_sweep.py [--only rec,mobilenet] [--dtypes fp32,int8] [--frames 8]
-[--journals DIR] [--kinds split] [--no-spread]`` (the last two make a shorter sweep: the zoo
-networks' exports convert Keras to TFLite, a minute or two a case on two cores)
+[--journals DIR] [--kinds split] [--no-spread] [--time-limit-s 480]`` (``--kinds`` and
+``--no-spread`` make a shorter sweep: the zoo networks' exports convert Keras to TFLite, each
+sub-model once per process; ``--time-limit-s`` starts no case after that long, a rerun resumes)
 Exit status: 1 when a case failed or disagrees, else 0.
 """
 
