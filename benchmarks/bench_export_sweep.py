@@ -18,8 +18,9 @@ cases are journalled in ``results/bench/export_sweep/`` so an interrupted run re
 folder to start over). INT8 files are cached in ``results/cache/export_sweep/``.
 
 Run: ``python benchmarks/bench_export_sweep.py [--only rec,mobilenet] [--dtypes fp32,int8] [--frames 8]
-[--journals DIR] [--kinds split] [--no-spread]`` (the last two make a shorter sweep: the zoo
-networks' exports convert Keras to TFLite, a minute or two a case on two cores)
+[--journals DIR] [--kinds split] [--no-spread] [--time-limit-s 480]`` (``--kinds`` and
+``--no-spread`` make a shorter sweep: the zoo networks' exports convert Keras to TFLite, each
+sub-model once per process; ``--time-limit-s`` starts no case after that long, a rerun resumes)
 Exit status: 1 when a case failed or disagrees, else 0.
 """
 
@@ -85,11 +86,12 @@ def _env() -> dict[str, str]:
 
 
 def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS, kinds: str = "",
-           no_spread: bool = False) -> None:
+           no_spread: bool = False, time_limit_s: float | None = None) -> None:
     """Sweep one model at one dtype (in this process); print a JSON line with the summary.
 
     ``kinds`` (comma-separated, empty for all) and ``no_spread`` (keep 0, L and the structural
-    boundaries, not those spread over the rest) make a shorter sweep."""
+    boundaries, not those spread over the rest) make a shorter sweep; ``time_limit_s`` stops
+    starting cases after that long (the journal resumes the rest)."""
     from optimizer.graph import load_graph
     from optimizer.quantize.parallel_calibration import peak_rss_bytes
     from optimizer.runtime.cut_sweep import export_sweep, sweep_boundaries, sweep_cases
@@ -106,19 +108,21 @@ def worker(name: str, dtype: str, frames: int, journals: Path = JOURNALS, kinds:
     cases = sweep_cases([b.index for b in chosen], len(graph), *([kinds.split(",")] if kinds else []))
     journals.mkdir(parents=True, exist_ok=True)
     results = export_sweep(model, graph, cases, dtype=plan_dtype, input_shapes=shapes, variant=variant,
-                           frames=frames, journal=journals / f"{name}-{dtype}.jsonl")
+                           frames=frames, journal=journals / f"{name}-{dtype}.jsonl", time_limit_s=time_limit_s)
     peak_file = journals / f"{name}-{dtype}.peak"  # the largest peak of the runs that made the journal
     peak = max(peak_rss_bytes(), int(peak_file.read_text()) if peak_file.is_file() else 0)
     peak_file.write_text(str(peak))
-    print(json.dumps({"name": name, "dtype": dtype, "layers": len(graph), "format": graph.fmt,
+    print(json.dumps({"name": name, "dtype": dtype, "layers": len(graph), "format": graph.fmt, "cases": len(cases),
                       "boundaries": [[b.index, b.why] for b in chosen], "results": [r.to_dict() for r in results],
                       "wall_s": time.perf_counter() - t0, "peak_rss_bytes": peak}))
 
 
-def run_worker(name: str, dtype: str, frames: int, journals: Path, kinds: str = "", no_spread: bool = False) -> dict:
+def run_worker(name: str, dtype: str, frames: int, journals: Path, kinds: str = "", no_spread: bool = False,
+               time_limit_s: float | None = None) -> dict:
     """One model and dtype in a child process; its summary (or the error that stopped it)."""
     cmd = [sys.executable, __file__, "--worker", name, dtype, "--frames", str(frames), "--journals", str(journals),
            "--kinds", kinds] + (["--no-spread"] if no_spread else [])
+    cmd += ["--time-limit-s", str(time_limit_s)] if time_limit_s is not None else []
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env())
     for line in reversed(res.stdout.splitlines()):
         if line.startswith("{"):
@@ -155,10 +159,12 @@ def main() -> int:
     ap.add_argument("--kinds", default="", help="some of split,pipeline2,pipeline3 (default all)")
     ap.add_argument("--no-spread", action="store_true",
                     help="only 0, L and the structural boundaries (blocks, reshapes, kernels, ...), none spread")
+    ap.add_argument("--time-limit-s", type=float,
+                    help="each model and dtype starts no case after this many seconds (rerun to resume)")
     ap.add_argument("--worker", nargs=2, metavar=("NAME", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(*args.worker, args.frames, args.journals, args.kinds, args.no_spread)
+        worker(*args.worker, args.frames, args.journals, args.kinds, args.no_spread, args.time_limit_s)
         return 0
     keep = [k for k in (args.only or "").split(",") if k]
     names = [n for n in models() if not keep or any(k in n for k in keep)]
@@ -168,7 +174,7 @@ def main() -> int:
     summaries = []
     for name in names:
         for dtype in args.dtypes.split(","):
-            s = run_worker(name, dtype, args.frames, args.journals, args.kinds, args.no_spread)
+            s = run_worker(name, dtype, args.frames, args.journals, args.kinds, args.no_spread, args.time_limit_s)
             summaries.append(s)
             print(_row(s), flush=True)
     print("\nCases that did not pass:\n")

@@ -41,7 +41,7 @@ from .manual_plan import plan_for_boundaries
 from .part_load import checked_part
 from .parts import PartRange, kernel_aware_parts, kernel_splits, op_boundaries, part_io, plan_parts
 from .schema import Plan, plan_input_shapes
-from .tflite_convert import convert_part, part_tensor_specs
+from .tflite_convert import ConversionMemo, convert_part, part_tensor_specs
 
 __all__ = [
     "DEFAULT_CALIB_SAMPLES", "DEPLOYMENT_FIELDS", "EXPORT_CALL_SHARE", "FRAME_HEADER_SLACK", "REFERENCE_FILE",
@@ -68,7 +68,7 @@ def _prepare_out_dir(out_dir: Path) -> None:
 def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = None, calib: Any = None,
                 samples: int = DEFAULT_CALIB_SAMPLES, seed: int = 0, keep_reference: bool = False,
                 memory_budget: float | str = "4GB", progress: Callable[[str], None] | None = None,
-                note: Callable[[str], None] | None = None) -> Manifest:
+                note: Callable[[str], None] | None = None, memo: ConversionMemo | None = None) -> Manifest:
     """Write the artifacts of ``plan`` into ``out_dir`` and return their manifest.
 
     Parameters
@@ -96,6 +96,9 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     progress, note : callable, optional
         Called with a short message before each conversion; with what the user should know
         (:func:`kernel_splits`, parts :func:`checked_part` could not run here).
+    memo : ConversionMemo, optional
+        Conversions of Keras parts to reuse and keep (many exports of one network: a sweep);
+        the files written are the same as without it.
     """
     import tempfile
 
@@ -115,7 +118,8 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
     with staged_folder(out, "export folder") as tmp, tempfile.TemporaryDirectory(prefix="dnnplan-export-") as spill:
         store = CalibrationStore(Path(spill))
         calib_info = fill_calibration(store, op_graph, calib, samples, seed) if needs_int8 else None
-        reference, reference_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress, budget)
+        reference, reference_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress, budget,
+                                                     memo)
                                if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
         manifest_parts: list[Part] = []
@@ -126,7 +130,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             if progress:
                 progress(f"converting {part.name} (layers {part.first_layer}-{part.last_layer}, {part.dtype})")
             file_name = f"{part.name}.tflite"
-            convert_part(submodel, tmp / file_name, part.dtype, representative, budget)
+            convert_part(submodel, tmp / file_name, part.dtype, representative, budget, memo)
             if reference is not None and part.dtype == "int8":
                 reference.align(tmp / file_name, ins, outs, known)
             if needs_int8 and part is not parts[-1]:
@@ -136,7 +140,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
                                                part_tensor_specs(path, outs, "outputs"), note))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})
         if keep_reference and reference_info is None:
-            reference_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress, budget)
+            reference_info = _kept_reference(plan, cutter, op_graph, tmp, store, needs_int8, progress, budget, memo)
         if calib_info is not None:
             calib_info.aligned_to_single_file = reference is not None
         manifest = build_manifest(plan, op_graph, manifest_parts, weight_seed, calib_info, __version__)
@@ -147,24 +151,25 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
 
 
 def _kept_reference(plan: Plan, cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
-                    needs_int8: bool, progress: Callable[[str], None] | None, budget: float | None = None) -> Any:
+                    needs_int8: bool, progress: Callable[[str], None] | None, budget: float | None = None,
+                    memo: ConversionMemo | None = None) -> Any:
     """The single-file reference ``--keep-reference`` ships when no INT8 alignment made one."""
     reference_dtype = "int8" if needs_int8 else ("fp16" if plan.model.dtype == "fp16" else "fp32")
     if progress:
         progress(f"converting the single-file {reference_dtype} reference (--keep-reference)")
-    return _single_file_reference(cutter, op_graph, tmp, reference_dtype, store, budget)
+    return _single_file_reference(cutter, op_graph, tmp, reference_dtype, store, budget, memo)
 
 
 def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store: CalibrationStore,
-                    keep: bool, progress: Callable[[str], None] | None,
-                    budget: float | None = None) -> tuple[Int8Reference, ReferenceModel | None]:
+                    keep: bool, progress: Callable[[str], None] | None, budget: float | None = None,
+                    memo: ConversionMemo | None = None) -> tuple[Int8Reference, ReferenceModel | None]:
     """The single-file INT8 model whose quantization parameters the INT8 parts are aligned to
     (kept in the artifacts with ``keep``)."""
     if progress:
         progress("converting the single-file INT8 reference (quantization parameters)")
     reference_path = tmp / REFERENCE_FILE
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
-    convert_part(full, reference_path, "int8", store.representative(list(op_graph.inputs)), budget)
+    convert_part(full, reference_path, "int8", store.representative(list(op_graph.inputs)), budget, memo)
     reference = Int8Reference(reference_path, list(op_graph.inputs), list(op_graph.outputs))
     if not keep:
         reference_path.unlink()
@@ -174,13 +179,14 @@ def _int8_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, store:
 
 
 def _single_file_reference(cutter: KerasCutter, op_graph: LayerGraph, tmp: Path, dtype: str,
-                           store: CalibrationStore, budget: float | None = None) -> ReferenceModel:
+                           store: CalibrationStore, budget: float | None = None,
+                           memo: ConversionMemo | None = None) -> ReferenceModel:
     """The whole network converted once at ``dtype`` into ``tmp`` (``--keep-reference`` of an
     export that is not aligned to a single-file INT8 model), for ``dnnplan run --check``."""
     path = tmp / f"reference.{dtype}.tflite"
     full = cutter.submodel(op_graph, 0, len(op_graph), list(op_graph.inputs), list(op_graph.outputs), "full")
     representative = store.representative(list(op_graph.inputs)) if dtype == "int8" else None
-    convert_part(full, path, dtype, representative, budget)
+    convert_part(full, path, dtype, representative, budget, memo)
     return ReferenceModel(file=path.name, sha256=sha256_file(path), bytes=path.stat().st_size)
 
 

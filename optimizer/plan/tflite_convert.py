@@ -5,10 +5,16 @@ of Neural Networks for Efficient Integer-Arithmetic-Only Inference", CVPR 2018, 
 the TFLite converter) on a representative dataset of the part's inputs
 (:mod:`optimizer.plan.calibration_data`). The converted part's inputs and outputs are read back from
 its ``serving_default`` signature (:func:`part_tensor_specs`) for the manifest.
+:class:`ConversionMemo` keeps converted parts by content, so that exporting the same part again
+(the same layers, weights, calibration data and settings: a sweep over many plans of one network)
+copies the earlier conversion instead of running the converter again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,15 +25,76 @@ from ..errors import ModelFormatError
 from .manifest import Quantization, TensorSpec
 
 
+class ConversionMemo:
+    """Converted parts in ``folder``, named by the SHA-256 of everything that makes their bytes.
+
+    The key covers the converter versions (TensorFlow, Keras), the sub-model's architecture as
+    Keras serializes it (layers, their settings and names, the model's name, which TFLite keeps),
+    every weight's values (trainable or not), the dtype, the memory budget and, for INT8, every
+    sample of the representative dataset. A sub-model Keras cannot serialize is converted
+    without the memo. Meant for one process's run (a sweep): the folder is not versioned with
+    this package's code.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, submodel: Any, dtype: str, representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None,
+            memory_budget: float | None) -> str | None:
+        """The part's content key, or None when its architecture cannot be serialized."""
+        from ..lazy import keras, tensorflow
+
+        try:
+            architecture = submodel.to_json(sort_keys=True)
+        except Exception:  # noqa: BLE001 - a layer Keras cannot serialize: convert without the memo
+            return None
+        h = hashlib.sha256(json.dumps([tensorflow().__version__, keras().__version__, dtype, memory_budget]).encode())
+        h.update(architecture.encode())
+        for w in submodel.weights:
+            value = np.ascontiguousarray(w.numpy())
+            h.update(f"{w.path}|{value.dtype}|{value.shape}".encode())
+            h.update(value.tobytes())
+        for sample in (representative() if representative is not None and dtype == "int8" else ()):
+            for name in sorted(sample):
+                value = np.ascontiguousarray(sample[name])
+                h.update(f"{name}|{value.dtype}|{value.shape}".encode())
+                h.update(value.tobytes())
+        return h.hexdigest()
+
+    def convert(self, submodel: Any, path: Path, dtype: str,
+                representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None,
+                memory_budget: float | None = None) -> Path:
+        """:func:`convert_part`, or a copy of the same conversion made earlier."""
+        from ..fileio import atomic_write_bytes
+
+        key = self.key(submodel, dtype, representative, memory_budget)
+        kept = self.folder / f"{key}.tflite"
+        if key is not None and kept.is_file():
+            self.hits += 1
+            return atomic_write_bytes(path, kept.read_bytes())
+        convert_part(submodel, path, dtype, representative, memory_budget)
+        if key is not None:
+            self.misses += 1
+            self.folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, kept.with_suffix(".part"))
+            kept.with_suffix(".part").replace(kept)
+        return Path(path)
+
+
 def convert_part(submodel: Any, path: Path, dtype: str,
                  representative: Callable[[], Iterator[dict[str, np.ndarray]]] | None,
-                 memory_budget: float | None = None) -> Path:
+                 memory_budget: float | None = None, memo: ConversionMemo | None = None) -> Path:
     """Convert one sub-model to TFLite (fp32, fp16 weights, or full-integer int8).
 
     Uses :mod:`optimizer.graph.convert` (quiet, atomic); int8 adds the PTQ settings, with the
     calibration ranges recorded by :mod:`optimizer.quantize.ranges` (in several passes where one
-    would not fit ``memory_budget`` bytes).
+    would not fit ``memory_budget`` bytes). With ``memo``, a part converted before with the same
+    content is copied (:class:`ConversionMemo`).
     """
+    if memo is not None:
+        return memo.convert(submodel, path, dtype, representative, memory_budget)
     from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
     from ..lazy import tensorflow
     from ..quantize.parallel_calibration import parallel_calibration

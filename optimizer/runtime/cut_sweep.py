@@ -33,11 +33,14 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DnnplanError, PartLoadError
 from ..plan.part_load import NO_KERNEL
 from ..graph.layergraph import LayerGraph
+
+if TYPE_CHECKING:
+    from ..plan.tflite_convert import ConversionMemo
 
 #: interior boundaries chosen by default besides 0 and L
 DEFAULT_BETWEEN = 8
@@ -188,11 +191,12 @@ def _first_line(exc: BaseException) -> str:
 def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, dtype: str = "fp32",
              input_shapes: dict[str, tuple[int, ...]] | None = None, variant: dict[str, Any] | None = None,
              frames: int = 3, min_agreement: float = 0.99, seed: int = 0, samples: int = 16,
-             keras_model: Any = None) -> CaseResult:
+             keras_model: Any = None, memo: ConversionMemo | None = None) -> CaseResult:
     """Export ``case`` of ``model`` into a folder under ``workdir`` and run it with the
     single-file check (see the module docstring for the statuses); the folder is removed.
     ``keras_model``: the zoo network already built (:func:`~optimizer.plan.keras_model.load_plan_model`),
-    so that every case does not build it and re-estimate its batch norm again."""
+    so that every case does not build it and re-estimate its batch norm again; ``memo``: the
+    :class:`~optimizer.plan.tflite_convert.ConversionMemo` of parts the earlier cases converted."""
     from ..plan.export import export_plan
     from ..plan.manual_plan import plan_for_boundaries
     from .pipeline import run_plan
@@ -208,7 +212,7 @@ def run_case(model: str, graph: LayerGraph, case: SweepCase, workdir: Path, *, d
             notes: list[str] = []
             try:
                 manifest = export_plan(plan, art, model=keras_model, seed=seed, samples=samples,
-                                       keep_reference=True, note=notes.append)
+                                       keep_reference=True, note=notes.append, memo=memo)
             except PartLoadError as exc:
                 res.reason = f"export: {_first_line(exc)}"
                 return res
@@ -257,20 +261,33 @@ def export_sweep(model: str, graph: LayerGraph, cases: list[SweepCase], *, dtype
                  input_shapes: dict[str, tuple[int, ...]] | None = None, variant: dict[str, Any] | None = None,
                  frames: int = 3, min_agreement: float = 0.99, seed: int = 0, samples: int = 16,
                  journal: Path | None = None,
-                 progress: Callable[[SweepCase, CaseResult | None], None] | None = None) -> list[CaseResult]:
+                 progress: Callable[[SweepCase, CaseResult | None], None] | None = None,
+                 time_limit_s: float | None = None) -> list[CaseResult]:
     """Run every case (:func:`run_case`); cases already in ``journal`` are not run again, and each
-    new result is added to it (the file is rewritten atomically after each case)."""
+    new result is added to it (the file is rewritten atomically after each case). A zoo network's
+    sub-models are converted once per sweep (a :class:`~optimizer.plan.tflite_convert.ConversionMemo`:
+    every case ships the same single-file reference, and a 3-stage pipeline's first stage is a
+    2-stage pipeline's). With
+    ``time_limit_s``, no new case starts once that many seconds have passed: the results returned
+    then lack the cases not run (a later call with the same journal resumes)."""
     from ..fileio import atomic_write_bytes
+
+    started = time.perf_counter()
 
     done = read_journal(journal)
     results = []
-    keras_model = None
+    keras_model: Any = None
+    memo: ConversionMemo | None = None
     if graph.fmt == "zoo" and any(f"{graph.name}|{dtype}|{c.key}" not in done for c in cases):
         from ..plan.keras_model import load_plan_model
         from ..plan.manual_plan import plan_for_boundaries
 
         keras_model, _, _ = load_plan_model(plan_for_boundaries(model, [], variant=variant, graph=graph), seed=seed)
     with tempfile.TemporaryDirectory(prefix="dnnplan-sweep-") as work:
+        if keras_model is not None:
+            from ..plan.tflite_convert import ConversionMemo
+
+            memo = ConversionMemo(Path(work) / "conversions")
         for case in cases:
             key = f"{graph.name}|{dtype}|{case.key}"
             if key in done:
@@ -278,11 +295,13 @@ def export_sweep(model: str, graph: LayerGraph, cases: list[SweepCase], *, dtype
                 if progress:
                     progress(case, done[key])
                 continue
+            if time_limit_s is not None and time.perf_counter() - started > time_limit_s:
+                break
             if progress:
                 progress(case, None)
             res = run_case(model, graph, case, Path(work), dtype=dtype, input_shapes=input_shapes, variant=variant,
                            frames=frames, min_agreement=min_agreement, seed=seed, samples=samples,
-                           keras_model=keras_model)
+                           keras_model=keras_model, memo=memo)
             results.append(res)
             done[key] = res
             if journal is not None:
