@@ -97,8 +97,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         Called with a short message before each conversion; with what the user should know
         (:func:`kernel_splits`, parts :func:`checked_part` could not run here).
     memo : ConversionMemo, optional
-        Conversions of Keras parts to reuse and keep (many exports of one network: a sweep);
-        the files written are the same as without it.
+        Keras part conversions to reuse (a sweep's many exports); files as without it.
     """
     import tempfile
 
@@ -119,8 +118,7 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
         store = CalibrationStore(Path(spill))
         calib_info = fill_calibration(store, op_graph, calib, samples, seed) if needs_int8 else None
         reference, reference_info = (_int8_reference(cutter, op_graph, tmp, store, keep_reference, progress, budget,
-                                                     memo)
-                               if needs_int8 and len(parts) > 1 else (None, None))
+                                                     memo) if needs_int8 and len(parts) > 1 else (None, None))
         known: dict[str, Quantization] = {}
         manifest_parts: list[Part] = []
         for part in parts:
@@ -129,13 +127,12 @@ def export_plan(plan: Plan, out_dir: str | os.PathLike[str], *, model: Any = Non
             representative = store.representative(ins) if part.dtype == "int8" else None
             if progress:
                 progress(f"converting {part.name} (layers {part.first_layer}-{part.last_layer}, {part.dtype})")
-            file_name = f"{part.name}.tflite"
-            convert_part(submodel, tmp / file_name, part.dtype, representative, budget, memo)
+            path = tmp / f"{part.name}.tflite"
+            convert_part(submodel, path, part.dtype, representative, budget, memo)
             if reference is not None and part.dtype == "int8":
-                reference.align(tmp / file_name, ins, outs, known)
+                reference.align(path, ins, outs, known)
             if needs_int8 and part is not parts[-1]:
                 store.predict(submodel, ins, outs, frames_per_call(op_graph, part.first_op, part.end_op, budget))
-            path = tmp / file_name
             manifest_parts.append(checked_part(part, path, part_tensor_specs(path, ins, "inputs"),
                                                part_tensor_specs(path, outs, "outputs"), note))
             known.update({t.name: t.quantization for t in manifest_parts[-1].outputs if t.quantization})

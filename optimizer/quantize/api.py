@@ -299,11 +299,8 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     if integer and mixed == "auto":
         say("choosing operators to keep in float (mixed precision)")
         qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
-                                              threads, runs, warmup, as_converted)
+                                              threads, runs, warmup, as_converted, warnings)
         ops = analyse_tflite(qbytes, src.name)
-        busy = busy_host_warning(mixed_info, threads)
-        if busy:
-            warnings.append(busy)
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
     if fidelity is None:
@@ -383,9 +380,10 @@ def _convert_int8(src: ModelSource, scheme: str, cal: CalibrationSet, io: str, p
 
 def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: bytes,
                      requantize: Callable[[list[str]], bytes], threads: int, runs: int,
-                     warmup: int, before: bytes | None = None) -> tuple[bytes, MixedInfo]:
+                     warmup: int, before: bytes | None = None,
+                     warnings: list[str] | None = None) -> tuple[bytes, MixedInfo]:
     """The model :func:`.mixed.choose_float_ops` keeps (``--mixed auto``) and its report; ``before``:
-    ``full`` before the XNNPACK rewrites."""
+    ``full`` before the XNNPACK rewrites; a busy host during the trials is added to ``warnings``."""
     chosen = choose_float_ops(full, fp32, requantize, _timing_sample(cal),
                               lambda m: _trial_sqnr(src, fp32, m, cal, threads), threads, runs, warmup, before)
     info = MixedInfo(
@@ -394,6 +392,9 @@ def _mixed_precision(src: ModelSource, cal: CalibrationSet, fp32: bytes, full: b
         trials=[MixedTrialInfo(op=t.op, ops=t.ops, current_ms=_finite(t.current_ms), candidate_ms=_finite(t.candidate_ms),
                                sqnr_db=t.sqnr_db, kept=t.kept, note=t.note, cpu_share=t.cpu_share)
                 for t in chosen.trials])
+    busy = busy_host_warning(info, threads)
+    if busy and warnings is not None:
+        warnings.append(busy)
     return chosen.model, info
 
 
