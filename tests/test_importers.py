@@ -42,7 +42,7 @@ def zoo_model():
 def converted(tmp_path_factory, zoo_model):
     """``converted(name, fmt, **variant)`` → path of the zoo network converted to ``onnx`` |
     ``tflite`` | ``int8`` (full-integer PTQ on a few random samples); each conversion runs once."""
-    from optimizer.graph.convert import keras_tflite_converter, keras_to_onnx, keras_to_tflite, run_converter
+    from optimizer.graph.convert import keras_to_onnx, keras_to_tflite, run_converter
 
     root = tmp_path_factory.mktemp("converted")
     cache: dict[tuple[str, str], object] = {}
@@ -58,9 +58,8 @@ def converted(tmp_path_factory, zoo_model):
         elif fmt == "tflite":
             path = keras_to_tflite(model, root / f"{stem}.tflite")
         else:
-            from optimizer.lazy import tensorflow
+            from optimizer.plan.tflite_convert import int8_converter
 
-            tf = tensorflow()
             shape = (1, *model.inputs[0].shape[1:])
             rng = np.random.default_rng(0)
 
@@ -68,13 +67,7 @@ def converted(tmp_path_factory, zoo_model):
                 for _ in range(3):
                     yield [rng.uniform(-1, 1, shape).astype(np.float32)]
 
-            conv = keras_tflite_converter(model)
-            conv.optimizations = [tf.lite.Optimize.DEFAULT]
-            conv.representative_dataset = samples
-            conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-            conv.inference_input_type = tf.int8
-            conv.inference_output_type = tf.int8
-            path = run_converter(conv, root / f"{stem}_int8.tflite", name)
+            path = run_converter(int8_converter(model, samples), root / f"{stem}_int8.tflite", name)
         cache[key] = path
         return path
 

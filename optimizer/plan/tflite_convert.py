@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,9 +76,7 @@ class ConversionMemo:
         convert_part(submodel, path, dtype, representative, memory_budget)
         if key is not None:
             self.misses += 1
-            self.folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, kept.with_suffix(".part"))
-            kept.with_suffix(".part").replace(kept)
+            atomic_write_bytes(kept, Path(path).read_bytes())
         return Path(path)
 
 
@@ -95,12 +92,22 @@ def convert_part(submodel: Any, path: Path, dtype: str,
     """
     if memo is not None:
         return memo.convert(submodel, path, dtype, representative, memory_budget)
-    from ..graph.convert import keras_tflite_converter, keras_to_tflite, run_converter
-    from ..lazy import tensorflow
+    from ..graph.convert import keras_to_tflite, run_converter
     from ..quantize.parallel_calibration import parallel_calibration
 
     if dtype != "int8":
         return keras_to_tflite(submodel, path, fp16=dtype == "fp16")
+    converter = int8_converter(submodel, representative)
+    with parallel_calibration(1, memory_budget=memory_budget):  # LiteRT ranges, in this process
+        return run_converter(converter, path, submodel.name)
+
+
+def int8_converter(submodel: Any, representative: Callable[[], Iterator[Any]] | None) -> Any:
+    """A TFLite converter of ``submodel`` set for full-integer PTQ (Jacob et al., CVPR 2018): INT8
+    kernels only, INT8 inputs and outputs, ranges calibrated on ``representative``."""
+    from ..graph.convert import keras_tflite_converter
+    from ..lazy import tensorflow
+
     tf = tensorflow()
     converter = keras_tflite_converter(submodel)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -108,8 +115,7 @@ def convert_part(submodel: Any, path: Path, dtype: str,
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
-    with parallel_calibration(1, memory_budget=memory_budget):  # LiteRT ranges, in this process
-        return run_converter(converter, path, submodel.name)
+    return converter
 
 
 def part_tensor_specs(path: Path, names: list[str], kind: str) -> list[TensorSpec]:
