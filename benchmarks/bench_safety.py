@@ -377,6 +377,62 @@ else:
     return Outcome("unauthorized then closed" in line, line)
 
 
+def case_serve_replay(repo: Path, work: Path, fx: dict[str, Path]) -> Outcome:
+    """Everything a signed client sent, recorded by a proxy and sent again on a fresh connection."""
+    token = work / "token"
+    token.write_text("0123456789abcdef0123456789abcdef\n")
+    code = f"""
+import socket, threading, time
+import numpy as np
+from optimizer.plan.manifest import read_manifest
+from optimizer.runtime import SplitClient, TailServer, wire
+art = {str(fx['split_art'])!r}
+m = read_manifest(art)
+token = wire.read_token({str(token)!r})
+req = {{t.name: np.zeros(t.shape, t.dtype) for t in m.wire.request}}
+recorded = []
+
+def pump(a, b, rec):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            if rec is not None:
+                rec.append(d)
+            b.sendall(d)
+    except OSError:
+        pass
+
+with TailServer(art, "127.0.0.1", 0, workers=1, token=token, idle_timeout_s=2) as srv, \\
+        socket.create_server(("127.0.0.1", 0)) as lsock:
+    def proxy():
+        c, _ = lsock.accept()
+        u = socket.create_connection(("127.0.0.1", srv.port))
+        threading.Thread(target=pump, args=(u, c, None), daemon=True).start()
+        pump(c, u, recorded)
+    threading.Thread(target=proxy, daemon=True).start()
+    with SplitClient("127.0.0.1", lsock.getsockname()[1], m.wire, token=token, timeout_s=5) as cl:
+        cl.request(req)
+    time.sleep(0.3)
+    types = []
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=4) as s:
+        s.sendall(b"".join(recorded))
+        try:
+            while (p := wire.read_frame(s, 1 << 24)) is not None:
+                types.append(wire.MESSAGE_TYPES.get(wire.HEADER.unpack_from(p, 0)[2], "?"))
+        except (socket.timeout, OSError):
+            pass
+    answered = "response" in types
+    print("RESULT", "replayed request answered" if answered else "replay refused",
+          "(replies: " + ", ".join(types) + ")")
+"""
+    res = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    line = next((ln[7:] for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), _line(res.stderr))
+    return Outcome(line.startswith("replay refused"), line)
+
+
 CASES: list[tuple[str, str, Callable[[Path, Path, dict[str, Path]], Outcome]]] = [
     ("job-name-dotdot", "job named '..', the run fails before a task finishes", case_job_dotdot),
     ("out-dotdot", "batch run --out missing/.., the run fails", case_out_dotdot),
@@ -397,6 +453,7 @@ CASES: list[tuple[str, str, Callable[[Path, Path, dict[str, Path]], Outcome]]] =
     ("batch-damaged", "truncated result.json, batch run again", case_damaged_result),
     ("serve-slow", "serve under 64 slow senders + 64 idle connections", case_serve_slow),
     ("serve-token", "unsigned request to serve --token-file F", case_serve_token),
+    ("serve-replay", "a signed client's bytes, recorded and sent again on a new connection", case_serve_replay),
 ]
 
 

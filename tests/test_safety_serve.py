@@ -1,5 +1,6 @@
 """``serve`` under slow and idle connections (a whole-frame deadline, bounded connections) and with a
-shared token (HMAC-SHA256 of each request, required beyond loopback). The tail is an ONNX part of
+shared token (a HELLO exchange per connection, then HMAC-SHA256 with its session key; required beyond
+loopback; recorded frames cannot be replayed). The tail is an ONNX part of
 the tiny network's split: no TensorFlow, and every deadline is short."""
 
 from __future__ import annotations
@@ -162,5 +163,81 @@ def test_version_1_peers_are_still_answered_and_unknown_versions_named(split_art
         frame[8] = 9  # the version byte (after the length and the magic)
         s.sendall(bytes(frame))
         reply = wire.decode(wire.read_frame(s, 1 << 20))
-        assert reply.error_code == wire.E_VERSION and "version 9 is not supported; this end speaks versions 1, 2" \
+        assert reply.error_code == wire.E_VERSION and "version 9 is not supported; this end speaks versions 1, 2, 3" \
             in reply.error
+
+
+def _session(port: int, token: bytes) -> tuple[socket.socket, bytes]:
+    """A raw connection after the HELLO exchange, and its session key (what SplitClient does)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    mine = wire.new_nonce()
+    s.sendall(wire.encode_hello(0, {wire.CLIENT_NONCE: mine}, token))
+    hello = wire.decode(wire.read_frame(s, 1 << 20), token=token)
+    echoed, theirs = wire.hello_nonces(hello, wire.CLIENT_NONCE, wire.SERVER_NONCE)
+    assert echoed == mine
+    return s, wire.session_key(token, mine, theirs)
+
+
+def test_a_recorded_request_cannot_be_replayed(split_art, token_file):
+    """A signed request recorded on one connection is refused on another (its session key differs)
+    and when sent again on the same one (its id is not above the last); a version-2 client that
+    signs with the token itself is told to update. Before, every replay was answered."""
+    from optimizer.runtime import TailServer
+    from optimizer.runtime.wire import read_token
+
+    token = read_token(token_file)
+    with TailServer(split_art["art"], "127.0.0.1", 0, workers=1, token=token) as srv:
+        s, key = _session(srv.port, token)
+        with s:
+            recorded = wire.encode(wire.REQUEST, 5, split_art["request"], token=key)
+            s.sendall(recorded)
+            reply = wire.decode(wire.read_frame(s, 1 << 20), token=key)
+            assert reply.type == wire.RESPONSE and reply.request_id == 5
+            first = reply.tensors
+            s.sendall(recorded)  # the same frame again on the same connection
+            reply = wire.decode(wire.read_frame(s, 1 << 20), token=key)
+            assert reply.error_code == wire.E_UNAUTHORIZED and "not above the connection's last one (5)" in reply.error
+            assert wire.read_frame(s, 1 << 20) is None
+        s, key2 = _session(srv.port, token)
+        with s:
+            assert key2 != key
+            s.sendall(recorded)  # replayed on a fresh connection
+            reply = wire.decode(wire.read_frame(s, 1 << 20), token=key2)
+            assert reply.error_code == wire.E_UNAUTHORIZED and "HMAC does not match" in reply.error
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+            s.sendall(wire.encode(wire.REQUEST, 1, split_art["request"], token=token, version=2))
+            reply = wire.decode(wire.read_frame(s, 1 << 20), token=token)
+            assert reply.error_code == wire.E_UNAUTHORIZED and reply.version == 2
+            assert "before the hello exchange" in reply.error and "update the client" in reply.error
+    assert srv.stats.requests == 1 and srv.stats.unauthorized == 3
+    assert all(np.array_equal(v, first[k]) for k, v in first.items())
+
+
+def test_a_client_refuses_a_reply_recorded_on_another_connection(split_art, token_file):
+    """A fake server that plays back a HELLO and a RESPONSE recorded from the real one: the client's
+    fresh nonce is not echoed, so it refuses before sending its request."""
+    from optimizer.runtime import SplitClient, TailServer
+    from optimizer.runtime.wire import read_token
+
+    token, m = read_token(token_file), split_art["manifest"]
+    with TailServer(split_art["art"], "127.0.0.1", 0, workers=1, token=token) as srv:
+        s, key = _session(srv.port, token)
+        with s:
+            s.sendall(wire.encode(wire.REQUEST, 1, split_art["request"], token=key))
+            response = wire.read_frame(s, 1 << 20)
+    hello = wire.encode_hello(0, {wire.CLIENT_NONCE: wire.new_nonce(), wire.SERVER_NONCE: wire.new_nonce()}, token)
+    with socket.create_server(("127.0.0.1", 0)) as lsock:
+        def play_back() -> None:
+            conn, _ = lsock.accept()
+            with conn:
+                wire.read_frame(conn, 1 << 20)
+                conn.sendall(hello)
+                conn.sendall(wire.LENGTH.pack(len(response)) + response)
+                time.sleep(0.5)
+
+        t = threading.Thread(target=play_back, daemon=True)
+        t.start()
+        with SplitClient("127.0.0.1", lsock.getsockname()[1], m.wire, token=token, timeout_s=5) as client, \
+                pytest.raises(MeasurementError, match="answers another connection's nonce"):
+            client.request(split_art["request"])
+        t.join(timeout=5)

@@ -197,7 +197,7 @@ def _corrupt_frames(valid: bytes, rng: np.random.Generator, n: int):
             yield wire.encode(wire.REQUEST, i, {"x": np.zeros((1, 3), np.int64)}), "error"
         else:
             b = bytearray(body)
-            b[4] = 3  # version 3 (this end speaks 1 and 2)
+            b[4] = 9  # version 9 (this end speaks 1, 2 and 3)
             yield struct.pack("<I", len(b)) + bytes(b), "error"
 
 

@@ -91,7 +91,8 @@ def run(
     min_agreement: float = typer.Option(0.99, "--min-agreement", help="Top-1 agreement --check requires."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     token_file: Optional[str] = typer.Option(None, "--token-file", help="Shared token of the tail server "
-                                             "(serve --token-file): requests are signed with it (HMAC-SHA256); "
+                                             "(serve --token-file): each connection opens with a nonce exchange and "
+                                             "requests are signed with its session key (HMAC-SHA256); "
                                              "needed for a --server beyond loopback."),
 ) -> None:
     """Execute a plan on this host and report measured FPS and latency next to the prediction."""
@@ -204,7 +205,9 @@ def serve(
     idle_timeout: float = typer.Option(30.0, "--idle-timeout", help="Seconds a connection may wait between "
                                        "frames."),
     token_file: Optional[str] = typer.Option(None, "--token-file", help="Shared token (a file of at least 16 "
-                                             "random bytes): every request must carry its HMAC-SHA256; "
+                                             "random bytes): each connection opens with a nonce exchange, then every "
+                                             "request must carry the HMAC-SHA256 of its session key and an "
+                                             "increasing id (replays refused); "
                                              "required to listen beyond loopback."),
 ) -> None:
     """Serve the tail of a split plan over TCP until interrupted (Ctrl-C or SIGTERM: exit 130)."""

@@ -125,8 +125,10 @@ class Wire(_Strict):
     """The split's transport (see ``docs/MANIFEST.md`` for the frame layout)."""
 
     protocol: Literal["dnnplan-tcp"] = "dnnplan-tcp"
-    protocol_version: int = Field(default=2, description="Wire protocol version the server speaks (2: optional "
-                                  "HMAC-SHA256 signing; it reads version-1 frames too)")
+    protocol_version: int = Field(default=3, description="Wire protocol version the server speaks (3: with a "
+                                  "shared token, a HELLO exchange of nonces per connection and HMAC-SHA256 "
+                                  "signing with its session key; without one it reads version-1 and -2 "
+                                  "frames too)")
     byte_order: Literal["little"] = "little"
     max_frame_bytes: int = Field(gt=0)
     request: list[TensorInfo] = Field(description="Tensors of a request frame (head -> tail)")

@@ -115,7 +115,9 @@ class RequestStats:
 
 class SplitClient:
     """A connection to a tail server; one request at a time (use one client per thread). With a
-    shared ``token`` every request is signed and every reply's signature checked."""
+    shared ``token`` each connection begins with the HELLO exchange of fresh nonces
+    (:mod:`optimizer.runtime.wire`), then every request is signed with the session key and every
+    reply's signature checked with it, so a reply recorded on another connection does not verify."""
 
     def __init__(self, host: str, port: int, wire_spec: Wire, *, timeout_s: float = 10.0,
                  connect_timeout_s: float = 5.0, retries: int = 2,
@@ -131,6 +133,7 @@ class SplitClient:
             TracePacer(bandwidth_trace) if bandwidth_trace is not None else
             TokenBucket(bandwidth_bps) if bandwidth_bps else None)
         self._sock: socket.socket | None = None
+        self._key: bytes | None = None  # the connection's session key (with a token)
         self._next_id = 1
         self.reconnects = 0
 
@@ -144,9 +147,41 @@ class SplitClient:
             s.settimeout(self.timeout_s)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock = s
+            if self.token is not None:
+                self._key = self._hello(s, self.token)
         return self._sock
 
+    def _hello(self, sock: socket.socket, token: bytes) -> bytes:
+        """The HELLO exchange on a fresh connection: the session key (module docstring of
+        :mod:`optimizer.runtime.wire`). A server's refusal raises :class:`MeasurementError`."""
+        mine = wire.new_nonce()
+        sock.sendall(wire.encode_hello(0, {wire.CLIENT_NONCE: mine}, token))
+        payload = wire.read_frame(sock, self.wire.max_frame_bytes)
+        if payload is None:
+            raise ConnectionError("server closed the connection during the hello exchange")
+        try:
+            reply = wire.decode(payload, token=token)
+        except wire.WireError as exc:
+            self.close()
+            raise MeasurementError(f"tail server {self.host}:{self.port}: the hello exchange failed: "
+                                   f"{_refusal(payload) or exc}") from None
+        if reply.type == wire.ERROR:
+            self.close()
+            raise MeasurementError(f"tail server {self.host}:{self.port} refused the session: "
+                                   f"{wire.ERROR_NAMES.get(reply.error_code, reply.error_code)}: {reply.error}")
+        try:
+            echoed, theirs = wire.hello_nonces(reply, wire.CLIENT_NONCE, wire.SERVER_NONCE)
+        except wire.WireError as exc:
+            self.close()
+            raise MeasurementError(f"tail server {self.host}:{self.port}: bad hello reply: {exc}") from None
+        if echoed != mine:
+            self.close()
+            raise MeasurementError(f"tail server {self.host}:{self.port}: the hello reply answers another "
+                                   "connection's nonce (a replayed frame)")
+        return wire.session_key(token, mine, theirs)
+
     def close(self) -> None:
+        self._key = None
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -175,11 +210,12 @@ class SplitClient:
         """Send one request (tensors in the manifest's wire order) and wait for the response."""
         rid = self._next_id
         self._next_id += 1
-        frame = wire.encode(wire.REQUEST, rid, {t.name: tensors[t.name] for t in self.wire.request}, token=self.token)
+        ordered = {t.name: tensors[t.name] for t in self.wire.request}
         last: Exception | None = None
         for attempt in range(1, self.retries + 2):
             try:
                 sock = self._connect()
+                frame = wire.encode(wire.REQUEST, rid, ordered, token=self._key)  # the connection's key
                 t0 = time.perf_counter()
                 upload = self._send(sock, frame)
                 payload = wire.read_frame(sock, self.wire.max_frame_bytes)
@@ -192,7 +228,7 @@ class SplitClient:
                 self.reconnects += 1
                 continue
             try:
-                reply = wire.decode(payload, token=self.token)
+                reply = wire.decode(payload, token=self._key)
             except wire.WireError as exc:
                 self.close()
                 raise MeasurementError(f"tail server {self.host}:{self.port} replied to request {rid} with a bad "
@@ -207,3 +243,14 @@ class SplitClient:
             return reply.tensors, stats
         raise MeasurementError(f"tail server {self.host}:{self.port} did not answer request {rid} after "
                                f"{self.retries + 1} attempts (timeout {self.timeout_s} s): {last}")
+
+
+def _refusal(payload: bytes) -> str | None:
+    """An unsigned ERROR frame's text (a tokenless server refusing a signed hello), else None."""
+    try:
+        frame = wire.decode(payload)
+    except wire.WireError:
+        return None
+    if frame.type != wire.ERROR:
+        return None
+    return f"{wire.ERROR_NAMES.get(frame.error_code, frame.error_code)}: {frame.error}"

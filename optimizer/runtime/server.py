@@ -13,10 +13,13 @@ replies. A connection costs a buffer, not a thread, so slow or idle peers cannot
   is answered with a ``busy`` ERROR frame and closed), and at most ``max_buffered_bytes`` of
   frames being read at once (a frame's declared length is reserved before its body is read);
   both are freed by the deadline and the idle timeout, so slow senders hold them for seconds;
-* **shared token** (optional, ``--token-file``): every request must carry the HMAC-SHA256 of the
-  token (checked in constant time before the request is parsed) and every reply carries one; an
-  unsigned or badly signed request gets an ``unauthorized`` ERROR frame and the connection is
-  closed. Binding beyond loopback requires a token.
+* **shared token** (optional, ``--token-file``): a connection begins with the HELLO exchange of
+  fresh nonces (:mod:`optimizer.runtime.wire`), then every request must carry the HMAC-SHA256 of
+  the connection's session key (checked in constant time before the request is parsed) and an
+  id above the connection's last one, and every reply carries one; so a recorded request, replayed
+  on another connection or again on the same one, is refused. An unsigned, badly signed or
+  replayed request gets an ``unauthorized`` ERROR frame and the connection is closed. Binding
+  beyond loopback requires a token.
 
 Every request frame is validated against the manifest's ``wire.request`` (version, type, tensor
 names, dtypes, shapes, byte counts, frame length); a bad frame is answered with an ERROR frame
@@ -86,12 +89,23 @@ class ServerStats:
 
 
 @dataclass(eq=False)
+class Session:
+    """A connection's signing state under a shared token: the key its frames are signed with (the
+    token until the HELLO exchange, then the session key) and the last request id answered."""
+
+    key: bytes
+    established: bool = False
+    last_id: int = 0
+
+
+@dataclass(eq=False)
 class _Connection:
     """One client connection as the event loop sees it."""
 
     writer: asyncio.StreamWriter
     frame_started: float | None = None  # first byte of the frame being read, None while idle
     reserved: int = 0  # bytes of the frame being read, taken from the buffer budget
+    session: Session | None = None  # with a token: the connection's signing state
 
     def drop(self) -> None:
         self.writer.transport.abort()
@@ -233,7 +247,7 @@ class TailServer:
                                            token=self.token))
             writer.close()
             return
-        conn = _Connection(writer)
+        conn = _Connection(writer, session=Session(self.token) if self.token is not None else None)
         self._conns.add(conn)
         self.stats.add(connections=1)
         try:
@@ -256,18 +270,18 @@ class TailServer:
             payload = await asyncio.wait_for(self._rest_of_frame(first, reader, conn), self.frame_deadline_s)
         except wire.WireError as exc:  # too large or no room: answer, then drop the connection (its bytes unread)
             self.stats.add(errors=1, rejected=exc.code == wire.E_BUSY)
-            await self._send(conn, wire.encode_error(0, exc.code, str(exc), token=self.token))
+            await self._send(conn, wire.encode_error(0, exc.code, str(exc), token=_key(conn.session)))
             return False
         except (TimeoutError, asyncio.TimeoutError):
             self.stats.add(deadlines=1)
             await self._send(conn, wire.encode_error(0, wire.E_DEADLINE, f"the frame did not arrive within "
                                                      f"{self.frame_deadline_s:g} s of its first byte",
-                                                     token=self.token))
+                                                     token=_key(conn.session)))
             return False
         finally:
             self._buffered -= conn.reserved
             conn.reserved = 0
-        reply, keep = await loop.run_in_executor(self._executor, self.reply, payload)
+        reply, keep = await loop.run_in_executor(self._executor, self.reply, payload, conn.session)
         await self._send(conn, reply)
         conn.frame_started = None
         return keep
@@ -320,16 +334,22 @@ class TailServer:
         return {t.name: convert_tensor(outs[t.name], t) for t in self.manifest.wire.response}
 
     def answer(self, payload: bytes) -> bytes:
-        """The reply frame to one request frame's bytes (never raises)."""
+        """The reply frame to one request frame's bytes on a connection of a tokenless server
+        (never raises)."""
         return self.reply(payload)[0]
 
-    def reply(self, payload: bytes) -> tuple[bytes, bool]:
-        """The reply frame to one request frame's bytes, and whether the connection stays open
-        (not after an ``unauthorized`` one when the server has a token); never raises."""
-        rid, version = 0, wire.VERSION
+    def reply(self, payload: bytes, session: Session | None = None) -> tuple[bytes, bool]:
+        """The reply frame to one frame's bytes on a connection with signing state ``session``
+        (None without a token), and whether the connection stays open (not after an
+        ``unauthorized`` one when the server has a token); never raises."""
+        rid, version, key = 0, wire.VERSION, _key(session)
         try:
-            frame = wire.decode(payload, max_tensors=len(self.request_specs) + 8, token=self.token)
+            frame = wire.decode(payload, max_tensors=len(self.request_specs) + 8, token=key)
             rid, version = frame.request_id, frame.version
+            if session is not None:
+                hello = self.authorize(frame, session)
+                if hello is not None:
+                    return hello, True
             self.validate(frame)
             env = {n: Value(a, self.request_specs[n].quantization) for n, a in frame.tensors.items()}
             runner = self._pool.get()
@@ -340,12 +360,43 @@ class TailServer:
             finally:
                 self._pool.put(runner)
             self.stats.add(requests=1, compute_s=dt)
-            return wire.encode(wire.RESPONSE, rid, self.response(outs), token=self.token, version=version), True
+            return wire.encode(wire.RESPONSE, rid, self.response(outs), token=key, version=version), True
         except wire.WireError as exc:
             self.stats.add(errors=1, unauthorized=exc.code == wire.E_UNAUTHORIZED)
-            reply = wire.encode_error(exc.request_id or rid, exc.code, str(exc), token=self.token, version=version)
+            reply = wire.encode_error(exc.request_id or rid, exc.code, str(exc), token=key, version=version)
             return reply, exc.code != wire.E_UNAUTHORIZED or self.token is None  # drop unauthenticated peers
         except Exception as exc:  # an interpreter failure must not end the server
             self.stats.add(errors=1)
-            return wire.encode_error(rid, wire.E_INTERNAL, f"{type(exc).__name__}: {exc}", token=self.token,
+            return wire.encode_error(rid, wire.E_INTERNAL, f"{type(exc).__name__}: {exc}", token=key,
                                      version=version), True
+
+    @staticmethod
+    def authorize(frame: wire.Frame, session: Session) -> bytes | None:
+        """Under a shared token: the HELLO reply that opens ``session`` when ``frame`` is the
+        connection's HELLO (its tag already checked with the token), else None after checking that
+        the session is open and the request id is above the last one; raises :class:`WireError`
+        (``unauthorized``) for a request before the HELLO, a second HELLO or a replayed id."""
+        rid = frame.request_id
+        if not session.established:
+            if frame.type != wire.HELLO:
+                raise wire.WireError(wire.E_UNAUTHORIZED, f"a {wire.MESSAGE_TYPES.get(frame.type, frame.type)} "
+                                     "frame before the hello exchange: with a shared token, protocol version "
+                                     f"{wire.SESSION_VERSION} begins each connection with a HELLO of fresh "
+                                     "nonces (replay protection); update the client", rid)
+            (client,) = wire.hello_nonces(frame, wire.CLIENT_NONCE)
+            server = wire.new_nonce()
+            reply = wire.encode_hello(rid, {wire.CLIENT_NONCE: client, wire.SERVER_NONCE: server}, session.key)
+            session.key, session.established = wire.session_key(session.key, client, server), True
+            return reply
+        if frame.type == wire.HELLO:
+            raise wire.WireError(wire.E_UNAUTHORIZED, "a second hello frame on the connection", rid)
+        if rid <= session.last_id:
+            raise wire.WireError(wire.E_UNAUTHORIZED, f"request id {rid} is not above the connection's last "
+                                 f"one ({session.last_id}): a replayed frame", rid)
+        session.last_id = rid
+        return None
+
+
+def _key(session: Session | None) -> bytes | None:
+    """The key a connection's frames are signed with now (None without a token)."""
+    return None if session is None else session.key

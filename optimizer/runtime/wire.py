@@ -4,16 +4,20 @@
 
     frame   = length:u32  header  body  [tag]         (length = bytes after the length field)
     header  = magic "DNNP"  version:u8  type:u8  flags:u16  request_id:u64  count:u16   (18 B)
-    body    = count x tensor                          (type REQUEST or RESPONSE)
+    body    = count x tensor                          (type REQUEST, RESPONSE or HELLO)
             | code:u16  msg_len:u16  msg:utf-8        (type ERROR, count = 0)
     tensor  = name_len:u16 name:utf-8 dtype:u8 ndim:u8 dims:ndim x u32 nbytes:u64 data
-    tag     = HMAC-SHA256(token, header body)         (32 B, when flags has SIGNED)
+    tag     = HMAC-SHA256(key, header body)           (32 B, when flags has SIGNED)
 
-Version 2 added the ``SIGNED`` flag and its tag (RFC 2104 HMAC with SHA-256 of the shared token
-of ``--token-file``, compared in constant time); a version-1 frame (flags 0) is read unchanged,
-and an endpoint answers in the version it was asked in. ``docs/MANIFEST.md`` is the normative
-description; the manifest's ``wire`` section gives the tensors a request must carry and the
-largest frame a server accepts.
+Version 2 added the ``SIGNED`` flag and its tag (RFC 2104 HMAC with SHA-256, compared in constant
+time). Version 3 binds signatures to the connection, so that a recorded frame cannot be replayed:
+with a shared token (``--token-file``) a connection begins with a HELLO exchange of fresh random
+nonces, signed with the token, and every later frame on it is signed with the session key
+HMAC-SHA256(token, "dnnplan-session" || client nonce || server nonce); request ids must increase
+on a connection. Without a token nothing changes: version-1 and version-2 frames are read
+unchanged and an endpoint answers in the version it was asked in. ``docs/MANIFEST.md`` is the
+normative description; the manifest's ``wire`` section gives the tensors a request must carry and
+the largest frame a server accepts.
 """
 
 from __future__ import annotations
@@ -31,13 +35,17 @@ import numpy as np
 from ..errors import ConfigError, DnnplanError, InputFileError
 
 MAGIC = b"DNNP"
-VERSION = 2
-VERSIONS = (1, 2)  # read; version 1 is version 2 without flags
+VERSION = 3
+VERSIONS = (1, 2, 3)  # read; version 1 is version 2 without flags, version 3 adds HELLO (sessions)
+SESSION_VERSION = 3  # the first version with the HELLO exchange
 SIGNED = 0x0001  # flags: a 32-byte HMAC-SHA256 tag ends the frame
 TAG_BYTES = 32
 MIN_TOKEN_BYTES = 16
-REQUEST, RESPONSE, ERROR = 1, 2, 3
-MESSAGE_TYPES = {REQUEST: "request", RESPONSE: "response", ERROR: "error"}
+NONCE_BYTES = 16
+CLIENT_NONCE, SERVER_NONCE = "client_nonce", "server_nonce"
+SESSION_LABEL = b"dnnplan-session"
+REQUEST, RESPONSE, ERROR, HELLO = 1, 2, 3, 4
+MESSAGE_TYPES = {REQUEST: "request", RESPONSE: "response", ERROR: "error", HELLO: "hello"}
 HEADER = struct.Struct("<4sBBHQH")
 LENGTH = struct.Struct("<I")
 TENSOR_HEAD = struct.Struct("<BB")
@@ -88,6 +96,40 @@ def read_token(path: str | os.PathLike[str]) -> bytes:
         raise ConfigError(f"--token-file {p}: the token has {len(token)} bytes; give at least {MIN_TOKEN_BYTES} "
                           "random ones, e.g. 'head -c 32 /dev/urandom | base64 > FILE'")
     return token
+
+
+def new_nonce() -> bytes:
+    """A fresh random nonce for the HELLO exchange (the OS's CSPRNG)."""
+    return os.urandom(NONCE_BYTES)
+
+
+def session_key(token: bytes, client_nonce: bytes, server_nonce: bytes) -> bytes:
+    """The key every frame after the HELLO exchange is signed with (module docstring): a
+    connection's frames do not verify on another connection, whose nonces differ."""
+    return hmac.new(token, SESSION_LABEL + client_nonce + server_nonce, hashlib.sha256).digest()
+
+
+def hello_nonces(frame: Frame, *names: str) -> list[bytes]:
+    """The nonces ``names`` a HELLO frame carries, each ``NONCE_BYTES`` of uint8; raises
+    :class:`WireError` (``malformed``) otherwise."""
+    if frame.type != HELLO or set(frame.tensors) != set(names):
+        raise WireError(E_MALFORMED, f"expected a hello frame carrying {', '.join(names)}; got a "
+                                     f"{MESSAGE_TYPES.get(frame.type, frame.type)} frame with "
+                                     f"{sorted(frame.tensors)}", frame.request_id)
+    out = []
+    for name in names:
+        a = frame.tensors[name]
+        if a.dtype != np.uint8 or a.shape != (NONCE_BYTES,):
+            raise WireError(E_MALFORMED, f"hello tensor {name!r}: got {a.dtype.name}{list(a.shape)}, "
+                                         f"expected uint8[{NONCE_BYTES}]", frame.request_id)
+        out.append(a.tobytes())
+    return out
+
+
+def encode_hello(request_id: int, nonces: dict[str, bytes], token: bytes) -> bytes:
+    """A HELLO frame carrying ``nonces`` (name -> bytes), signed with the shared ``token``."""
+    return encode(HELLO, request_id, {k: np.frombuffer(v, np.uint8) for k, v in nonces.items()}, token=token,
+                  version=SESSION_VERSION)
 
 
 def _tag(token: bytes, signed: bytes | memoryview) -> bytes:
