@@ -252,6 +252,7 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
 
     from optimizer.cost import build_cost_table
     from optimizer.hardware import load_device
+    from optimizer.measure.validate import runtime_artifact
 
     host = load_device("host")
     learned = learned_models()
@@ -265,32 +266,39 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
         dev = host_device(config, filtered_table(config, None))
         rows = []
         print(f"\n{config}: network, measured ms (run-to-run spread, processes), predicted (default probes), "
-              "near probes, analytic, learned: error %; per-layer Spearman")
+              "near probes, analytic, learned, predicted from the model's graph instead of the runtime file: error %; "
+              "per-layer Spearman")
         for name, (ref, shapes) in networks(runner).items():
             if name not in meas:
                 continue
             m, spread, procs = meas[name]
             g = load(ref, shapes)
-            pred = float(build_cost_table(g, dev, dtype).whole_network_latency()[0])
+            # the file the runner executes (a zoo network's export, the quantized file at INT8) is what is
+            # priced: its operators are what runs (tf2onnx decompositions, float operators the quantizer kept)
+            fg = load(str(runtime_artifact(ref, g, "tflite" if runner == "litert" else "onnx", dtype)), shapes)
+            pred = float(build_cost_table(fg, dev, dtype).whole_network_latency()[0])
+            graph_pred = float(build_cost_table(g, dev, dtype).whole_network_latency()[0])
             near = float("nan") if args.default_only else float(
-                build_cost_table(g, host_device(config, filtered_table(config, name)), dtype).whole_network_latency()[0])
+                build_cost_table(fg, host_device(config, filtered_table(config, name)), dtype).whole_network_latency()[0])
             ana = float(build_cost_table(g, host, dtype, "analytic").whole_network_latency()[0])
             lrn = (float(build_cost_table(g, host, dtype, "learned", model=learned[name]).whole_network_latency()[0])
                    if name in learned else float("nan"))
             rho = layer_spearman(config, name, dev, dtype, spearmanr)
-            err = {k: v / m - 1 for k, v in (("predicted", pred), ("near", near), ("analytic", ana), ("learned", lrn))}
+            err = {k: v / m - 1 for k, v in (("predicted", pred), ("near", near), ("analytic", ana), ("learned", lrn),
+                                             ("graph", graph_pred))}
             bound = max(BOUND, spread)
             rows.append({"network": name, "measured_s": m, "spread": spread, "processes": procs, "bound": bound,
                          **{f"{k}_error": v for k, v in err.items()}, "spearman": rho})
             print(f"  {name:28s} {m * 1e3:10.3f} ({spread * 100:4.1f}%, {procs}) "
-                  + " ".join(f"{err[k] * 100:+7.1f}" for k in ("predicted", "near", "analytic", "learned"))
+                  + " ".join(f"{err[k] * 100:+7.1f}" for k in ("predicted", "near", "analytic", "learned", "graph"))
                   + f"  rho {rho:.3f}" + ("" if abs(err["predicted"]) <= bound else "  <-- outside bound"), flush=True)
         summary[config] = _summarise(rows)
         s = summary[config]
         print(f"  within bound: predicted {s['within_predicted']:.0%}, near {s['within_near']:.0%}; worst "
               f"{s['worst_predicted'] * 100:+.1f}% / {s['worst_near'] * 100:+.1f}%; MAPE predicted "
               f"{s['mape_predicted']:.1%}, near {s['mape_near']:.1%}, analytic {s['mape_analytic']:.1%}, learned "
-              f"{s['mape_learned']:.1%}; per-layer Spearman median {s['spearman_median']:.3f}, min {s['spearman_min']:.3f}")
+              f"{s['mape_learned']:.1%}; from the model's graph: within bound {s['within_graph']:.0%}, MAPE "
+              f"{s['mape_graph']:.1%}; per-layer Spearman median {s['spearman_median']:.3f}, min {s['spearman_min']:.3f}")
     cases = [r for s in summary.values() for r in s["rows"]]
     if cases:
         within = np.mean([abs(r["predicted_error"]) <= r["bound"] for r in cases])
@@ -312,7 +320,8 @@ def _summarise(rows: list[dict]) -> dict:
             "worst_predicted": max((r["predicted_error"] for r in rows), key=abs),
             "worst_near": max((r["near_error"] for r in rows), key=lambda v: abs(v) if np.isfinite(v) else -1.0),
             **{f"mape_{k}": stat(f"{k}_error", lambda v: np.mean(np.abs(v))) for k in
-               ("predicted", "near", "analytic", "learned")},
+               ("predicted", "near", "analytic", "learned", "graph")},
+            "within_graph": float(np.mean([abs(r["graph_error"]) <= r["bound"] for r in rows])),
             "spearman_median": float(np.median(rhos)) if rhos else float("nan"),
             "spearman_min": float(min(rhos)) if rhos else float("nan")}
 
@@ -404,19 +413,19 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
 
 def decisions(configs: list[str], args: argparse.Namespace) -> None:
     """``map --device host_cores`` on predicted costs (each core given the LiteRT FP32 one-thread
-    predictor of the default probes) against the plan chosen on measured costs (``--measure host``, every mapping of the
-    space measured): the predicted plan's measured throughput over the best measured one."""
+    predictor of the default probes) against the plan chosen on measured costs (``--measure host``:
+    every mapping of the space measured): the predicted plan's measured throughput over the best
+    measured one. ``--prepare`` converts every mapping's stage files (run it under ``heavy``); the
+    measuring pass (under ``quiet``) is resumable (results/bench_predictors/decisions/)."""
     import statistics
-    import tempfile
 
     from optimizer.graph import load_graph
     from optimizer.hardware import load_device
+    from optimizer.hardware.schema import Predictor
     from optimizer.runtime.host_evaluator import HostPipelineMeasurer
     from optimizer.search import solve
     from optimizer.search.evaluators import MeasuredEvaluator
     from optimizer.workflow import pipeline_problem
-
-    from optimizer.hardware.schema import Predictor
 
     variant = {"input_size": args.input_size}
     graph = load_graph(args.model, args.granularity, **variant)
@@ -429,13 +438,22 @@ def decisions(configs: list[str], args: argparse.Namespace) -> None:
     assert modeled.cost_table.backend == "predicted", modeled.cost_table.backend
     host = HostPipelineMeasurer(args.model, graph, dtype="fp32", variant=variant, frames=100, repeats=5,
                                 seed=0, statistic="median")
+    L, procs = len(graph), range(len(modeled.cost_table.processors))
+    X = np.asarray([modeled.encode([L], [p]) for p in procs]
+                   + [modeled.encode([b, L - b], [p0, p1]) for b in range(1, L) for p0 in procs for p1 in procs
+                      if p0 != p1])
+    if args.prepare:
+        for i, x in enumerate(X):
+            host.artifacts(host.plan(modeled.decode(x)["stages"]))
+            _progress(i + 1, len(X), "stage files")
+        print(f"{len(X)} mappings' stage files ready ({host.conversions} converted)")
+        return
     chosen = solve(modeled, "exact").best.decision
-    with tempfile.TemporaryDirectory() as tmp:
-        ev = MeasuredEvaluator(host, Path(tmp) / "measured.jsonl")
-        exact = solve(modeled, "exact", evaluator=ev)  # every mapping measured: the measured optimum
-        measured = ev.measured()
-    keys = list(measured)
-    best = max(keys, key=lambda k: measured[k])
+    out = OUT / "decisions" / f"{args.model}-{args.input_size}-{args.granularity}.jsonl"
+    ev = MeasuredEvaluator(host, out)
+    ev.evaluate(modeled, X)  # every mapping measured (resumable): the measured optimum
+    measured = ev.measured()
+    best = max(measured, key=lambda k: measured[k])
     pick = modeled.key(modeled.encode(chosen["counts"], chosen["processors"]))
 
     def stages(k):
@@ -448,7 +466,7 @@ def decisions(configs: list[str], args: argparse.Namespace) -> None:
             again[n].append(host.measure_plan(plan)[0])
     med = {n: statistics.median(v) for n, v in again.items()}
     print(f"{args.model} @ {args.input_size} px, {len(graph)} {args.granularity}s, fp32 on host_cores: "
-          f"{len(keys)} mappings measured ({exact.evaluations} evaluations)")
+          f"{len(measured)} mappings measured")
     print(f"  chosen on predicted costs: {stages(pick)} -> {measured[pick]:.1f} fps measured in the sweep")
     print(f"  best measured:             {stages(best)} -> {measured[best]:.1f} fps")
     print(f"  re-measured interleaved ({args.rounds} rounds): predicted choice {med['predicted']:.1f}, measured "
@@ -500,6 +518,7 @@ def main() -> None:
     ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
     ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")
     ap.add_argument("--rounds", type=int, default=5, help="decisions: interleaved re-measurements")
+    ap.add_argument("--prepare", action="store_true", help="decisions: convert every mapping's stage files only")
     ap.add_argument("--networks", default="", help="comma-separated networks to restrict every step to")
     args = ap.parse_args()
     ONLY.update(n for n in args.networks.split(",") if n)

@@ -98,6 +98,30 @@ def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
     assert cfg in kernels
 
 
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_a_channel_padding_probe_pads_channels(tmp_path, fmt):
+    """A PAD that widens the channels (a residual shortcut into a wider stage) is probed as such,
+    not as a spatial pad: the probe imports back to its configuration."""
+    from optimizer.graph import load_graph
+
+    cfg = KernelConfig("pad", 64, 64, 8, 64, 64, 16)
+    path = tmp_path / f"p.{fmt}"
+    path.write_bytes(probe_model(cfg, fmt, "fp32"))
+    g = load_graph(str(path))
+    assert cfg in [k for la in g.layers for k in layer_kernels(la, g.fmt)]
+
+
+def test_the_prior_covers_full_resolution_stages_and_channel_padding():
+    """The design prior includes networks without a down-sampling stem (VGG-like k x k convolutions
+    at 112-320 px) and channel-widening pads, not only MobileNet-like stages."""
+    from optimizer.measure.probes import prior_sample
+
+    configs = prior_sample(2000)
+    full_res = [c for c in configs if c.family == "convkxk" and c.h_out >= 112]
+    assert len(full_res) >= 30, len(full_res)
+    assert sum(c.kind == "pad" and c.c_out > c.c_in for c in configs) >= 3
+
+
 # ------------------------------------------------------------------ probe models in both runtimes
 
 @pytest.mark.parametrize("fmt,runner", [("tflite", "litert"), ("onnx", "ort")])

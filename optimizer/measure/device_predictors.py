@@ -149,7 +149,9 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
                       seed: int = 0) -> list[NetworkResult]:
     """Measure every prepared network on ``runner`` (interleaved) and predict it with the
     device's predictor; per kernel family where ``per_family`` (each operator of the runtime file
-    timed alone, :func:`optimizer.measure.validate.isolated_layer_times`)."""
+    timed alone, :func:`optimizer.measure.validate.isolated_layer_times`). What is priced is the
+    runtime file, the operators that run (an exporter's decompositions, the float operators a
+    quantized file keeps), not the model's own graph."""
     from ..cost import build_cost_table
     from ..graph.loader import load_graph
 
@@ -161,14 +163,14 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
     overhead = load_predictor_table(entry).invoke_overhead_s if entry is not None else 0.0
     out = []
     for (m, graph, path), t in zip(prepared, timings, strict=True):
-        ct = build_cost_table(graph, device, dtype, "predicted", runtime=runner.runtime)
+        file_graph = load_graph(str(path), input_shapes=dict(graph.served_input_shapes)
+                                if graph.served_input_shapes else None)
+        ct = build_cost_table(file_graph, device, dtype, "predicted", runtime=runner.runtime)
         predicted = float(ct.whole_network_latency()[j])
         meas_f: dict[str, float] = {}
         pred_f: dict[str, float] = {}
         if per_family:
-            pred_f = family_seconds(graph, device, dtype, processor, runner.runtime)
-            file_graph = load_graph(str(path), input_shapes=dict(graph.served_input_shapes)
-                                    if graph.served_input_shapes else None)
+            pred_f = family_seconds(file_graph, device, dtype, processor, runner.runtime)
             times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed)
             meas_f = measured_families(file_graph, times, runner.runtime)
         out.append(NetworkResult(m, t, predicted, meas_f, pred_f))

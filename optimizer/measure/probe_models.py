@@ -311,8 +311,8 @@ def _tfl_layout(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
     if cfg.kind == "pad":
         y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
-        dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
-        pads = np.array([[0, 0], [dh // 2, dh - dh // 2], [dw // 2, dw - dw // 2], [0, 0]], np.int32)
+        dh, dw, dc = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in, cfg.c_out - cfg.c_in
+        pads = np.array([[0, 0], [dh // 2, dh - dh // 2], [dw // 2, dw - dw // 2], [0, dc]], np.int32)
         b.op("PAD", [x, b.const(pads)], [y])
     elif cfg.kind == "transpose":
         y = b.act(_nhwc(cfg.c_in, cfg.h_in, cfg.w_in))

@@ -159,8 +159,8 @@ def _onnx_layout(b: _Onnx, cfg: KernelConfig) -> str:
         return b.node("Gather", [b.const(table), b.input((cfg.rows,))], axis=0)
     x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
     if cfg.kind == "pad":
-        dh, dw = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in
-        pads = np.array([0, 0, dh // 2, dw // 2, 0, 0, dh - dh // 2, dw - dw // 2], np.int64)
+        dh, dw, dc = cfg.h_out - cfg.h_in, cfg.w_out - cfg.w_in, cfg.c_out - cfg.c_in
+        pads = np.array([0, 0, dh // 2, dw // 2, 0, dc, dh - dh // 2, dw - dw // 2], np.int64)
         return b.node("Pad", [x, b.const(pads)])
     if cfg.kind == "transpose":
         return b.node("Transpose", [x], perm=[0, 2, 3, 1])

@@ -196,6 +196,11 @@ class OrtRunner(_ThreadedRunner):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.log_severity_level = 3
+        if self.threads > 1:
+            # every session has its own intra-op pool, whose workers spin after each run: with the
+            # many sessions an interleaved timing keeps loaded, idle sessions' spinning workers took
+            # the cores from the one being timed (2-thread runs slower than 1-thread ones)
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         src = bytes(model) if isinstance(model, (bytes, bytearray)) else str(model)
         return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 

@@ -53,6 +53,8 @@ MAX_WEIGHTS = 24 * 2**20  # weight elements (96 MB at FP32)
 JITTER = (0.5, 1.2)  # nn-Meter's fine-grained channel range
 TINY_S = 4e-6  # a kernel whose work-proportional reference time is below this is "tiny" ...
 TINY_KEEP = 0.3  # ... and kept with this probability by the prior sample
+#: share of design-prior layers from networks without a down-sampling stem (:func:`_stage`)
+FULL_RES_SHARE = 0.25
 
 
 def check_families(families: Iterable[str] | None) -> tuple[str, ...]:
@@ -135,9 +137,11 @@ def _stage(rng: np.random.Generator) -> tuple[int, int]:
     """(output size, channels) of a layer drawn from the design convention of CNNs (Simonyan &
     Zisserman 2015; He et al. 2016; Sandler et al. 2018): a network of width ``w`` in ``[1/4, 2]``
     has ``32 w 2^s`` channels at stage ``s``, where its 112-640 pixel input is down-sampled ``2^(s+1)``
-    times; the channels spread ``x/ 1.5`` around that."""
+    times, or ``2^s`` times in the :data:`FULL_RES_SHARE` of networks whose first stage keeps the
+    input resolution (VGG, U-Net); the channels spread ``x/ 1.5`` around that."""
     stage = int(rng.integers(0, 6))
-    size = _spatial(rng, max(1, 112 >> (stage + 1)), max(1, 320 >> (stage + 1)))
+    shift = stage + (0 if rng.random() < FULL_RES_SHARE else 1)
+    size = _spatial(rng, max(1, 112 >> shift), max(1, 320 >> shift))
     width = math.exp(rng.uniform(math.log(0.25), math.log(2.0)))
     c = 32 * width * 2**stage * math.exp(rng.normal(0.0, math.log(1.5)))
     return size, max(8, int(round(c / 8)) * 8)
@@ -234,6 +238,8 @@ def _layout(rng: np.random.Generator) -> KernelConfig:
         n = _pick(rng, (2, 3, 4), (0.6, 0.2, 0.2))
         return KernelConfig("concat", size, size, max(c // n, 1), size, size, c, n_in=n)
     if kind == "pad":
+        if rng.random() < 0.4:  # channel padding (a residual's shortcut widened to the next stage)
+            return KernelConfig("pad", size, size, c, size, size, c * _pick(rng, (2, 3), (0.8, 0.2)))
         grow = _pick(rng, (1, 2), (0.6, 0.4))
         return KernelConfig("pad", size, size, c, size + grow, size + grow, c)
     if kind == "slice":
