@@ -300,6 +300,13 @@ def case_damaged_result(repo: Path, work: Path, fx: dict[str, Path]) -> Outcome:
     return Outcome("1 run now" in out, f"exit 0, the task ran again ({out.strip()[:40]}...)")
 
 
+def _result_line(repo: Path, work: Path, code: str) -> str:
+    """The ``RESULT ...`` line ``code`` prints, run with ``repo``'s package (else its error line)."""
+    res = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    return next((ln[7:] for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), _line(res.stderr))
+
+
 def case_serve_slow(repo: Path, work: Path, fx: dict[str, Path]) -> Outcome:
     code = f"""
 import socket, threading, time
@@ -343,9 +350,7 @@ except Exception as e:
     print("RESULT refused after %d answers: %s" % (len(took), str(e)[:80]))
 stop.set()
 """
-    res = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(repo)})
-    line = next((ln[7:] for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), _line(res.stderr))
+    line = _result_line(repo, work, code)
     slowest = float(line.rsplit(" ", 2)[-2]) if line.startswith("answered 8/8") else None
     return Outcome(slowest is not None and slowest < 1.0, f"64 slow + 64 idle peers: {line}")
 
@@ -371,9 +376,7 @@ else:
         print("RESULT unsigned request answered:", wire.ERROR_NAMES.get(reply.error_code, "a response"),
               "then", "closed" if wire.read_frame(s, 1 << 20) is None else "kept")
 """
-    res = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(repo)})
-    line = next((ln[7:] for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), _line(res.stderr))
+    line = _result_line(repo, work, code)
     return Outcome("unauthorized then closed" in line, line)
 
 
@@ -427,9 +430,7 @@ with TailServer(art, "127.0.0.1", 0, workers=1, token=token, idle_timeout_s=2) a
     print("RESULT", "replayed request answered" if answered else "replay refused",
           "(replies: " + ", ".join(types) + ")")
 """
-    res = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(repo)})
-    line = next((ln[7:] for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), _line(res.stderr))
+    line = _result_line(repo, work, code)
     return Outcome(line.startswith("replay refused"), line)
 
 
