@@ -167,17 +167,93 @@ def _tf2onnx_in_place(tf2onnx: Any, model: Any, opset: int | None) -> Any:
     return proto
 
 
+#: Signature key, and names of its input and output tensors, of a Keras model converted by
+#: ``TFLiteConverter.from_keras_model`` (which exports a SavedModel with this one signature);
+#: :func:`keras_tflite_converter` gives its flatbuffers the same.
+SERVING_SIGNATURE = "serving_default"
+SIGNATURE_INPUT_TENSOR = "serving_default_{name}:0"
+SIGNATURE_OUTPUT_TENSOR = "StatefulPartitionedCall_1:{k}"
+
+
+def with_serving_signature(flatbuffer: bytes, input_names: list[str]) -> bytes:
+    """``flatbuffer`` (one subgraph, no signature) with the ``serving_default`` signature of a
+    SavedModel-converted Keras model: inputs keyed by ``input_names`` (the subgraph's input order),
+    outputs ``output_0`` .. in the subgraph's output order, and the I/O tensors renamed as that
+    converter names them (``serving_default_<name>:0``, ``StatefulPartitionedCall_1:<k>``)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.convert_bytearray_to_object(flatbuffer)
+    graph = model.subgraphs[0]
+    if len(graph.inputs) != len(input_names):
+        raise ModelFormatError(f"the converted model has {len(graph.inputs)} inputs, the Keras model "
+                               f"{len(input_names)} ({input_names})")
+
+    def tensor_map(name: str, index: int) -> Any:
+        entry = schema.TensorMapT()
+        entry.name, entry.tensorIndex = name.encode(), int(index)
+        return entry
+
+    signature = schema.SignatureDefT()
+    signature.signatureKey, signature.subgraphIndex = SERVING_SIGNATURE.encode(), 0
+    signature.inputs = [tensor_map(n, i) for n, i in zip(input_names, graph.inputs, strict=True)]
+    signature.outputs = [tensor_map(f"output_{k}", i) for k, i in enumerate(graph.outputs)]
+    for n, i in zip(input_names, graph.inputs, strict=True):
+        graph.tensors[i].name = SIGNATURE_INPUT_TENSOR.format(name=n).encode()
+    for k, i in enumerate(graph.outputs):
+        graph.tensors[i].name = SIGNATURE_OUTPUT_TENSOR.format(k=k).encode()
+    model.signatureDefs = [signature]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _inference_function(model: Any) -> Any:
+    """``model(x, training=False)`` as a ``tf.function`` over the functional model's input specs
+    (several inputs are passed as one list, as ``from_keras_model`` does); None for a model
+    without symbolic inputs (a subclassed model)."""
+    import keras
+
+    from ..lazy import tensorflow
+
+    tf = tensorflow()
+    if not isinstance(model, keras.Model) or not isinstance(getattr(model, "inputs", None), list) \
+            or not model.inputs:
+        return None
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs]
+    if len(specs) == 1:
+        return tf.function(lambda x: model(x, training=False), input_signature=specs)
+    return tf.function(lambda *xs: model(list(xs), training=False), input_signature=specs)
+
+
 def keras_tflite_converter(model: Any) -> Any:
     """A ``tf.lite.TFLiteConverter`` for a Keras model, with default (float32) settings.
 
     Callers may set ``optimizations``, ``representative_dataset`` and ``target_spec`` before
     passing it to :func:`run_converter` (the quantizer does so for post-training quantization).
+
+    A functional or sequential model is converted from its inference function with the
+    variables frozen into constants (``from_concrete_functions``), not through
+    ``from_keras_model``, whose Keras 3 branch writes the model to a SavedModel and reads it
+    back (most of its conversion time). Both give the same operators, outputs and quantization
+    parameters; the flatbuffer gets the SavedModel route's ``serving_default`` signature and I/O
+    tensor names (:func:`with_serving_signature`) before any quantization, so representative
+    samples keyed by input name and every reader of the signature see the same model
+    (equivalence and times: benchmarks/bench_tflite_convert_route.py). Other models keep
+    ``from_keras_model``.
     """
     from ..lazy import tensorflow
 
     tf = tensorflow()
     with quiet_conversion():
-        return tf.lite.TFLiteConverter.from_keras_model(model)
+        function = _inference_function(model)
+        if function is None:
+            return tf.lite.TFLiteConverter.from_keras_model(model)
+        names = [str(t.name) for t in model.inputs]
+
+        class SignedFrozenConverter(tf.lite.TFLiteConverter):  # type: ignore[misc, name-defined]
+            def _optimize_tflite_model(self, flat: bytes, *args: Any, **kwargs: Any) -> Any:
+                return super()._optimize_tflite_model(with_serving_signature(flat, names), *args, **kwargs)
+
+        return SignedFrozenConverter([function.get_concrete_function()])
 
 
 def savedmodel_tflite_converter(saved_model_dir: str | os.PathLike[str]) -> Any:
