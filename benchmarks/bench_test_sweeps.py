@@ -20,6 +20,12 @@ Checks (pick with ``--only NAME,...``):
   computes the spread over the two networks at the ends of the modeled range and only the S22
   Hexagon points.
 
+* ``shared_head``: SSD MobileNetV1 FPN at full width (depth 256, 128x128) exported as an INT8
+  kernel-granularity pipeline cut at boundary 49, so that the box head's P3 call is in stage 0 and
+  its other calls in stage 1; the pipeline's outputs equal the single file's exactly. The test
+  (``tests/test_export.py::test_a_shared_head_call_cut_off_from_its_other_calls_is_aligned_to_the_single_file``)
+  runs the narrow variant (``alpha=0.25``, ``depth=32``: same layers and shared heads).
+
 Run: ``.venv/bin/python benchmarks/bench_test_sweeps.py [--only efficientnet_se]``.
 Exit status 1 when a check fails.
 """
@@ -107,9 +113,32 @@ def fidelity_rows(tmp: Path) -> bool:
     return ok
 
 
+def shared_head(tmp: Path) -> bool:
+    """Full-width SSD MobileNetV1 FPN cut inside its shared box head: parts equal the single file."""
+    import numpy as np
+
+    from optimizer.plan.export import export_plan
+    from optimizer.plan.manual_plan import plan_for_boundaries
+    from optimizer.runtime import run_plan
+
+    plan = plan_for_boundaries("ssd_mobilenet_v1_fpn", [49], dtype="int8", granularity="kernel",
+                               variant={"input_size": 128})
+    m = export_plan(plan, tmp / "art", samples=8, keep_reference=True)
+    p3_before_cut = "BoxHead_reshape_P3:0" in [t.name for t in m.parts[0].outputs]
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 128, 128, 3)).astype(np.float32)
+    check = run_plan(plan, tmp / "art", frames=4, input=x, check_min_agreement=0.99).check
+    diffs = {o.name: o.max_abs_diff for o in check.outputs} if check else {}
+    passed = (p3_before_cut and check is not None and check.passed
+              and diffs == {"box_encodings:0": 0.0, "class_predictions_with_background:0": 0.0})
+    print(f"ssd_mobilenet_v1_fpn 128x128 int8, cut 49 (kernel): P3 box head call in stage 0 "
+          f"{p3_before_cut}, max |diff| to the single file {diffs}  {'ok' if passed else 'FAIL'}", flush=True)
+    return passed
+
+
 CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se,
                                               "importers_resnet50": importers_resnet50,
-                                              "fidelity_rows": fidelity_rows}
+                                              "fidelity_rows": fidelity_rows,
+                                              "shared_head": shared_head}
 
 
 def main() -> int:

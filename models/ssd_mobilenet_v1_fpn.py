@@ -7,6 +7,10 @@ Backbone: ``keras.applications.MobileNet`` (width 1.0, ``weights=None``) tapped 
 predictor of depth 256 (:mod:`models._ssd`). 90 COCO classes + background, 6 anchors per
 location: 51,150 anchors at 640x640. No NMS (post-processing).
 
+Variants: ``alpha`` (backbone width multiplier, as MobileNetV1's) and ``depth`` (FPN and predictor
+channels, 256 in the config) give a narrower network with the same layers, the same shared heads and
+the same outputs, for checks that need the structure but not the size.
+
 Reference checked: the zoo publishes no MAC/parameter figure, so the count was checked
 by hand against the pipeline config: 12.1 M params = MobileNetV1 trunk 3.2 M + FPN 2.8 M
 (1x1 projections of 256/512/1024 channels, four 3x3x256x256 convs) + predictor 6.1 M (eight
@@ -32,17 +36,20 @@ num_anchors = _ssd.num_anchors
 
 
 def build(input_size: int = INPUT_SIZE, **variant: Any) -> Any:
-    """SSD-FPN detector at ``input_size`` x ``input_size`` (no variant arguments)."""
+    """SSD-FPN detector at ``input_size`` x ``input_size``; variants ``alpha`` (backbone width
+    multiplier) and ``depth`` (FPN and predictor channels)."""
     from optimizer.lazy import keras as _keras
 
     keras = _keras()
-    check_variant(NAME, variant, {})
+    check_variant(NAME, variant, {"alpha": (0.25, 0.5, 0.75, 1.0), "depth": (32, 64, 128, 256)})
     check_size(NAME, input_size, 128)
+    depth = variant.get("depth", 256)
     inp = keras.Input((input_size, input_size, 3), name="input")
-    base = keras.applications.MobileNet(include_top=False, weights=None, input_tensor=inp)
+    base = keras.applications.MobileNet(include_top=False, weights=None, input_tensor=inp,
+                                        alpha=variant.get("alpha", 1.0))
     feats = [base.get_layer(f"conv_pw_{i}_relu").output for i in (5, 11, 13)]
-    levels = _ssd.fpn(keras, feats, 256, depthwise=False)
-    outs = _ssd.box_predictor(keras, levels, 256, depthwise=False)
+    levels = _ssd.fpn(keras, feats, depth, depthwise=False)
+    outs = _ssd.box_predictor(keras, levels, depth, depthwise=False)
     return keras.Model(inp, outs, name=NAME)
 
 

@@ -208,6 +208,23 @@ def test_ssd_fpn_structure(zoo_graph, name):
 
 
 @slow
+def test_narrow_ssd_mobilenet_v1_fpn_keeps_the_layers_and_shared_heads(zoo_graph):
+    """``alpha``/``depth`` narrow the network without changing its layers (tests cut it where the
+    full one is cut) and the predictor's weights follow ``depth``."""
+    from optimizer.errors import ConfigError
+
+    g = zoo_graph("ssd_mobilenet_v1_fpn", input_size=128)
+    narrow = zoo_graph("ssd_mobilenet_v1_fpn", input_size=128, alpha=0.25, depth=32)
+    assert [la.name for la in narrow.layers] == [la.name for la in g.layers]
+    assert [narrow.tensors[t].shape for t in narrow.outputs] == [g.tensors[t].shape for t in g.outputs]
+    heads = [la for la in narrow.with_granularity("block").layers if la.name.startswith("head.")]
+    assert sum(la.params for la in heads) == _predictor_params(32, 6, 91)
+    assert narrow.total_macs < g.total_macs / 10
+    with pytest.raises(ConfigError, match="depth=48"):
+        zoo_graph("ssd_mobilenet_v1_fpn", input_size=128, depth=48)
+
+
+@slow
 def test_ssd_mobilenet_v2_fpnlite_structure(zoo_graph):
     g = zoo_graph("ssd_mobilenet_v2_fpnlite")
     assert [g.tensors[t].shape for t in g.outputs] == [(51150, 4), (51150, 91)]
