@@ -249,7 +249,7 @@ def keras_tflite_converter(model: Any) -> Any:
             return tf.lite.TFLiteConverter.from_keras_model(model)
         names = [str(t.name) for t in model.inputs]
 
-        class SignedFrozenConverter(tf.lite.TFLiteConverter):  # type: ignore[misc, name-defined]
+        class SignedFrozenConverter(tf.lite.TFLiteConverter):  # type: ignore[name-defined]
             def _optimize_tflite_model(self, flat: bytes, *args: Any, **kwargs: Any) -> Any:
                 return super()._optimize_tflite_model(with_serving_signature(flat, names), *args, **kwargs)
 
