@@ -568,3 +568,29 @@ def test_the_analytic_profile_fit_says_which_parameters_the_profile_leaves_open(
     fit = json.loads(r.stdout)
     assert any(n.startswith("memory_bandwidth: the profile(s) hardly constrain it") for n in fit["notes"])
     assert 1e9 < fit["memory_bandwidth_bytes_per_s"] < 1e12  # not pinned to the 10,000 GB/s bound
+
+
+def test_an_onnx_network_with_integer_ids_quantizes_for_validation(tmp_path, monkeypatch):
+    """The INT8 file ``calibrate --validate --runner ort`` times is calibrated with inputs of each
+    input's own type: token ids of an embedding are integers (float data was refused by
+    onnxruntime for an int64 input)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.graph import load_graph
+    from optimizer.measure.validate import runtime_artifact
+
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    table = helper.make_tensor("table", TensorProto.FLOAT, [32, 16], rng.standard_normal(32 * 16).tolist())
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 8], rng.standard_normal(16 * 8).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0), helper.make_node("MatMul", ["emb", "w"], ["y"])],
+        "ids_net", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 8])], [table, w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "ids_net.onnx"
+    onnx.save(model, str(path))
+    out = runtime_artifact(str(path), load_graph(str(path)), "onnx", "int8")
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert "QuantizeLinear" in ops and "MatMul" in ops

@@ -87,21 +87,23 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
 
 def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: int) -> None:
     """``src`` quantized to QDQ by onnxruntime with the probes' settings, calibrated on ``samples``
-    seeded standard-normal inputs at the graph's input shapes."""
+    seeded inputs at the graph's input shapes and the inputs' types (standard-normal floats, small
+    integer ids for an embedding's integer inputs)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     from ..fileio import atomic_write_bytes
     from .probe_onnx import quantize_model_static
-    from .probe_runner import quiet_quantizer
+    from .probe_runner import _random_input, quiet_quantizer
 
     model = onnx.load(str(src))
     rng = np.random.default_rng(seed)
-    shapes = {}
+    shapes, dtypes = {}, {}
     for i in model.graph.input:
         dims = [d.dim_value if d.dim_value > 0 else None for d in i.type.tensor_type.shape.dim]
         served = (graph.served_input_shapes or {}).get(i.name)
         shapes[i.name] = tuple(served) if served else tuple(d or 1 for d in dims)
+        dtypes[i.name] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -111,7 +113,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
             if self.left <= 0:
                 return None
             self.left -= 1
-            return {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+            return {n: _random_input(rng, list(s), dtypes[n]) for n, s in shapes.items()}
 
     with quiet_quantizer():
         q = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType)
