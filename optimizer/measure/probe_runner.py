@@ -169,7 +169,7 @@ class LiteRTRunner(_ThreadedRunner):
                 interp.allocate_tensors()
             rng = np.random.default_rng(seed)
             for d in interp.get_input_details():
-                interp.set_tensor(d["index"], _random_input(rng, [int(s) if s > 0 else 1 for s in d["shape"]],
+                interp.set_tensor(d["index"], random_input(rng, [int(s) if s > 0 else 1 for s in d["shape"]],
                                                             np.dtype(d["dtype"])))
             interp.invoke()
         except (ValueError, RuntimeError) as exc:
@@ -223,7 +223,7 @@ class OrtRunner(_ThreadedRunner):
             so.profile_file_prefix = os.path.join(tmp, "p")
             sess = ort.InferenceSession(bytes(model), so, providers=["CPUExecutionProvider"])
             rng = np.random.default_rng(seed)
-            feed = {i.name: _random_input(rng, [d if isinstance(d, int) and d > 0 else 1 for d in i.shape],
+            feed = {i.name: random_input(rng, [d if isinstance(d, int) and d > 0 else 1 for d in i.shape],
                                           _ORT_TYPES.get(i.type, np.dtype(np.float32))) for i in sess.get_inputs()}
             for _ in range(runs):
                 sess.run(None, feed)
@@ -255,7 +255,7 @@ class OrtRunner(_ThreadedRunner):
             binding = sess.io_binding()
             for i in sess.get_inputs():
                 shape = (shapes or {}).get(i.name) or tuple(d if isinstance(d, int) and d > 0 else 1 for d in i.shape)
-                value = _random_input(rng, list(shape), _ORT_TYPES.get(i.type, np.dtype(np.float32)))
+                value = random_input(rng, list(shape), _ORT_TYPES.get(i.type, np.dtype(np.float32)))
                 binding.bind_ortvalue_input(i.name, ort.OrtValue.ortvalue_from_numpy(value))
             for o in sess.get_outputs():
                 binding.bind_output(o.name, "cpu")
@@ -274,7 +274,9 @@ _ORT_TYPES = {"tensor(float)": np.dtype(np.float32), "tensor(uint8)": np.dtype(n
               "tensor(int64)": np.dtype(np.int64), "tensor(float16)": np.dtype(np.float16)}
 
 
-def _random_input(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
+def random_input(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
+    """A seeded input of ``shape`` and ``dtype``: standard-normal floats, small ids for int32/int64
+    (an embedding's lookup), the int8 range for other integers."""
     if np.issubdtype(dtype, np.integer):
         if dtype in (np.dtype(np.int32), np.dtype(np.int64)):  # ids (an embedding's lookup)
             return rng.integers(0, 8, size=shape).astype(dtype)

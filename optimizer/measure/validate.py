@@ -94,7 +94,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
 
     from ..fileio import atomic_write_bytes
     from .probe_onnx import quantize_model_static
-    from .probe_runner import _random_input, quiet_quantizer
+    from .probe_runner import quiet_quantizer, random_input
 
     model = onnx.load(str(src))
     rng = np.random.default_rng(seed)
@@ -113,7 +113,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
             if self.left <= 0:
                 return None
             self.left -= 1
-            return {n: _random_input(rng, list(s), dtypes[n]) for n, s in shapes.items()}
+            return {n: random_input(rng, list(s), dtypes[n]) for n, s in shapes.items()}
 
     with quiet_quantizer():
         q = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType)
