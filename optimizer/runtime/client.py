@@ -162,23 +162,21 @@ class SplitClient:
         try:
             reply = wire.decode(payload, token=token)
         except wire.WireError as exc:
-            self.close()
-            raise MeasurementError(f"tail server {self.host}:{self.port}: the hello exchange failed: "
-                                   f"{_refusal(payload) or exc}") from None
+            raise self._refused(f": the hello exchange failed: {_refusal(payload) or exc}") from None
         if reply.type == wire.ERROR:
-            self.close()
-            raise MeasurementError(f"tail server {self.host}:{self.port} refused the session: "
-                                   f"{wire.ERROR_NAMES.get(reply.error_code, reply.error_code)}: {reply.error}")
+            raise self._refused(f" refused the session: {reply.error_text}")
         try:
             echoed, theirs = wire.hello_nonces(reply, wire.CLIENT_NONCE, wire.SERVER_NONCE)
         except wire.WireError as exc:
-            self.close()
-            raise MeasurementError(f"tail server {self.host}:{self.port}: bad hello reply: {exc}") from None
+            raise self._refused(f": bad hello reply: {exc}") from None
         if echoed != mine:
-            self.close()
-            raise MeasurementError(f"tail server {self.host}:{self.port}: the hello reply answers another "
-                                   "connection's nonce (a replayed frame)")
+            raise self._refused(": the hello reply answers another connection's nonce (a replayed frame)")
         return wire.session_key(token, mine, theirs)
+
+    def _refused(self, what: str) -> MeasurementError:
+        """Close the connection; the error naming the server and ``what`` went wrong."""
+        self.close()
+        return MeasurementError(f"tail server {self.host}:{self.port}{what}")
 
     def close(self) -> None:
         self._key = None
@@ -234,8 +232,7 @@ class SplitClient:
                 raise MeasurementError(f"tail server {self.host}:{self.port} replied to request {rid} with a bad "
                                        f"frame: {exc}") from None
             if reply.type == wire.ERROR:
-                raise MeasurementError(f"tail server rejected request {rid}: "
-                                       f"{wire.ERROR_NAMES.get(reply.error_code, reply.error_code)}: {reply.error}")
+                raise MeasurementError(f"tail server rejected request {rid}: {reply.error_text}")
             if reply.request_id != rid:
                 self.close()
                 raise MeasurementError(f"tail server answered request {reply.request_id}, expected {rid}")
@@ -253,4 +250,4 @@ def _refusal(payload: bytes) -> str | None:
         return None
     if frame.type != wire.ERROR:
         return None
-    return f"{wire.ERROR_NAMES.get(frame.error_code, frame.error_code)}: {frame.error}"
+    return frame.error_text

@@ -84,6 +84,11 @@ class Frame:
     error: str = ""
     version: int = VERSION
 
+    @property
+    def error_text(self) -> str:
+        """An ERROR frame's code name and message, as ``name: message``."""
+        return f"{ERROR_NAMES.get(self.error_code, self.error_code)}: {self.error}"
+
 
 def read_token(path: str | os.PathLike[str]) -> bytes:
     """The shared token of ``--token-file`` (the file's bytes, surrounding whitespace removed)."""
