@@ -121,10 +121,10 @@ def split_export(tmp_path_factory):
     d = tmp_path_factory.mktemp("split")
     plan = plan_for_boundaries("mobilenet_v2", [CUT], kind="split", dtype="fp32", variant={"input_size": SIZE})
     plan_file = write_plan(plan, d / "plan.json")
-    export_plan(plan, d / "art", seed=0)
+    keras_model, _, _ = load_plan_model(plan, seed=0)  # built once: exported, and the float reference
+    export_plan(plan, d / "art", model=keras_model, seed=0)
     manifest = read_manifest(d / "art")
     x = np.random.default_rng(3).uniform(-1, 1, (8, SIZE, SIZE, 3)).astype(np.float32)
-    keras_model, _, _ = load_plan_model(plan, seed=0)
     keras_out = np.asarray(keras_model(x, training=False))
     reference = single_file_fp32("mobilenet_v2", SIZE, x)
     head = PartRunner(manifest.part("head"), d / "art")
