@@ -14,6 +14,13 @@ Checks (pick with ``--only NAME,...``):
   its weighted-layer count and its input and output sizes. The test
   (``tests/test_importers.py::test_keras_onnx_tflite_agree``) runs ResNet-50 at quarter width.
 
+* ``importers_bert``: ``bert_small`` with two encoder layers and BERT's 30,522-word embedding
+  converted by tf2onnx and the TFLite converter; both importers resolve the symbolic sequence
+  dims, so their MACs agree with the Keras graph's within 1 % (attention is 4 % of them) and
+  every input and output dim is known. The test
+  (``tests/test_importers.py::test_transformer_with_dynamic_sequence_agrees``) runs the same
+  layers with a 1,000-word embedding (``vocab_size=1000``).
+
 * ``fidelity_rows``: the shipped published calibration's spread row over every listed network
   (Pixel 4 CPU / GPU FP32 ratio spread at least nn-Meter's) and the Galaxy S22 Hexagon points
   inside their owner band. The test (``tests/test_fidelity.py::test_owner_decision_band_and_spread_row``)
@@ -95,6 +102,29 @@ def importers_resnet50(tmp: Path) -> bool:
     return ok
 
 
+def importers_bert(tmp: Path) -> bool:
+    """bert_small (depth 0.5, full vocabulary) through the ONNX and TFLite importers keeps its MACs."""
+    import math
+
+    from optimizer.graph import load_graph
+    from optimizer.graph.convert import keras_to_onnx, keras_to_tflite
+    from optimizer.graph.zoo import build_keras
+
+    keras_g = load_graph("bert_small", depth=0.5)
+    model = build_keras("bert_small", depth=0.5)
+    ok = True
+    for g in (load_graph(keras_to_onnx(model, tmp / "bert_small.onnx")),
+              load_graph(keras_to_tflite(model, tmp / "bert_small.tflite"))):
+        macs = g.total_macs / keras_g.total_macs
+        sizes = [math.prod(s) for s in g.output_shapes] == [math.prod(s) for s in keras_g.output_shapes]
+        known = all(d > 0 for s in g.input_shapes + g.output_shapes for d in s)
+        passed = abs(macs - 1) <= 0.01 and sizes and known
+        print(f"bert_small depth 0.5 {g.fmt}: MACs x{macs:.4f} of Keras, output sizes "
+              f"{'equal' if sizes else 'DIFFER'}, every dim known {known}  {'ok' if passed else 'FAIL'}", flush=True)
+        ok &= passed
+    return ok
+
+
 def fidelity_rows(tmp: Path) -> bool:
     """The spread row over the whole listed zoo and the S22 Hexagon owner-band points pass."""
     from optimizer.report import fidelity
@@ -137,6 +167,7 @@ def shared_head(tmp: Path) -> bool:
 
 CHECKS: dict[str, Callable[[Path], bool]] = {"efficientnet_se": efficientnet_se,
                                               "importers_resnet50": importers_resnet50,
+                                              "importers_bert": importers_bert,
                                               "fidelity_rows": fidelity_rows,
                                               "shared_head": shared_head}
 

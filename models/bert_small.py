@@ -11,7 +11,9 @@ heads, dropout, add, LayerNorm; GELU (tanh form) FFN, dropout, add, LayerNorm); 
 e.g. SST-2).
 
 DynaBERT width ``w`` keeps ``round(8 w)`` attention heads and ``round(2048 w)`` FFN units
-(hidden size stays 512); depth ``d`` keeps ``round(4 d)`` layers.
+(hidden size stays 512); depth ``d`` keeps ``round(4 d)`` layers. ``vocab_size`` sets the word
+embedding's rows (a tokenizer of another vocabulary; default 30,522, BERT's WordPiece): the same
+layers and MACs, fewer embedding parameters.
 
 Reference checked: Turc et al.'s BERT-Small has 29.1 M params (with the pre-training heads);
 this encoder has 28.8 M (embeddings 15.9 M, 3.15 M per layer, pooler 0.26 M). MACs at 128
@@ -85,13 +87,19 @@ def gelu_tanh() -> Any:
 
 
 def build(input_size: int = INPUT_SIZE, **variant: Any) -> Any:
-    """BERT-Small classifier over ``input_size`` tokens; variants ``width``, ``depth``."""
+    """BERT-Small classifier over ``input_size`` tokens; variants ``width``, ``depth``,
+    ``vocab_size``."""
     from optimizer.lazy import keras as _keras
 
     keras = _keras()
     L = keras.layers
-    check_variant(NAME, variant, {"width": WIDTHS, "depth": DEPTHS})
+    check_variant(NAME, variant, {"width": WIDTHS, "depth": DEPTHS, "vocab_size": ()})
     check_size(NAME, input_size, 2)
+    vocab = variant.get("vocab_size", VOCAB_SIZE)
+    if not isinstance(vocab, int) or isinstance(vocab, bool):
+        from optimizer.errors import ConfigError
+
+        raise ConfigError(f"{NAME}: vocab_size={vocab!r} must be a positive integer (BERT's: {VOCAB_SIZE})")
     if input_size > MAX_POSITIONS:
         from optimizer.errors import ConfigError
 
@@ -101,7 +109,7 @@ def build(input_size: int = INPUT_SIZE, **variant: Any) -> Any:
     heads, ffn, layers = round(HEADS * width), round(FFN * width), round(LAYERS * depth)
 
     ids = keras.Input((input_size,), dtype="int32", name="input_ids")
-    x = L.Embedding(VOCAB_SIZE, HIDDEN, name="embeddings_word")(ids)
+    x = L.Embedding(vocab, HIDDEN, name="embeddings_word")(ids)
     x = position_embedding_class()(MAX_POSITIONS, name="embeddings_position")(x)
     x = L.LayerNormalization(epsilon=1e-12, name="embeddings_LayerNorm")(x)
     x = L.Dropout(0.1, name="embeddings_dropout")(x)

@@ -121,10 +121,10 @@ def split_export(tmp_path_factory):
     d = tmp_path_factory.mktemp("split")
     plan = plan_for_boundaries("mobilenet_v2", [CUT], kind="split", dtype="fp32", variant={"input_size": SIZE})
     plan_file = write_plan(plan, d / "plan.json")
-    export_plan(plan, d / "art", seed=0)
+    keras_model, _, _ = load_plan_model(plan, seed=0)  # built once: exported, and the float reference
+    export_plan(plan, d / "art", model=keras_model, seed=0)
     manifest = read_manifest(d / "art")
     x = np.random.default_rng(3).uniform(-1, 1, (8, SIZE, SIZE, 3)).astype(np.float32)
-    keras_model, _, _ = load_plan_model(plan, seed=0)
     keras_out = np.asarray(keras_model(x, training=False))
     reference = single_file_fp32("mobilenet_v2", SIZE, x)
     head = PartRunner(manifest.part("head"), d / "art")
@@ -423,7 +423,10 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
     raw = plan_for_boundaries("ssd_mobilenet_v2_fpnlite", [40], kind="split", dtype="fp32", variant={"input_size": 128})
     plan = Plan.model_validate({**raw.model_dump(), "split": {**raw.split.model_dump(), "result": "topk"}})
     write_plan(plan, tmp_path / "plan.json")
-    export_plan(plan, tmp_path / "art", seed=0)
+    # the network the parts are cut from (seed-0 weights, batch norms re-estimated) is built once:
+    # exported here, and it gives the full network's outputs below
+    keras_model, op_graph, _ = load_plan_model(plan, seed=0)
+    export_plan(plan, tmp_path / "art", model=keras_model, seed=0)
     m = read_manifest(tmp_path / "art")
     assert m.wire.result is not None and m.wire.result.k == 100
     assert [t.name for t in m.wire.response] == [ANCHOR, BOX, SCORE, CLASS]
@@ -434,9 +437,8 @@ def test_ssd_split_with_server_topk_sends_the_best_anchors_of_the_full_model(tmp
         rep = run_plan(plan, tmp_path / "art", frames=4, input=x, server=("127.0.0.1", srv.port), keep_outputs=True)
     assert sorted(rep.outputs) == sorted([ANCHOR, BOX, CLASS, SCORE])
     assert 2800 < rep.wire["response_bytes_per_frame"] < 3200  # 2,800 B of tensors plus the frame's headers
-    # the full network: the Keras model the parts were cut from (same weight seed); SSD parts agreeing
-    # with the single-file export is tests/test_kernel_view.py's and tests/test_export.py's check
-    keras_model, op_graph, _ = load_plan_model(plan, seed=0)
+    # the full network: the Keras model the parts were cut from; SSD parts agreeing with the
+    # single-file export is tests/test_kernel_view.py's and tests/test_export.py's check
     ref = dict(zip(op_graph.outputs, keras_model.predict(x, batch_size=len(x), verbose=0), strict=True))
     boxes, logits = ref[m.wire.result.boxes], ref[m.wire.result.logits]
     for i in range(len(x)):

@@ -277,6 +277,14 @@ def test_bert_small_and_dynabert_variants(zoo_graph):
     assert g.total_macs - shallow.total_macs == enc // 2
     short = zoo_graph("bert_small", input_size=64)
     assert short.tensors[short.inputs[0]].shape == (64,)
+    # another vocabulary: the same layers and MACs, only the word embedding's rows change
+    # (tests/test_importers.py's transformer check runs this stand-in)
+    words = zoo_graph("bert_small", depth=0.5, vocab_size=1000)
+    assert [la.name for la in words.layers] == [la.name for la in shallow.layers]
+    assert words.total_macs == shallow.total_macs
+    assert shallow.total_params - words.total_params == (30522 - 1000) * hid
+    with pytest.raises(ConfigError, match="vocab_size=0.5"):
+        zoo_graph("bert_small", vocab_size=0.5)
 
 
 @pytest.mark.parametrize("name", _params(sorted(EXPECTED_ZOO)))

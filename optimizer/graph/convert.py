@@ -206,10 +206,10 @@ def with_serving_signature(flatbuffer: bytes, input_names: list[str]) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def _inference_function(model: Any) -> Any:
-    """``model(x, training=False)`` as a ``tf.function`` over the functional model's input specs
-    (several inputs are passed as one list, as ``from_keras_model`` does); None for a model
-    without symbolic inputs (a subclassed model)."""
+def _inference_function(model: Any, signature: list[Any] | None = None) -> Any:
+    """``model(x, training=False)`` as a ``tf.function`` over ``signature`` (default: the
+    functional model's input specs; several inputs are passed as one list, as
+    ``from_keras_model`` does); None for a model without symbolic inputs (a subclassed model)."""
     import keras
 
     from ..lazy import tensorflow
@@ -218,14 +218,17 @@ def _inference_function(model: Any) -> Any:
     if not isinstance(model, keras.Model) or not isinstance(getattr(model, "inputs", None), list) \
             or not model.inputs:
         return None
-    specs = [tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs]
+    specs = signature or [tf.TensorSpec(t.shape, t.dtype, name=t.name) for t in model.inputs]
     if len(specs) == 1:
         return tf.function(lambda x: model(x, training=False), input_signature=specs)
     return tf.function(lambda *xs: model(list(xs), training=False), input_signature=specs)
 
 
-def keras_tflite_converter(model: Any) -> Any:
+def keras_tflite_converter(model: Any, signature: list[Any] | None = None) -> Any:
     """A ``tf.lite.TFLiteConverter`` for a Keras model, with default (float32) settings.
+
+    ``signature`` (one ``tf.TensorSpec`` per model input, in order) fixes the input shapes and
+    names the signature's inputs after the specs; default: the model's inputs as they are.
 
     Callers may set ``optimizations``, ``representative_dataset`` and ``target_spec`` before
     passing it to :func:`run_converter` (the quantizer does so for post-training quantization).
@@ -244,10 +247,10 @@ def keras_tflite_converter(model: Any) -> Any:
 
     tf = tensorflow()
     with quiet_conversion():
-        function = _inference_function(model)
+        function = _inference_function(model, signature)
         if function is None:
             return tf.lite.TFLiteConverter.from_keras_model(model)
-        names = [str(t.name) for t in model.inputs]
+        names = [str(t.name) for t in (signature or model.inputs)]
 
         class SignedFrozenConverter(tf.lite.TFLiteConverter):  # type: ignore[name-defined]
             def _optimize_tflite_model(self, flat: bytes, *args: Any, **kwargs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""TFLite conversion: model reference → SavedModel → FP32 / INT8 / FP16 / dynamic-range ``.tflite``.
+"""TFLite conversion: model reference → TFLite converter → FP32 / INT8 / FP16 / dynamic-range ``.tflite``.
 
 Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, docs/METHODS.md section 1):
 
@@ -13,9 +13,10 @@ Schemes (TFLite post-training quantization; Park & Ha, IEEE Access 2024, docs/ME
 ``dynamic``
     Dynamic-range quantization: int8 weights, activations quantized on the fly (hybrid ops).
 
-Converters come from :mod:`optimizer.graph.convert` (shared with the importers); every call
-runs with TensorFlow's log output silenced, and a failure becomes one project exception
-carrying the converter's own error text.
+Converters come from :mod:`optimizer.graph.convert` (shared with the importers): a Keras model's
+from its batch-1 inference function, a SavedModel's (an ``.onnx`` file's, through onnx2tf) from
+its directory; every call runs with TensorFlow's log output silenced, and a failure becomes one
+project exception carrying the converter's own error text.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..graph.convert import quiet_conversion
-from ..graph.convert import savedmodel_tflite_converter
+from ..graph.convert import keras_tflite_converter, savedmodel_tflite_converter
 from .calibration import CalibrationSet, InputSpec
 from .parallel_calibration import CalibrationPlan, RepresentativeData, parallel_calibration
 
@@ -54,8 +55,8 @@ def quiet() -> Iterator[None]:
 class ModelSource:
     """A model ready for conversion and what is known about it.
 
-    Keras models (``keras_model`` set) are exported to a batch-1 SavedModel in ``workdir`` on
-    the first call of :meth:`saved_model`; SavedModel inputs are used as they are.
+    Keras models (``keras_model`` set) are converted from their batch-1 inference function
+    (:meth:`converter`); SavedModel inputs are used as they are.
     """
 
     name: str
@@ -70,11 +71,19 @@ class ModelSource:
     tflite: bytes | None = None  # a float .tflite given as the model (quantized in the flatbuffer)
     tflite_weights: str | None = None  # its float weight type: "fp32" or "fp16"
 
-    def saved_model(self) -> Path:
-        """The SavedModel directory to convert (exporting the Keras model once)."""
-        if self.saved_model_dir is None:
-            self.saved_model_dir = _export_keras(self.keras_model, self.name, self.inputs, self.workdir)
-        return self.saved_model_dir
+    def converter(self) -> Any:
+        """A float TFLite converter of the model: a Keras model's from its batch-1 inference
+        function (:func:`~optimizer.graph.convert.keras_tflite_converter`: the operators and
+        ``serving_default`` signature of a SavedModel export, without writing one and reading it
+        back), a SavedModel's from its directory."""
+        if self.keras_model is None:
+            assert self.saved_model_dir is not None, "a ModelSource holds a Keras model or a SavedModel"
+            return savedmodel_tflite_converter(self.saved_model_dir)
+        try:
+            return keras_tflite_converter(self.keras_model, _input_signature(self.keras_model, self.inputs))
+        except Exception as exc:  # tf.function tracing errors surface as many types
+            raise ModelFormatError(f"{self.name}: cannot trace the Keras model for conversion "
+                                   f"({_first_line(exc)})") from None
 
 
 def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
@@ -158,28 +167,15 @@ def _np_dtype(dtype: Any) -> Any:
     return getattr(dtype, "as_numpy_dtype", dtype)
 
 
-def _export_keras(model: Any, name: str, inputs: list[InputSpec], workdir: Path) -> Path:
+def _input_signature(model: Any, inputs: list[InputSpec]) -> list[Any]:
+    """One batch-1 ``tf.TensorSpec`` per input of the Keras ``model``, in its order, named and
+    shaped as ``inputs`` (:func:`model_from_keras`) say."""
     from .. import lazy
 
     tf = lazy.tensorflow()
     by_name = {s.name: s for s in inputs}
-    specs = []
-    for t in model.inputs:
-        spec = by_name[_sig_name(t.name)]
-        specs.append(tf.TensorSpec((1, *spec.shape), spec.dtype, name=spec.name))
-    signature = [specs] if len(specs) > 1 else specs
-    out = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}_savedmodel"
-    try:
-        with quiet():
-            model.export(str(out), format="tf_saved_model", input_signature=signature, verbose=False)
-    except Exception as exc:  # tf.function tracing errors surface as many types
-        raise ModelFormatError(f"{name}: cannot export the Keras model for conversion "
-                               f"({_first_line(exc)})") from None
-    found = {s.name for s in _savedmodel_inputs(out)}
-    if found != set(by_name):
-        raise ModelFormatError(f"{name}: exported signature inputs {sorted(found)} differ from the "
-                               f"model inputs {sorted(by_name)}")
-    return out
+    return [tf.TensorSpec((1, *by_name[_sig_name(t.name)].shape), by_name[_sig_name(t.name)].dtype,
+                          name=_sig_name(t.name)) for t in model.inputs]
 
 
 def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray],
@@ -234,7 +230,7 @@ def convert_float(src: ModelSource) -> bytes:
     a float ``.tflite`` source is its own reference."""
     if src.tflite is not None:
         return src.tflite
-    converter = savedmodel_tflite_converter(src.saved_model())
+    converter = src.converter()
     try:
         with quiet():
             return bytes(converter.convert())
@@ -284,7 +280,7 @@ def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_t
 
         return quantize_float_tflite(src.tflite, scheme, calib, src.name, float_nodes, calibrated)
     tf = lazy.tensorflow()
-    converter = savedmodel_tflite_converter(src.saved_model())
+    converter = src.converter()
     integer = scheme in INTEGER_SCHEMES
     try:
         calibrating = (parallel_calibration(plan.workers if plan else 1, plan.batch if plan else 1)

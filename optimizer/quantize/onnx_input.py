@@ -10,7 +10,9 @@ report is the same.
 
 onnx2tf sets ``TF_USE_LEGACY_KERAS=1`` when imported, which would switch this process's
 ``tf.keras`` to Keras 2; it therefore runs in a child interpreter. onnx2tf checks its conversion
-on a few images it downloads; here it is handed seeded images instead (no network access).
+on a few images it downloads; here it is handed seeded images instead (no network access). It
+stops once the SavedModel is written, before the float32/float16 ``.tflite`` files onnx2tf would
+convert next (nothing reads them).
 Operators onnx2tf has no converter for are refused before conversion with their node names.
 """
 
@@ -54,11 +56,26 @@ def seeded_images():
     return np.random.default_rng(0).random((20, h or 1, w or 1, 3), dtype=np.float32)
 
 o2t.download_test_image_data = seeded_images
-onnx2tf.convert(input_onnx_file_path=args["onnx"], output_folder_path=args["out"],
-                output_signaturedefs=True, not_use_onnxsim=True,
-                overwrite_input_shape=args["shapes"] or None,
-                keep_nwc_or_nhwc_or_ndhwc_input_names=args["nhwc"] or None,
-                non_verbose=True, verbosity="error")
+
+# after writing the SavedModel, onnx2tf converts it to float32 and float16 .tflite files nobody
+# reads (the quantizer converts the SavedModel itself): stop at the first of those conversions
+class SavedModelWritten(BaseException):  # not an Exception: onnx2tf's handlers let it through
+    pass
+
+def stop(*_args, **_kwargs):
+    raise SavedModelWritten
+
+import tensorflow as tf
+tf.lite.TFLiteConverter.from_keras_model = staticmethod(stop)
+tf.lite.TFLiteConverter.from_concrete_functions = staticmethod(stop)
+try:
+    onnx2tf.convert(input_onnx_file_path=args["onnx"], output_folder_path=args["out"],
+                    output_signaturedefs=True, not_use_onnxsim=True,
+                    overwrite_input_shape=args["shapes"] or None,
+                    keep_nwc_or_nhwc_or_ndhwc_input_names=args["nhwc"] or None,
+                    non_verbose=True, verbosity="error")
+except SavedModelWritten:
+    pass
 """
 
 
