@@ -246,6 +246,35 @@ def test_fusion_rules_fold_what_each_runtime_fuses():
     assert "r2" not in tfl and "r2" in ort  # TFLite's ADD clamps in place; onnxruntime fuses only into conv/gemm
 
 
+def test_a_qdq_matrix_product_with_a_dequantized_weight_is_priced_as_a_dense_kernel(tmp_path):
+    """onnxruntime's static quantizer dequantizes each weight with a DequantizeLinear of its own:
+    the MatMul reading it runs as QLinearMatMul (a dense kernel), not a product of activations."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor("wq", TensorProto.INT8, [64, 32], rng.integers(-127, 128, 64 * 32).tolist()),
+             helper.make_tensor("ws", TensorProto.FLOAT, [], [0.01]),
+             helper.make_tensor("wz", TensorProto.INT8, [], [0]),
+             helper.make_tensor("xs", TensorProto.FLOAT, [], [0.02]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [128])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"]),
+             helper.make_node("MatMul", ["xd", "wd"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq_dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])], inits)
+    path = tmp_path / "qdq_dense.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = load_graph(str(path))
+    kernels = [k for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)
+               if la.op_type == "MatMul" for k in ks]
+    assert [(k.kind, k.c_in, k.c_out, k.rows) for k in kernels] == [("fc", 64, 32, 1)]
+
+
 # ------------------------------------------------------------------ predictors
 
 def test_predictors_fit_deterministically_and_generalise(prior_configs):
