@@ -141,6 +141,18 @@ def test_probe_bytes_are_seeded():
     assert probe_model(cfg, "onnx", "fp32", 3) != probe_model(cfg, "onnx", "fp32", 4)
 
 
+def test_int8_tflite_probe_activations_have_the_converters_nonzero_zero_point():
+    """A network's INT8 activations are asymmetric; TFLite's INT8 BATCH_MATMUL takes a fast path
+    only at a zero point of 0, which no network has: probes must not take it either."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from optimizer.measure.probe_models import ACT_ZERO
+
+    it = Interpreter(model_content=probe_model(KernelConfig("bmm", h_in=2, rows=8, c_in=4, c_out=8), "tflite", "int8"))
+    zeros = {d["quantization"][1] for d in it.get_input_details() + it.get_output_details()}
+    assert zeros == {ACT_ZERO} and ACT_ZERO != 0
+
+
 def test_int8_onnx_probe_takes_and_gives_quantized_tensors():
     import onnx
 
