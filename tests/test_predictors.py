@@ -141,6 +141,18 @@ def test_probe_bytes_are_seeded():
     assert probe_model(cfg, "onnx", "fp32", 3) != probe_model(cfg, "onnx", "fp32", 4)
 
 
+def test_int8_tflite_probe_activations_have_the_converters_nonzero_zero_point():
+    """A network's INT8 activations are asymmetric; TFLite's INT8 BATCH_MATMUL takes a fast path
+    only at a zero point of 0, which no network has: probes must not take it either."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from optimizer.measure.probe_models import ACT_ZERO
+
+    it = Interpreter(model_content=probe_model(KernelConfig("bmm", h_in=2, rows=8, c_in=4, c_out=8), "tflite", "int8"))
+    zeros = {d["quantization"][1] for d in it.get_input_details() + it.get_output_details()}
+    assert zeros == {ACT_ZERO} and ACT_ZERO != 0
+
+
 def test_int8_onnx_probe_takes_and_gives_quantized_tensors():
     import onnx
 
@@ -244,6 +256,35 @@ def test_fusion_rules_fold_what_each_runtime_fuses():
     assert "sg" in tfl and "sg" in ort  # the sigmoid follows a ReLU, not a convolution
     assert "sg2" in tfl and "sg2" not in ort  # onnxruntime's FusedConv takes a sigmoid
     assert "r2" not in tfl and "r2" in ort  # TFLite's ADD clamps in place; onnxruntime fuses only into conv/gemm
+
+
+def test_a_qdq_matrix_product_with_a_dequantized_weight_is_priced_as_a_dense_kernel(tmp_path):
+    """onnxruntime's static quantizer dequantizes each weight with a DequantizeLinear of its own:
+    the MatMul reading it runs as QLinearMatMul (a dense kernel), not a product of activations."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor("wq", TensorProto.INT8, [64, 32], rng.integers(-127, 128, 64 * 32).tolist()),
+             helper.make_tensor("ws", TensorProto.FLOAT, [], [0.01]),
+             helper.make_tensor("wz", TensorProto.INT8, [], [0]),
+             helper.make_tensor("xs", TensorProto.FLOAT, [], [0.02]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [128])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"]),
+             helper.make_node("MatMul", ["xd", "wd"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq_dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])], inits)
+    path = tmp_path / "qdq_dense.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = load_graph(str(path))
+    kernels = [k for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)
+               if la.op_type == "MatMul" for k in ks]
+    assert [(k.kind, k.c_in, k.c_out, k.rows) for k in kernels] == [("fc", 64, 32, 1)]
 
 
 # ------------------------------------------------------------------ predictors

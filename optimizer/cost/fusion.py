@@ -16,6 +16,11 @@ into the kernel that produces its input (or, for a padding, that consumes its ou
 * onnxruntime also fuses sigmoid, tanh, leaky ReLU and hard sigmoid into a convolution
   (``FusedConv``'s MLAS activations).
 
+A QDQ file (onnxruntime's static quantizer) dequantizes each weight with a ``DequantizeLinear``
+of its own, a layer with no activation input: a matrix product reading such a layer's output
+reads a weight, and is priced as the fully connected kernel onnxruntime runs for it
+(``QLinearMatMul``/``QGemm``), not as a product of two activations.
+
 A layer reached through folded layers (conv -> batch-norm -> ReLU) fuses as if it followed the
 convolution directly; a kernel takes one activation. Only a layer whose input is read by nothing
 else is folded.
@@ -23,8 +28,10 @@ else is folded.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..graph.kernel_config import BINARY_KINDS, FREE_KINDS, KernelConfig, canonical_kind, layer_kernels
-from ..graph.layergraph import LayerGraph
+from ..graph.layergraph import Layer, LayerGraph
 
 _COMPUTE = frozenset({"conv", "dwconv", "conv_transpose", "fc"})
 _CLAMPS = frozenset({"relu", "relu6"})
@@ -60,7 +67,7 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
     out: list[list[KernelConfig]] = []
     for i, la in enumerate(graph.layers):
-        kernels = layer_kernels(la, graph.fmt)
+        kernels = layer_kernels(_weights_as_constants(graph, la) if kinds[i] == "fc" else la, graph.fmt)
         kind = kinds[i]
         base = _producer_kernel(graph, i, folded_into)
         base_kind = kinds[base] if base is not None else None
@@ -83,6 +90,18 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
         else:
             out.append(kernels)
     return out
+
+
+def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:
+    """``la`` without the inputs whose producer reads no activation (a QDQ file's weight
+    ``DequantizeLinear``, a ``Constant``), when an activation input remains (module doc)."""
+    if len(la.inputs) != len(la.input_shapes) or len(la.inputs) < 2:
+        return la
+    keep = [k for k, t in enumerate(la.inputs)
+            if graph.tensors[t].producer < 0 or graph.layers[graph.tensors[t].producer].inputs]
+    if not keep or len(keep) == len(la.inputs):
+        return la
+    return replace(la, inputs=tuple(la.inputs[k] for k in keep), input_shapes=tuple(la.input_shapes[k] for k in keep))
 
 
 def _producer_kernel(graph: LayerGraph, i: int, folded_into: list[int | None]) -> int | None:
