@@ -427,6 +427,28 @@ def test_a_campaign_resumes_after_an_interrupt_and_measures_nothing_twice(tmp_pa
     assert table.meta["invoke_overhead_s"] > 0 and (table.rows["latency_s"] > 0).all()
 
 
+def test_a_campaign_resumes_only_tables_whose_probes_have_not_changed(tmp_path):
+    """Tables record their probe models' version; resuming one whose probes have changed since
+    (INT8 TFLite: the activations' zero point) would mix two kinds of probes and is refused."""
+    from optimizer.cost.probe_table import write_probe_table
+    from optimizer.measure.probe_campaign import open_table
+    from optimizer.measure.probe_models import PROBE_VERSION
+
+    for dtype, fmt, refused in (("fp32", "tflite", False), ("int8", "onnx", False), ("int8", "tflite", True)):
+        path = tmp_path / f"{dtype}-{fmt}.csv.gz"
+        old = _synthetic_table([KINDS["conv"]], dtype=dtype)  # written before tables had probe_version
+        write_probe_table(old, path)
+        meta = {**old.meta, "probe_version": PROBE_VERSION}
+        if refused:
+            with pytest.raises(ConfigError, match="version 1, this campaign builds version 2"):
+                open_table(path, meta, fmt)
+        else:
+            assert len(open_table(path, meta, fmt).rows) == 1
+        current = tmp_path / f"new-{dtype}-{fmt}.csv.gz"
+        write_probe_table(old.with_rows([], {"probe_version": PROBE_VERSION}), current)
+        assert len(open_table(current, meta, fmt).rows) == 1
+
+
 # ------------------------------------------------------------------ dnnplan calibrate --probes
 
 @pytest.fixture(scope="module")
@@ -471,7 +493,8 @@ def test_calibrate_validate_measures_networks_and_records_the_band(run_cli, cali
     assert c.exit_code == 0 and "validated error band" in c.stdout and "priced by the analytic model" in c.stdout
 
 
-@pytest.mark.parametrize("case", ["other_runtime", "corrupt", "family", "validate_onnx", "other_dtype_entry"])
+@pytest.mark.parametrize("case", ["other_runtime", "corrupt", "family", "validate_onnx", "other_dtype_entry",
+                                  "old_int8_probes"])
 def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibrated, tmp_path, case):
     from optimizer.cost.probe_table import write_probe_table
 
@@ -493,6 +516,11 @@ def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibra
     elif case == "family":
         args += ["--probes", "20", "--families", "conv1x1,dwconv_s3"]
         want = "'dwconv_s3' is not a kernel family with probes"
+    elif case == "old_int8_probes":  # a table measured before INT8 TFLite probes' zero point changed
+        table = tmp_path / "old.csv.gz"
+        write_probe_table(_synthetic_table([KINDS["conv"]], dtype="int8"), table)
+        args += ["--probes", "20", "--table", str(table), "--dtype", "int8"]
+        want = "old.csv.gz: its probes were built by probe models of version 1"
     elif case == "validate_onnx":
         onnx = tmp_path / "m.onnx"
         onnx.write_bytes(probe_model(KINDS["conv"], "onnx", "fp32"))

@@ -21,7 +21,9 @@ column              meaning
 Required metadata (:data:`REQUIRED_META`): ``format`` (``dnnplan-probes``), ``runner``,
 ``runtime`` (``tflite_xnnpack``, ``onnxruntime``, ``tflite_gpu``, ...), ``runtime_version``,
 ``dtype``, ``threads``, ``cpu``, ``measured_at_utc``, ``invoke_overhead_s`` (the runner's
-per-invocation overhead, added once per network run by the predictor) and ``seed``.
+per-invocation overhead, added once per network run by the predictor) and ``seed``. Optional:
+``probe_version`` (the probe models' version, :data:`optimizer.measure.probe_models.PROBE_VERSION`;
+1 when absent: a campaign refuses to resume a table whose probes have changed since).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from ..cost.probe_table import (ProbeTable, empty_table, probe_id, read_probe_ta
 from ..errors import ConfigError
 from ..graph.kernel_config import KernelConfig
 from ..graph.layergraph import LayerGraph, dtype_bytes
-from .probe_models import probe_model
+from .probe_models import PROBE_CHANGES, PROBE_VERSION, probe_model
 from .probe_runner import Timing, clock_for, cpu_name, time_interleaved
 from .probes import adaptive_sample, check_families, near_sample, prior_sample
 
@@ -127,9 +127,11 @@ def _groups(configs: list[KernelConfig], dtype: str) -> list[list[int]]:
     return out
 
 
-def open_table(path: Path, meta: dict[str, Any]) -> ProbeTable:
+def open_table(path: Path, meta: dict[str, Any], fmt: str = "") -> ProbeTable:
     """The campaign's table at ``path`` (resumed) or a new one with ``meta``; refuses a table of
-    another runner, runtime, dtype or thread count."""
+    another runner, runtime, dtype or thread count, or one whose ``fmt`` probes were built by
+    probe models that have changed since (:data:`~.probe_models.PROBE_CHANGES`; a table without
+    ``probe_version`` is of version 1)."""
     if not path.is_file():
         return empty_table(meta)
     table = read_probe_table(path)
@@ -137,6 +139,12 @@ def open_table(path: Path, meta: dict[str, Any]) -> ProbeTable:
         if table.meta.get(key) != meta.get(key):
             raise ConfigError(f"{path}: the probes there were measured with {key} {table.meta.get(key)!r}, this "
                               f"campaign uses {meta.get(key)!r}; give another --table or remove the file")
+    old = int(table.meta.get("probe_version", 1))
+    changed = [what for v, (f, dtype, what) in sorted(PROBE_CHANGES.items())
+               if v > old and f == fmt and dtype == meta.get("dtype")]
+    if changed:
+        raise ConfigError(f"{path}: its probes were built by probe models of version {old}, this campaign builds "
+                          f"version {PROBE_VERSION} ({changed[0]}); give another --table or remove the file")
     return table
 
 
@@ -206,9 +214,10 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
             "threads": runner.threads, "cpu": cpu_name(), "seed": seed, "budget": budget,
             **({"clock": clock_for(runner.threads)} if isinstance(runner, InProcess) else {}),
             "measured_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "invoke_overhead_s": 0.0,
-            **(extra_meta or {})}
-    table = open_table(path, meta)
-    table = table.with_rows([], {k: v for k, v in meta.items() if k not in table.meta or k == "budget"})
+            "probe_version": PROBE_VERSION, **(extra_meta or {})}
+    table = open_table(path, meta, runner.fmt)
+    table = table.with_rows([], {k: v for k, v in meta.items()
+                                 if k not in table.meta or k in ("budget", "probe_version")})
     plan, adaptive = plan_campaign(budget, seed, near, families=families,
                                    adaptive_share=ADAPTIVE_SHARE if adaptive_rounds else 0.0)
     table = measure_configs(table, plan.configs, plan.sources, runner, dtype, path, seed=seed, progress=progress)

@@ -44,6 +44,12 @@ ACT_SCALE = 0.05  # INT8 activation scale of a probe (values in about [-6.1, 6.6
 #: network's zero points are rarely 0, and some kernels take a fast path only at 0 (TFLite's INT8
 #: BATCH_MATMUL: an 8 x 128 x 64 x 128 product runs 13x slower at a zero point of -6)
 ACT_ZERO = -6
+#: version -> (format, dtype, what changed) of every change to the probe models that changes what
+#: a probe measures; a probe table records the version it was measured with (``probe_version``)
+PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
+    2: ("tflite", "int8", "INT8 TFLite probes' activations take a zero point of -6, not 0"),
+}
+PROBE_VERSION = max(PROBE_CHANGES)
 
 
 def probe_model(config: KernelConfig, fmt: str, dtype: str, seed: int = 0) -> bytes:
