@@ -226,7 +226,7 @@ def test_mixed_keeps_float_nodes_through_the_converter(tmp_path):
     x = keras.layers.Conv2D(8, 3, padding="same", name="c1")(inp)
     x = keras.layers.Activation("hard_swish", name="hs")(x)
     out = keras.layers.Conv2D(4, 1, name="c2")(x)
-    src = model_from_keras(keras.Model(inp, out), "tiny", tmp_path)
+    src = model_from_keras(keras.Model(inp, out), "tiny")
     cal = load_calibration("synthetic", src.inputs, None, samples=8, heldout=0, seed=0, workdir=tmp_path)
     store: dict = {}
     full = convert_quantized(src, "per-channel", cal, "float", calibrated=store)

@@ -191,7 +191,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     if isinstance(model, (str, os.PathLike)):
         src = open_model(model, workdir, seed=seed, input_shapes=input_shapes)
     else:
-        src = model_from_keras(model, getattr(model, "name", "model"), workdir)
+        src = model_from_keras(model, getattr(model, "name", "model"))
     if str(calib) != "synthetic" and src.preprocess is None and not _is_npz(calib):
         warnings.append(f"{src.name} declares no preprocessing: calibration images scaled to [0, 1]")
     say("reading calibration data")

@@ -64,7 +64,6 @@ class ModelSource:
     preprocess: dict[str, Any] | None
     task: str | None
     source_path: Path | None
-    workdir: Path
     keras_model: Any = None
     random_weights: bool = False
     saved_model_dir: Path | None = None
@@ -107,19 +106,17 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
         if not (path / "saved_model.pb").is_file():
             raise ModelFormatError(f"{path}: directory has no saved_model.pb; give a SavedModel "
                                    "directory, a .keras file or a zoo name")
-        return ModelSource(path.name, _savedmodel_inputs(path), None, None, path, workdir,
-                           saved_model_dir=path)
+        return ModelSource(path.name, _savedmodel_inputs(path), None, None, path, saved_model_dir=path)
     if path.exists() and path.suffix.lower() == ".tflite":
         from .tflite_input import read_float_tflite
 
         data, specs, weights = read_float_tflite(path)
-        return ModelSource(path.stem, specs, None, None, path, workdir, tflite=data, tflite_weights=weights)
+        return ModelSource(path.stem, specs, None, None, path, tflite=data, tflite_weights=weights)
     if path.exists() and path.suffix.lower() == ".onnx":
         from .onnx_input import onnx_to_savedmodel
 
         saved = onnx_to_savedmodel(path, workdir, input_shapes=input_shapes)
-        return ModelSource(path.stem, _savedmodel_inputs(saved), None, None, path, workdir,
-                           saved_model_dir=saved)
+        return ModelSource(path.stem, _savedmodel_inputs(saved), None, None, path, saved_model_dir=saved)
     if path.exists():
         if path.suffix.lower() != ".keras":
             raise ModelFormatError(f"{path}: cannot quantize a {path.suffix or 'suffix-less'} file; give a "
@@ -132,7 +129,7 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
                 model = keras.models.load_model(path, compile=False)
         except Exception as exc:  # Keras raises bare ValueError/TypeError/OSError on bad files
             raise ModelFormatError(f"{path}: not a loadable .keras model ({_first_line(exc)})") from None
-        return model_from_keras(model, path.stem, workdir, source_path=path)
+        return model_from_keras(model, path.stem, source_path=path)
     if ref in builder_names():
         from .. import lazy
         from ..graph.zoo import build_keras
@@ -142,8 +139,7 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
         keras.utils.set_random_seed(seed)
         with quiet():
             model = build_keras(ref)
-        src = model_from_keras(model, ref, workdir, getattr(mod, "PREPROCESS", None),
-                               getattr(mod, "TASK", None))
+        src = model_from_keras(model, ref, getattr(mod, "PREPROCESS", None), getattr(mod, "TASK", None))
         src.random_weights = True
         return src
     if path.suffix or os.sep in ref:
@@ -154,13 +150,13 @@ def open_model(model_ref: str | os.PathLike[str], workdir: Path, seed: int = 0,
     raise UnknownNameError("zoo network", ref, zoo_names())
 
 
-def model_from_keras(model: Any, name: str, workdir: Path, preprocess: dict[str, Any] | None = None,
+def model_from_keras(model: Any, name: str, preprocess: dict[str, Any] | None = None,
                      task: str | None = None, source_path: Path | None = None) -> ModelSource:
-    """Wrap an in-memory Keras model as a :class:`ModelSource` (exported on first use)."""
+    """Wrap an in-memory Keras model as a :class:`ModelSource` (converted from its inference
+    function, :meth:`ModelSource.converter`)."""
     specs = [InputSpec(_sig_name(t.name), tuple(int(d) if d is not None else 1 for d in t.shape[1:]),
                        np.dtype(_np_dtype(t.dtype)).name) for t in model.inputs]
-    return ModelSource(name, sorted(specs, key=lambda s: s.name), preprocess, task, source_path,
-                       workdir, keras_model=model)
+    return ModelSource(name, sorted(specs, key=lambda s: s.name), preprocess, task, source_path, keras_model=model)
 
 
 def _np_dtype(dtype: Any) -> Any:
@@ -174,8 +170,8 @@ def _input_signature(model: Any, inputs: list[InputSpec]) -> list[Any]:
 
     tf = lazy.tensorflow()
     by_name = {s.name: s for s in inputs}
-    return [tf.TensorSpec((1, *by_name[_sig_name(t.name)].shape), by_name[_sig_name(t.name)].dtype,
-                          name=_sig_name(t.name)) for t in model.inputs]
+    specs = [by_name[_sig_name(t.name)] for t in model.inputs]
+    return [tf.TensorSpec((1, *s.shape), s.dtype, name=s.name) for s in specs]
 
 
 def estimate_batchnorm_statistics(model: Any, batch: dict[str, np.ndarray],
@@ -348,5 +344,5 @@ def _denylisting(float_nodes: list[str] | None, store: dict[str, Any] | None) ->
 
 
 def temp_workdir() -> tempfile.TemporaryDirectory[str]:
-    """A temporary directory for exported SavedModels (removed on exit)."""
+    """A temporary directory for intermediate files (an ONNX model's SavedModel, calibration data), removed on exit."""
     return tempfile.TemporaryDirectory(prefix="dnnplan-quantize-")
