@@ -444,6 +444,10 @@ def test_a_campaign_resumes_only_tables_whose_probes_have_not_changed(tmp_path):
                 open_table(path, meta, fmt)
         else:
             assert len(open_table(path, meta, fmt).rows) == 1
+        bad = tmp_path / f"bad-{dtype}-{fmt}.csv.gz"
+        write_probe_table(old.with_rows([], {"probe_version": "2; rm -rf ~"}), bad)
+        with pytest.raises(ConfigError, match="probe_version '2; rm -rf ~'; expected a positive integer"):
+            open_table(bad, meta, fmt)
         current = tmp_path / f"new-{dtype}-{fmt}.csv.gz"
         write_probe_table(old.with_rows([], {"probe_version": PROBE_VERSION}), current)
         assert len(open_table(current, meta, fmt).rows) == 1

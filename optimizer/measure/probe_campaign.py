@@ -139,7 +139,10 @@ def open_table(path: Path, meta: dict[str, Any], fmt: str = "") -> ProbeTable:
         if table.meta.get(key) != meta.get(key):
             raise ConfigError(f"{path}: the probes there were measured with {key} {table.meta.get(key)!r}, this "
                               f"campaign uses {meta.get(key)!r}; give another --table or remove the file")
-    old = int(table.meta.get("probe_version", 1))
+    old = table.meta.get("probe_version", 1)
+    if not isinstance(old, int) or isinstance(old, bool) or old < 1:
+        raise ConfigError(f"{path}: probe_version {old!r}; expected a positive integer (the probe models' "
+                          "version); give another --table or remove the file")
     changed = [what for v, (f, dtype, what) in sorted(PROBE_CHANGES.items())
                if v > old and f == fmt and dtype == meta.get("dtype")]
     if changed:
