@@ -272,14 +272,16 @@ def test_a_busy_host_during_the_mixed_trials_is_said():
     from optimizer.quantize.evaluate import TfliteRunner, measure_latency_pair
     from optimizer.quantize.report import MixedInfo, MixedTrialInfo
 
-    data = _convert(lambda y: y * 2.0, shape=(1, 64, 64, 8), int8=False)
+    # trials long enough (about 0.1 s) for the hogs to take their share: a burst of a few
+    # milliseconds can run before the scheduler gets round to the hogs
+    data = _convert(lambda y: y * 2.0, shape=(1, 256, 256, 8), int8=False)
     first, second = TfliteRunner(data, 2), TfliteRunner(data, 2)
     assert first.output_names  # loads the interpreter
-    sample = {name: np.zeros((1, 64, 64, 8), np.float32) for name in first._in}
+    sample = {name: np.zeros((1, 256, 256, 8), np.float32) for name in first._in}
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
     try:
         time.sleep(0.3)
-        busy, _ = measure_latency_pair(first, second, sample, runs=40, warmup=2)
+        busy, _ = measure_latency_pair(first, second, sample, runs=100, warmup=2)
     finally:
         for h in hogs:
             h.kill()
