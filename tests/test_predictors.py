@@ -287,6 +287,90 @@ def test_a_qdq_matrix_product_with_a_dequantized_weight_is_priced_as_a_dense_ker
     assert [(k.kind, k.c_in, k.c_out, k.rows) for k in kernels] == [("fc", 64, 32, 1)]
 
 
+def _nchwc_net(path, qdq=False):
+    """A small FP32 ONNX network (or its QDQ form) with layers onnxruntime's NCHWc transformer
+    keeps blocked (convolutions, ReLU, addition, pooling) and some it does not (PRelu, Flatten)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    inits = [w("w1", 32, 3, 3, 3), w("w2", 32, 32, 3, 3), w("w3", 32, 32, 1, 1), w("w4", 32, 32, 3, 3),
+             w("slope", 32, 1, 1), w("fc", 32, 10)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c", "slope"], ["d"]),  # not blocked: reorder out, then in
+             helper.make_node("Conv", ["d", "w3"], ["e"]),
+             helper.make_node("Add", ["e", "b"], ["f"]),
+             helper.make_node("Conv", ["f", "w4"], ["g"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["g"], ["h"]),
+             helper.make_node("Flatten", ["h"], ["i"]),  # not blocked: reorder out
+             helper.make_node("MatMul", ["i", "fc"], ["y"])]
+    graph = helper.make_graph(nodes, "nchwc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    if qdq:
+        from optimizer.measure.probe_onnx import qdq_model
+
+        model = qdq_model(model, [(1, 3, 32, 32)])
+        model.graph.output[0].CopyFrom(onnx.shape_inference.infer_shapes(model).graph.output[0])
+    onnx.save(model, str(path))
+    return path
+
+
+def test_onnxruntime_nchwc_reorders_are_those_of_its_optimized_graph(tmp_path):
+    """The layout conversions the kernel view adds for onnxruntime FP32 are the ReorderInput and
+    ReorderOutput nodes onnxruntime's own optimizer writes (none in a QDQ file)."""
+    import onnx
+    import onnxruntime as ort
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    for qdq in (False, True):
+        path = _nchwc_net(tmp_path / f"n{int(qdq)}.onnx", qdq)
+        so = ort.SessionOptions()
+        so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        theirs = sum(n.op_type.startswith("Reorder") for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
+        g = load_graph(str(path))
+        ours = [(la.op_type, k.c_in) for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)
+                for k in ks if k.kind == "transpose"]
+        assert len(ours) == theirs, (qdq, ours, theirs)
+        assert (theirs == 0) == qdq
+
+
+def test_a_negation_is_a_unary_pass_priced_as_its_families_probed_kind():
+    """tf2onnx writes a PReLU as Relu, Neg, Mul and Add: the Neg is work, priced as a ReLU (a
+    one-operand pass), and every stand-in is a probed kind of the same family."""
+    from optimizer.cost.predicted import STAND_IN_KINDS
+    from optimizer.graph.kernel_config import KIND_FAMILY, canonical_kind
+
+    assert {canonical_kind(op) for op in ("Neg", "NEG", "Abs", "Erf", "Reciprocal")} == {"unary"}
+    for kind, stand_in in STAND_IN_KINDS.items():
+        assert stand_in in PROBE_KINDS and kind not in PROBE_KINDS
+        assert KIND_FAMILY[kind] == KIND_FAMILY[stand_in], kind
+
+
+def test_ort_layout_share_counts_the_nhwc_transposes_around_an_int8_convolution():
+    """onnxruntime runs an INT8 convolution in NHWC between two Transposes it inserts (absent
+    between the convolutions of a network); a probe's own Transpose is its work, not layout."""
+    from optimizer.measure.probe_runner import OrtRunner
+
+    runner = OrtRunner(1)
+    conv = KernelConfig("conv", 28, 28, 64, 28, 28, 64, k=1)
+    share = runner.layout_share(probe_model(conv, "onnx", "int8"))
+    assert 0.05 < share < 0.9
+    transpose = KernelConfig("transpose", 28, 28, 64, 28, 28, 64)
+    assert runner.layout_share(probe_model(transpose, "onnx", "int8")) == 0.0
+    assert runner.layout_share(probe_model(conv, "onnx", "fp32")) < share  # FP32: NCHWc reorders only
+
+
 # ------------------------------------------------------------------ predictors
 
 def test_predictors_fit_deterministically_and_generalise(prior_configs):
@@ -429,18 +513,20 @@ def test_a_campaign_resumes_after_an_interrupt_and_measures_nothing_twice(tmp_pa
 
 def test_a_campaign_resumes_only_tables_whose_probes_have_not_changed(tmp_path):
     """Tables record their probe models' version; resuming one whose probes have changed since
-    (INT8 TFLite: the activations' zero point) would mix two kinds of probes and is refused."""
+    (INT8 TFLite: the activations' zero point; INT8 onnxruntime: the layout share) would mix two
+    kinds of probes and is refused."""
     from optimizer.cost.probe_table import write_probe_table
     from optimizer.measure.probe_campaign import open_table
     from optimizer.measure.probe_models import PROBE_VERSION
 
-    for dtype, fmt, refused in (("fp32", "tflite", False), ("int8", "onnx", False), ("int8", "tflite", True)):
+    for dtype, fmt, refused in (("fp32", "tflite", False), ("fp32", "onnx", False), ("int8", "tflite", True),
+                                ("int8", "onnx", True)):
         path = tmp_path / f"{dtype}-{fmt}.csv.gz"
         old = _synthetic_table([KINDS["conv"]], dtype=dtype)  # written before tables had probe_version
         write_probe_table(old, path)
         meta = {**old.meta, "probe_version": PROBE_VERSION}
         if refused:
-            with pytest.raises(ConfigError, match="version 1, this campaign builds version 2"):
+            with pytest.raises(ConfigError, match=f"version 1, this campaign builds version {PROBE_VERSION}"):
                 open_table(path, meta, fmt)
         else:
             assert len(open_table(path, meta, fmt).rows) == 1

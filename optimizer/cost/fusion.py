@@ -21,6 +21,14 @@ of its own, a layer with no activation input: a matrix product reading such a la
 reads a weight, and is priced as the fully connected kernel onnxruntime runs for it
 (``QLinearMatMul``/``QGemm``), not as a product of two activations.
 
+onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
+them the pooling, additions, products, concatenations and fused activations that read only NCHWc
+tensors; every other reader of an NCHWc tensor (a negation, a PReLU, a resize, a reshape, the
+graph's output) gets a ``ReorderOutput``, and a convolution of at least one block of input
+channels whose input is not NCHWc gets a ``ReorderInput`` (:func:`nchwc_reorders`). Each reorder
+is priced as a transpose of its tensor, charged to the layer that needs it. A QDQ file's
+convolutions are onnxruntime's NHWC ``QLinearConv`` and have none.
+
 A layer reached through folded layers (conv -> batch-norm -> ReLU) fuses as if it followed the
 convolution directly; a kernel takes one activation. Only a layer whose input is read by nothing
 else is folded.
@@ -30,7 +38,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..graph.kernel_config import BINARY_KINDS, FREE_KINDS, KernelConfig, canonical_kind, layer_kernels
+from ..graph.kernel_config import BINARY_KINDS, FREE_KINDS, KernelConfig, canonical_kind, hwc_dims, layer_kernels
+from ..graph.kernel_families import channels_first
 from ..graph.layergraph import Layer, LayerGraph
 
 _COMPUTE = frozenset({"conv", "dwconv", "conv_transpose", "fc"})
@@ -56,6 +65,16 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     """Kernels ``runtime`` runs for each layer of the op-view ``graph`` (module doc): an empty
     list for a layer folded away or moving no data."""
     rules = runtime_family(runtime)
+    out, folded_into, kinds = _fused_kernels(graph, rules)
+    if rules == "onnxruntime" and not _quantized(kinds):
+        for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
+            out[i] = out[i] + extra
+    return out
+
+
+def _fused_kernels(graph: LayerGraph, rules: str) -> tuple[list[list[KernelConfig]], list[int | None], list[str]]:
+    """Every layer's kernels after the fusion rules of ``rules``, the layer each folded layer
+    folded into, and every layer's kind."""
     conv_acts = CONV_ACTIVATIONS.get(rules, frozenset())
     clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     kinds = [canonical_kind(la.op_type) for la in graph.layers]
@@ -89,7 +108,69 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
             out.append([])
         else:
             out.append(kernels)
-    return out
+    return out, folded_into, kinds
+
+
+#: kinds onnxruntime's NCHWc transformer runs blocked when every activation input is NCHWc
+NCHWC_READERS = frozenset({"global_avg_pool", "global_max_pool", "add", "mul", "concat",
+                           "relu", "relu6", "sigmoid", "tanh", "leaky_relu", "hard_sigmoid", "hard_swish",
+                           "batch_norm", "pad"})
+#: kinds onnxruntime converts to NCHWc whatever their input's layout (a ``ReorderInput`` when it is not)
+NCHWC_CONVERTERS = frozenset({"conv", "dwconv", "max_pool", "avg_pool"})
+#: MLAS's NCHWc block (16 channels with AVX-512, 8 with AVX2): a convolution with fewer input
+#: channels reads NCHW directly; output channels need a multiple of ``NCHWC_ALIGN``
+NCHWC_BLOCK, NCHWC_ALIGN = 16, 4
+
+
+def _quantized(kinds: list[str]) -> bool:
+    return any(k in ("quantize", "dequantize") for k in kinds)
+
+
+def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | None]
+                   ) -> dict[int, list[KernelConfig]]:
+    """The layout conversions onnxruntime adds around its NCHWc layers (module doc), as
+    transpose kernels per layer index."""
+    first = channels_first(graph.fmt)
+    n = len(graph.layers)
+    blocked = [False] * n
+    extra: dict[int, list[KernelConfig]] = {}
+
+    def producer_blocked(t: str) -> bool:
+        p = graph.tensors[t].producer
+        return p >= 0 and blocked[p]
+
+    def reorder(t: str) -> KernelConfig:
+        h, w, c = hwc_dims(graph.tensors[t].shape, first)
+        return KernelConfig("transpose", h, w, c, h, w, c)
+
+    for i, la in enumerate(graph.layers):
+        acts = [t for t in la.inputs if t in graph.tensors]
+        if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
+            c_in = hwc_dims(graph.tensors[acts[0]].shape, first)[2]
+            c_out = hwc_dims(la.output_shapes[0], first)[2]
+            blocked[i] = c_out % NCHWC_ALIGN == 0 and (c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0)
+            if blocked[i] and c_in >= NCHWC_BLOCK and not producer_blocked(acts[0]):
+                extra.setdefault(i, []).append(reorder(acts[0]))
+        elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
+            blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
+        elif kinds[i] in NCHWC_READERS and acts:
+            same = len({graph.tensors[t].shape for t in acts}) == 1 or kinds[i] == "concat"
+            blocked[i] = same and all(producer_blocked(t) for t in acts)
+    for i, la in enumerate(graph.layers):
+        if not blocked[i]:
+            continue
+        for t in la.outputs:
+            readers = graph.tensors[t].consumers if t in graph.tensors else ()
+            if any(c >= n or not (blocked[c] and (kinds[c] not in NCHWC_CONVERTERS or _reads_blocked(graph, c, first)))
+                   for c in readers):
+                extra.setdefault(i, []).append(reorder(t))
+    return extra
+
+
+def _reads_blocked(graph: LayerGraph, c: int, first: bool) -> bool:
+    """A blocked convolution reads its input blocked (at least one block of channels)."""
+    acts = [t for t in graph.layers[c].inputs if t in graph.tensors]
+    return bool(acts) and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
 
 
 def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:

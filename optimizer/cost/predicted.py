@@ -9,6 +9,8 @@ predictor's per-family ``corrections`` (from the user's profiles), and the runti
 per-invocation overhead is charged once per call into the processor (``invoke_overhead_s``), as
 nn-Meter sums kernel predictions into a model's latency (Zhang et al., MobiSys 2021).
 
+A kind the probes do not sample is priced as the probed kind of its family that does the same
+work per element (:data:`STAND_IN_KINDS`: a division as a product, a negation as a ReLU).
 A layer whose kernel family or kind has no probes in the table is priced by the analytic
 roofline (:mod:`optimizer.cost.analytic`), and the cost table's metadata says so per layer
 (``meta["predicted"][processor]["analytic_layers"]``); so is every processor without a
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -65,11 +68,19 @@ def load_predictor_table(entry: Predictor, where: str = "") -> ProbeTable:
     return table
 
 
+#: kinds probes do not sample, priced as the probed kind of their family that does the same work
+#: per element (a division as a product, a one-operand pass as a ReLU)
+STAND_IN_KINDS: dict[str, str] = {
+    "unary": "relu", "sqrt": "relu", "rsqrt": "relu", "div": "mul", "minimum": "maximum",
+    "squared_difference": "sub", "exp": "sigmoid", "elu": "sigmoid", "gelu": "tanh", "hard_sigmoid": "hard_swish",
+}
+
+
 def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], predictors: KernelPredictors
                          ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
     """Predicted seconds [L] of every op-view layer's kernels of each kernel family, and the
     reason of every layer with a kernel the table cannot predict (no probes of its family or
-    kind), whose predictions are left out."""
+    kind, nor of its :data:`STAND_IN_KINDS` kind), whose predictions are left out."""
     by_family: dict[str, list[tuple[int, KernelConfig]]] = defaultdict(list)
     for i, ks in enumerate(kernels):
         for k in ks:
@@ -78,6 +89,10 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     out: dict[str, np.ndarray] = {}
     for family, items in by_family.items():
         pred = predictors.predictor(family)
+        if pred is not None:
+            items = [(i, replace(k, kind=STAND_IN_KINDS[k.kind]))
+                     if k.kind not in pred.kinds and STAND_IN_KINDS.get(k.kind) in pred.kinds else (i, k)
+                     for i, k in items]
         for i, k in items:
             if pred is None:
                 analytic.setdefault(i, f"no {family} probes")

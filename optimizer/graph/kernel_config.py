@@ -46,6 +46,8 @@ KIND_FAMILY: dict[str, str] = {
     "split": "layout", "gather": "layout", "depth_to_space": "layout", "space_to_depth": "layout",
     "resize_bilinear": "resize", "resize_nearest": "resize",
     "postprocess": "postprocess", "identity": "other", "other": "other",
+    # appended, so that the kinds before keep their codes (a predictor's feature)
+    "unary": "eltwise",
 }
 OP_KINDS: tuple[str, ...] = tuple(KIND_FAMILY)
 #: element-wise kinds with two (or more) operands
@@ -89,6 +91,9 @@ _KINDS: dict[str, str] = {
     "cast": "identity", "constant": "identity", "depthtospace": "depth_to_space",
     "spacetodepth": "space_to_depth", "upsample": "resize_nearest", "resize": "resize_nearest",
     "quantizelinear": "quantize", "dequantizelinear": "dequantize", "nonmaxsuppression": "postprocess",
+    # one-operand element-wise passes of every format (tf2onnx writes a PReLU as Relu, Neg, Mul, Add)
+    **{op: "unary" for op in ("neg", "abs", "floor", "ceil", "round", "sign", "reciprocal", "log", "erf", "sin",
+                              "cos", "not", "logical_not", "square", "softplus", "softsign")},
 }
 #: op types of every importer's spelling -> canonical kind (keys: lower case, no separators but ``_``)
 KIND_OF_OP_TYPE: dict[str, str] = {**{k: k for k in OP_KINDS}, **_KINDS}
@@ -217,7 +222,7 @@ def canonical_kind(op_type: str) -> str:
     return KIND_OF_OP_TYPE.get(key.replace("_", ""), "other")
 
 
-def _dims(shape: tuple[int, ...], first: bool) -> tuple[int, int, int]:
+def hwc_dims(shape: tuple[int, ...], first: bool) -> tuple[int, int, int]:
     """(height, width, channels) of a per-sample shape (1 where absent); vectors are channels."""
     if not shape:
         return 1, 1, 1
@@ -244,8 +249,8 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
     first = channels_first(fmt)
     ins = layer.input_shapes or ((),)
     out = layer.output_shapes[0] if layer.output_shapes else ()
-    h_in, w_in, c_in = _dims(ins[0], first)
-    h_out, w_out, c_out = _dims(out, first)
+    h_in, w_in, c_in = hwc_dims(ins[0], first)
+    h_out, w_out, c_out = hwc_dims(out, first)
     base = KernelConfig(kind, h_in, w_in, c_in, h_out, w_out, c_out, n_in=max(len(layer.input_shapes), 1))
     stride = max(1, round(h_in / h_out)) if h_out else 1
     if kind in ("conv", "dwconv"):
@@ -287,7 +292,7 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
             sizes = [math.prod(s) if s else 1 for s in layer.input_shapes]
             bcast = int(min(sizes) < max(sizes))
             big = layer.input_shapes[sizes.index(max(sizes))]
-            h_in, w_in, c_in = _dims(big, first)
+            h_in, w_in, c_in = hwc_dims(big, first)
             return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, n_in=n, bcast=bcast)]
         return [replace(base, n_in=2, bcast=1)]  # a per-channel constant operand (a folded scale)
     if kind == "swish":

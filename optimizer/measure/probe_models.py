@@ -48,6 +48,7 @@ ACT_ZERO = -6
 #: a probe measures; a probe table records the version it was measured with (``probe_version``)
 PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
     2: ("tflite", "int8", "INT8 TFLite probes' activations take a zero point of -6, not 0"),
+    3: ("onnx", "int8", "INT8 onnxruntime probes' times leave out the NHWC transposes around QLinearConv"),
 }
 PROBE_VERSION = max(PROBE_CHANGES)
 

@@ -205,14 +205,19 @@ class OrtRunner(_ThreadedRunner):
         return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 
     def layout_share(self, model: bytes, runs: int = 20, seed: int = 0) -> float:
-        """Share of ``model``'s operator time in onnxruntime's layout conversions
-        (``ReorderInput``/``ReorderOutput`` of its NCHWc transformer), from its node profiler:
-        around a lone convolution they convert the input and output, between the convolutions of
-        a network they are not there."""
+        """Share of ``model``'s operator time in onnxruntime's layout conversions, from its node
+        profiler: ``ReorderInput``/``ReorderOutput`` of its NCHWc transformer (FP32), and the
+        ``Transpose`` nodes its NHWC transformer puts around INT8 ``QLinearConv`` (counted when
+        ``model`` has no ``Transpose`` of its own). Around a lone convolution they convert the input
+        and output; between the convolutions of a network they cancel out."""
         import json
         import tempfile
 
+        import onnx
         import onnxruntime as ort
+
+        layout_ops = ("Reorder",) if any(n.op_type == "Transpose" for n in onnx.load_from_string(bytes(model)).graph.node) \
+            else ("Reorder", "Transpose")
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = self.threads
@@ -233,7 +238,7 @@ class OrtRunner(_ThreadedRunner):
         for e in events:
             if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time"):
                 total += float(e.get("dur", 0))
-                if str(e.get("args", {}).get("op_name", "")).startswith("Reorder"):
+                if str(e.get("args", {}).get("op_name", "")).startswith(layout_ops):
                     layout += float(e.get("dur", 0))
         return layout / total if total > 0 else 0.0
 
