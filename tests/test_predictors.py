@@ -113,13 +113,16 @@ def test_a_channel_padding_probe_pads_channels(tmp_path, fmt):
 
 def test_the_prior_covers_full_resolution_stages_and_channel_padding():
     """The design prior includes networks without a down-sampling stem (VGG-like k x k convolutions
-    at 112-320 px) and channel-widening pads, not only MobileNet-like stages."""
+    at 112-320 px), channel-widening pads and input normalizations (a per-channel mean over an
+    image's three channels), not only MobileNet-like stages."""
     from optimizer.measure.probes import prior_sample
 
     configs = prior_sample(2000)
     full_res = [c for c in configs if c.family == "convkxk" and c.h_out >= 112]
     assert len(full_res) >= 30, len(full_res)
     assert sum(c.kind == "pad" and c.c_out > c.c_in for c in configs) >= 3
+    norms = [c for c in configs if c.kind in ("sub", "mul", "add") and c.bcast and c.c_in <= 3]
+    assert len(norms) >= 8 and max(c.h_in for c in norms) >= 320  # input normalizations of images
 
 
 # ------------------------------------------------------------------ probe models in both runtimes
@@ -355,6 +358,29 @@ def test_a_negation_is_a_unary_pass_priced_as_its_families_probed_kind():
     for kind, stand_in in STAND_IN_KINDS.items():
         assert stand_in in PROBE_KINDS and kind not in PROBE_KINDS
         assert KIND_FAMILY[kind] == KIND_FAMILY[stand_in], kind
+
+
+def test_an_operand_varying_along_the_last_axis_makes_a_binary_kernel_channels_last(tmp_path):
+    """A Keras Normalization's mean ahead of an ONNX file's first transpose ([1, 224, 224, 3] less a
+    [1, 1, 1, 3] mean) is three channels broadcast innermost, not 224 channels of 224 x 3."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.graph import load_graph
+
+    mean = numpy_helper.from_array(np.array([[[[0.4, 0.5, 0.6]]]], np.float32), "mean")
+    scale = numpy_helper.from_array(np.full((1, 8, 1, 1), 2.0, np.float32), "scale")
+    nodes = [helper.make_node("Sub", ["x", "mean"], ["a"]), helper.make_node("Transpose", ["a"], ["b"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["b", "w"], ["c"]), helper.make_node("Mul", ["c", "scale"], ["y"])]
+    w = numpy_helper.from_array(np.ones((8, 3, 1, 1), np.float32), "w")
+    graph = helper.make_graph(nodes, "norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 224, 224, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 224, 224])], [mean, scale, w])
+    path = tmp_path / "norm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = load_graph(str(path))
+    kernels = {la.op_type: layer_kernels(la, g.fmt) for la in g.layers}
+    assert [(k.h_in, k.w_in, k.c_in, k.bcast) for k in kernels["Sub"]] == [(224, 224, 3, 1)]
+    assert [(k.h_in, k.w_in, k.c_in, k.bcast) for k in kernels["Mul"]] == [(224, 224, 8, 1)]  # per channel, NCHW
 
 
 def test_ort_layout_share_counts_the_nhwc_transposes_around_an_int8_convolution():

@@ -292,8 +292,21 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
             sizes = [math.prod(s) if s else 1 for s in layer.input_shapes]
             bcast = int(min(sizes) < max(sizes))
             big = layer.input_shapes[sizes.index(max(sizes))]
-            h_in, w_in, c_in = hwc_dims(big, first)
-            return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, n_in=n, bcast=bcast)]
+            small = layer.input_shapes[sizes.index(min(sizes))]
+            # an operand varying along the last axis only: channels-last here, whatever the format
+            # (a Keras Normalization's mean ahead of an ONNX file's first transpose)
+            last = bcast and len(big) >= 3 and bool(small) and small[-1] > 1 and all(d == 1 for d in small[:-1])
+            h_in, w_in, c_in = hwc_dims(big, first and not last)
+            h_out, w_out, c_out = hwc_dims(out, first and not last)
+            return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=n,
+                            bcast=bcast)]
+        big = layer.input_shapes[0] if layer.input_shapes else ()
+        if first and len(big) >= 3 and layer.params > 1 and big[-1] == layer.params != big[0]:
+            # a constant of the last axis' length: channels-last here (as above)
+            h_in, w_in, c_in = hwc_dims(big, False)
+            h_out, w_out, c_out = hwc_dims(out, False)
+            return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=2,
+                            bcast=1)]
         return [replace(base, n_in=2, bcast=1)]  # a per-channel constant operand (a folded scale)
     if kind == "swish":
         return [replace(base, kind="sigmoid", n_in=1), replace(base, kind="mul", n_in=2)]

@@ -49,6 +49,7 @@ ACT_ZERO = -6
 PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
     2: ("tflite", "int8", "INT8 TFLite probes' activations take a zero point of -6, not 0"),
     3: ("onnx", "int8", "INT8 onnxruntime probes' times leave out the NHWC transposes around QLinearConv"),
+    4: ("onnx", "int8", "INT8 onnxruntime element-wise probes with two operands are laid out NHWC"),
 }
 PROBE_VERSION = max(PROBE_CHANGES)
 
