@@ -256,7 +256,9 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
 
     host = load_device("host")
     learned = learned_models()
-    summary: dict[str, dict] = {}
+    path = OUT / "report.json"
+    # a run over some configurations keeps the others' last figures (``report all`` replaces them all)
+    summary: dict[str, dict] = json.loads(path.read_text()) if path.is_file() else {}
     for config in configs:
         runner, dtype, threads = parse_config(config)
         meas = measured(config)
@@ -299,13 +301,13 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
               f"{s['mape_predicted']:.1%}, near {s['mape_near']:.1%}, analytic {s['mape_analytic']:.1%}, learned "
               f"{s['mape_learned']:.1%}; from the model's graph: within bound {s['within_graph']:.0%}, MAPE "
               f"{s['mape_graph']:.1%}; per-layer Spearman median {s['spearman_median']:.3f}, min {s['spearman_min']:.3f}")
-    cases = [r for s in summary.values() for r in s["rows"]]
+    cases = [r for c in configs if c in summary for r in summary[c]["rows"]]
     if cases:
         within = np.mean([abs(r["predicted_error"]) <= r["bound"] for r in cases])
         worst = max(abs(r["predicted_error"]) for r in cases)
         print(f"\nall configurations: {len(cases)} cases, {within:.1%} within their bound "
               f"(max(10 %, run-to-run spread)), worst |error| {worst:.1%}")
-    (OUT / "report.json").write_text(json.dumps(summary, indent=1, default=float))
+    path.write_text(json.dumps(summary, indent=1, default=float))
 
 
 def _summarise(rows: list[dict]) -> dict:

@@ -138,6 +138,17 @@ def test_every_probe_kind_runs_in_its_runtime(fmt, runner, dtype):
     assert all(t.median_s > 0 and t.samples == 2 for t in timings)
 
 
+@pytest.mark.parametrize("fmt,runner", [("tflite", "litert"), ("onnx", "ort")])
+def test_a_gather_of_fewer_rows_than_the_ids_range_builds_and_runs(fmt, runner):
+    """A network's Gather of a short table (retinaface's shape gathers: one row) is a near probe;
+    its ids are drawn from [0, 8), so the probe's table has at least 8 rows (calibration crashed)."""
+    from optimizer.measure.probe_runner import in_process_runner
+
+    r = in_process_runner(runner, 1)
+    for dtype in ("fp32", "int8"):
+        r.load(probe_model(KernelConfig("gather", rows=3, c_in=1, c_out=4), fmt, dtype))()
+
+
 def test_probe_bytes_are_seeded():
     cfg = KINDS["conv"]
     assert probe_model(cfg, "tflite", "int8", 3) == probe_model(cfg, "tflite", "int8", 3)

@@ -313,7 +313,8 @@ def _tfl_layout(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
         b.op("CONCATENATION", ins, [y], "ConcatenationOptions", axis=3)
         return ins, y
     if cfg.kind == "gather":
-        table = (b.rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
+        # ids are drawn from [0, 8) (probe_runner.random_input): a table of at least 8 rows
+        table = (b.rng.standard_normal((max(cfg.c_in, 8), cfg.c_out)) * 0.1).astype(np.float32)
         t = (b.tensor(table.shape, data=np.clip(np.round(table / ACT_SCALE) + ACT_ZERO, -128, 127).astype(np.int8),
                       quant=b._quant(ACT_SCALE, ACT_ZERO)) if b.int8 else b.const(table))
         ids = b.tensor((cfg.rows,), ttype=s.TensorType.INT32)

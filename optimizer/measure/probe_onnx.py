@@ -166,7 +166,8 @@ def _onnx_layout(b: _Onnx, cfg: KernelConfig) -> str:
         return b.node("Concat", [b.input((1, c, cfg.h_in, cfg.w_in)) for c in split_channels(cfg)], axis=1)
     if cfg.kind == "gather":
         b.ids_input = True
-        table = (b.rng.standard_normal((cfg.c_in, cfg.c_out)) * 0.1).astype(np.float32)
+        # ids are drawn from [0, 8) (probe_runner.random_input): a table of at least 8 rows
+        table = (b.rng.standard_normal((max(cfg.c_in, 8), cfg.c_out)) * 0.1).astype(np.float32)
         return b.node("Gather", [b.const(table), b.input((cfg.rows,))], axis=0)
     x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
     if cfg.kind == "pad":

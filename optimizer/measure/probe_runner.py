@@ -305,13 +305,19 @@ def in_process_runner(name: str, threads: int) -> LiteRTRunner | OrtRunner:
 
 @contextlib.contextmanager
 def quiet_quantizer() -> Iterator[None]:
-    """Silence onnxruntime's quantizer, which logs a pre-processing hint per model at WARNING."""
+    """Silence onnxruntime's quantizer, which logs a pre-processing hint per model at WARNING, and
+    its calibration sessions' warnings about initializers they drop (onnxruntime's own logger,
+    back at its default level after)."""
     import logging
+
+    import onnxruntime
 
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
+    onnxruntime.set_default_logger_severity(3)
     try:
         yield
     finally:
         root.setLevel(level)
+        onnxruntime.set_default_logger_severity(2)
