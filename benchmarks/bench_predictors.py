@@ -117,6 +117,7 @@ def host_device(config: str, table: Path):
 # ------------------------------------------------------------------------------------------- steps
 
 def step_probes(config: str, budget: int, near: bool = True) -> None:
+    from optimizer.cost.probe_table import write_probe_table
     from optimizer.measure.probe_campaign import InProcess, run_campaign
     from optimizer.measure.probe_runner import in_process_runner
 
@@ -126,6 +127,9 @@ def step_probes(config: str, budget: int, near: bool = True) -> None:
     r = InProcess(in_process_runner(runner, threads))
     table = run_campaign(r, dtype, budget, path, progress=_progress)
     print(f"{config}: {len(table.rows)} default probes in {time.perf_counter() - t0:.0f} s", flush=True)
+    default = OUT / "probes" / f"{config}-default.csv.gz"
+    if not default.is_file():  # the default probes, before the near stage adds adaptive ones around its probes
+        write_probe_table(table, default)
     if not near:
         return
     graphs = [load(ref, shapes) for ref, shapes in networks(runner).values()]
@@ -205,13 +209,16 @@ def filtered_table(config: str, near: str | None) -> Path:
     if out.is_file():
         return out
     table = read_probe_table(probe_table_path(config))
-    keep = table.rows["source"] != "near"
-    if near is not None:
-        runner, dtype, _ = parse_config(config)
-        ref, shapes = networks(runner)[near]
-        ids = {probe_id(c, dtype) for c in near_sample([load(ref, shapes)])}
-        keep |= table.rows["id"].isin(ids)
-    write_probe_table(type(table)(table.rows[keep].reset_index(drop=True), table.meta, ""), out)
+    if near is None:
+        keep = table.rows["source"] != "near"
+        write_probe_table(type(table)(table.rows[keep].reset_index(drop=True), table.meta, ""), out)
+        return out
+    # the default probes (the snapshot step_probes took before the near stage) and this network's near ones
+    default = read_probe_table(filtered_table(config, None))
+    runner, dtype, _ = parse_config(config)
+    ref, shapes = networks(runner)[near]
+    ids = {probe_id(c, dtype) for c in near_sample([load(ref, shapes)])} - set(default.rows["id"])
+    write_probe_table(default.with_rows(table.rows[table.rows["id"].isin(ids)].to_dict("records")), out)
     return out
 
 
