@@ -287,27 +287,7 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
     if kind in ("global_avg_pool", "global_max_pool"):
         return [replace(base, k=h_in, stride=h_in, h_out=1, w_out=1, c_out=c_in)]
     if kind in BINARY_KINDS:
-        n = len(layer.input_shapes)
-        if n >= 2:
-            sizes = [math.prod(s) if s else 1 for s in layer.input_shapes]
-            bcast = int(min(sizes) < max(sizes))
-            big = layer.input_shapes[sizes.index(max(sizes))]
-            small = layer.input_shapes[sizes.index(min(sizes))]
-            # an operand varying along the last axis only: channels-last here, whatever the format
-            # (a Keras Normalization's mean ahead of an ONNX file's first transpose)
-            last = bcast and len(big) >= 3 and bool(small) and small[-1] > 1 and all(d == 1 for d in small[:-1])
-            h_in, w_in, c_in = hwc_dims(big, first and not last)
-            h_out, w_out, c_out = hwc_dims(out, first and not last)
-            return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=n,
-                            bcast=bcast)]
-        big = layer.input_shapes[0] if layer.input_shapes else ()
-        if first and len(big) >= 3 and layer.params > 1 and big[-1] == layer.params != big[0]:
-            # a constant of the last axis' length: channels-last here (as above)
-            h_in, w_in, c_in = hwc_dims(big, False)
-            h_out, w_out, c_out = hwc_dims(out, False)
-            return [replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=2,
-                            bcast=1)]
-        return [replace(base, n_in=2, bcast=1)]  # a per-channel constant operand (a folded scale)
+        return [_binary_kernel(layer, base, out, first)]
     if kind == "swish":
         return [replace(base, kind="sigmoid", n_in=1), replace(base, kind="mul", n_in=2)]
     if kind == "concat":
@@ -318,6 +298,30 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
         return [KernelConfig("gather", rows=rows, c_in=vocab, c_out=c_out)]
     return [replace(base, n_in=1)]
 
+
+
+def _binary_kernel(layer: Layer, base: KernelConfig, out: tuple[int, ...], first: bool) -> KernelConfig:
+    """The kernel of a two-operand element-wise layer: the larger operand's dims, broadcast when the
+    operands differ in size (a constant operand is a per-channel one). An operand varying along the
+    last axis only makes it channels-last whatever the format (a Keras Normalization's mean ahead of
+    an ONNX file's first transpose: ``[1, 224, 224, 3] - [1, 1, 1, 3]``)."""
+    shapes = layer.input_shapes
+    if len(shapes) >= 2:
+        sizes = [math.prod(s) if s else 1 for s in shapes]
+        bcast = int(min(sizes) < max(sizes))
+        big, small = shapes[sizes.index(max(sizes))], shapes[sizes.index(min(sizes))]
+        last = bool(bcast) and bool(small) and small[-1] > 1 and all(d == 1 for d in small[:-1])
+        n = len(shapes)
+    else:  # a constant operand: ``params`` elements
+        big = shapes[0] if shapes else ()
+        bcast, n = 1, 2
+        last = bool(big) and layer.params > 1 and big[-1] == layer.params != big[0]
+    last = last and first and len(big) >= 3
+    if len(shapes) < 2 and not last:
+        return replace(base, n_in=2, bcast=1)  # a per-channel constant operand (a folded scale)
+    h_in, w_in, c_in = hwc_dims(big, first and not last)
+    h_out, w_out, c_out = hwc_dims(out, first and not last)
+    return replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=n, bcast=bcast)
 
 def _bmm(layer: Layer, out: tuple[int, ...]) -> KernelConfig:
     """A batched matrix product ``[B, M, K] x [B, K, N]`` from its per-sample output ``[..., M, N]``
