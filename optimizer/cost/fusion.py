@@ -133,6 +133,7 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
     first = channels_first(graph.fmt)
     n = len(graph.layers)
     blocked = [False] * n
+    wide_input = [False] * n  # a blocked convolution or pooling that reads its input blocked
     extra: dict[int, list[KernelConfig]] = {}
 
     def producer_blocked(t: str) -> bool:
@@ -149,7 +150,8 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
             c_in = hwc_dims(graph.tensors[acts[0]].shape, first)[2]
             c_out = hwc_dims(la.output_shapes[0], first)[2]
             blocked[i] = c_out % NCHWC_ALIGN == 0 and (c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0)
-            if blocked[i] and c_in >= NCHWC_BLOCK and not producer_blocked(acts[0]):
+            wide_input[i] = blocked[i] and c_in >= NCHWC_BLOCK  # fewer channels: read NCHW directly
+            if wide_input[i] and not producer_blocked(acts[0]):
                 extra.setdefault(i, []).append(reorder(acts[0]))
         elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
             blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
@@ -161,16 +163,10 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
             continue
         for t in la.outputs:
             readers = graph.tensors[t].consumers if t in graph.tensors else ()
-            if any(c >= n or not (blocked[c] and (kinds[c] not in NCHWC_CONVERTERS or _reads_blocked(graph, c, first)))
+            if any(c >= n or not (blocked[c] and (kinds[c] not in NCHWC_CONVERTERS or wide_input[c]))
                    for c in readers):
                 extra.setdefault(i, []).append(reorder(t))
     return extra
-
-
-def _reads_blocked(graph: LayerGraph, c: int, first: bool) -> bool:
-    """A blocked convolution reads its input blocked (at least one block of channels)."""
-    acts = [t for t in graph.layers[c].inputs if t in graph.tensors]
-    return bool(acts) and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
 
 
 def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:

@@ -299,7 +299,6 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
     return [replace(base, n_in=1)]
 
 
-
 def _binary_kernel(layer: Layer, base: KernelConfig, out: tuple[int, ...], first: bool) -> KernelConfig:
     """The kernel of a two-operand element-wise layer: the larger operand's dims, broadcast when the
     operands differ in size (a constant operand is a per-channel one). An operand varying along the
@@ -322,6 +321,7 @@ def _binary_kernel(layer: Layer, base: KernelConfig, out: tuple[int, ...], first
     h_in, w_in, c_in = hwc_dims(big, first and not last)
     h_out, w_out, c_out = hwc_dims(out, first and not last)
     return replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=n, bcast=bcast)
+
 
 def _bmm(layer: Layer, out: tuple[int, ...]) -> KernelConfig:
     """A batched matrix product ``[B, M, K] x [B, K, N]`` from its per-sample output ``[..., M, N]``

@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..graph.kernel_config import KernelConfig
 from .probe_onnx import ONNX_BUILDERS, onnx_probe, split_channels
+from .probe_runner import ID_RANGE
 
 #: kinds a probe can be built for (both formats, FP32 and INT8)
 PROBE_KINDS: tuple[str, ...] = (
@@ -313,8 +314,8 @@ def _tfl_layout(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
         b.op("CONCATENATION", ins, [y], "ConcatenationOptions", axis=3)
         return ins, y
     if cfg.kind == "gather":
-        # ids are drawn from [0, 8) (probe_runner.random_input): a table of at least 8 rows
-        table = (b.rng.standard_normal((max(cfg.c_in, 8), cfg.c_out)) * 0.1).astype(np.float32)
+        # a table of at least the rows the ids range over (probe_runner.random_input)
+        table = (b.rng.standard_normal((max(cfg.c_in, ID_RANGE), cfg.c_out)) * 0.1).astype(np.float32)
         t = (b.tensor(table.shape, data=np.clip(np.round(table / ACT_SCALE) + ACT_ZERO, -128, 127).astype(np.int8),
                       quant=b._quant(ACT_SCALE, ACT_ZERO)) if b.int8 else b.const(table))
         ids = b.tensor((cfg.rows,), ttype=s.TensorType.INT32)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..graph.kernel_config import KernelConfig
+from .probe_runner import ID_RANGE, random_input
 
 
 def split_channels(cfg: KernelConfig) -> list[int]:
@@ -166,8 +167,8 @@ def _onnx_layout(b: _Onnx, cfg: KernelConfig) -> str:
         return b.node("Concat", [b.input((1, c, cfg.h_in, cfg.w_in)) for c in split_channels(cfg)], axis=1)
     if cfg.kind == "gather":
         b.ids_input = True
-        # ids are drawn from [0, 8) (probe_runner.random_input): a table of at least 8 rows
-        table = (b.rng.standard_normal((max(cfg.c_in, 8), cfg.c_out)) * 0.1).astype(np.float32)
+        # a table of at least the rows the ids range over (probe_runner.random_input)
+        table = (b.rng.standard_normal((max(cfg.c_in, ID_RANGE), cfg.c_out)) * 0.1).astype(np.float32)
         return b.node("Gather", [b.const(table), b.input((cfg.rows,))], axis=0)
     x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
     if cfg.kind == "pad":
@@ -214,8 +215,8 @@ def qdq_model(model: Any, input_shapes: list[tuple[int, ...]], ids_input: bool =
 
     rng = np.random.default_rng(seed)
     names = [i.name for i in model.graph.input]
-    batches = [{n: (rng.integers(0, 8, size=s).astype(np.int32) if ids_input else
-                    rng.standard_normal(s).astype(np.float32)) for n, s in zip(names, input_shapes, strict=True)}
+    dtype = np.dtype(np.int32 if ids_input else np.float32)
+    batches = [{n: random_input(rng, list(s), dtype) for n, s in zip(names, input_shapes, strict=True)}
                for _ in range(samples)]
 
     class Reader(CalibrationDataReader):

@@ -216,8 +216,8 @@ class OrtRunner(_ThreadedRunner):
         import onnx
         import onnxruntime as ort
 
-        layout_ops = ("Reorder",) if any(n.op_type == "Transpose" for n in onnx.load_from_string(bytes(model)).graph.node) \
-            else ("Reorder", "Transpose")
+        own_transpose = any(n.op_type == "Transpose" for n in onnx.load_from_string(bytes(model)).graph.node)
+        layout_ops = ("Reorder",) if own_transpose else ("Reorder", "Transpose")
 
         so = ort.SessionOptions()
         so.intra_op_num_threads = self.threads
@@ -279,12 +279,16 @@ _ORT_TYPES = {"tensor(float)": np.dtype(np.float32), "tensor(uint8)": np.dtype(n
               "tensor(int64)": np.dtype(np.int64), "tensor(float16)": np.dtype(np.float16)}
 
 
+#: ids (int32/int64 inputs: an embedding's or a gather's lookup) are drawn from ``[0, ID_RANGE)``
+ID_RANGE = 8
+
+
 def random_input(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
     """A seeded input of ``shape`` and ``dtype``: standard-normal floats, small ids for int32/int64
     (an embedding's lookup), the int8 range for other integers."""
     if np.issubdtype(dtype, np.integer):
         if dtype in (np.dtype(np.int32), np.dtype(np.int64)):  # ids (an embedding's lookup)
-            return rng.integers(0, 8, size=shape).astype(dtype)
+            return rng.integers(0, ID_RANGE, size=shape).astype(dtype)
         info = np.iinfo(dtype)
         return rng.integers(max(info.min, -128), min(info.max, 127) + 1, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
