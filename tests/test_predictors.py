@@ -40,6 +40,7 @@ KINDS = {
     "tanh": KernelConfig("tanh", 28, 28, 32, 28, 28, 32),
     "hard_swish": KernelConfig("hard_swish", 28, 28, 32, 28, 28, 32),
     "softmax": KernelConfig("softmax", 16, 1, 64, 16, 1, 64),
+    "unary": KernelConfig("unary", 28, 28, 32, 28, 28, 32),
     "batch_norm": KernelConfig("batch_norm", 28, 28, 32, 28, 28, 32),
     "layer_norm": KernelConfig("layer_norm", 16, 1, 64, 16, 1, 64),
     "concat": KernelConfig("concat", 14, 14, 32, 14, 14, 96, n_in=3),
@@ -79,7 +80,7 @@ def test_keras_swish_is_recorded_and_runs_as_sigmoid_and_multiply(zoo_graph):
 
 
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
-                                  "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat"])
+                                  "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
     """Probes and priced layers share one description: importing a probe file with the project's
@@ -359,16 +360,72 @@ def test_onnxruntime_nchwc_reorders_are_those_of_its_optimized_graph(tmp_path):
         assert (theirs == 0) == qdq
 
 
-def test_a_negation_is_a_unary_pass_priced_as_its_families_probed_kind():
-    """tf2onnx writes a PReLU as Relu, Neg, Mul and Add: the Neg is work, priced as a ReLU (a
-    one-operand pass), and every stand-in is a probed kind of the same family."""
-    from optimizer.cost.predicted import STAND_IN_KINDS
+def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
+    """tf2onnx writes a PReLU as Relu, Neg, Mul and Add: the Neg is work, probed as the kind
+    ``unary`` (NEG / Neg); kinds the probes do not sample stand in for probed kinds of their family."""
+    from optimizer.cost.predicted import OLDER_TABLE_STAND_INS, QDQ_STAND_IN_KINDS, STAND_IN_KINDS
+    from optimizer.measure.probes import prior_sample
     from optimizer.graph.kernel_config import KIND_FAMILY, canonical_kind
 
     assert {canonical_kind(op) for op in ("Neg", "NEG", "Abs", "Erf", "Reciprocal")} == {"unary"}
-    for kind, stand_in in STAND_IN_KINDS.items():
+    assert "unary" in PROBE_KINDS and "unary" in {c.kind for c in prior_sample(2000)}
+    for kind, stand_in in (*STAND_IN_KINDS.items(), *QDQ_STAND_IN_KINDS.items()):
         assert stand_in in PROBE_KINDS and kind not in PROBE_KINDS
         assert KIND_FAMILY[kind] == KIND_FAMILY[stand_in], kind
+    assert all(k in PROBE_KINDS and v in PROBE_KINDS for k, v in OLDER_TABLE_STAND_INS.items())
+    # onnxruntime INT8: a division runs in float between conversions, as a subtraction, not QLinearMul
+    assert QDQ_STAND_IN_KINDS["div"] == "sub" and STAND_IN_KINDS["div"] == "mul"
+    neg = KernelConfig("unary", 14, 14, 32, 14, 14, 32)
+    assert probe_model(neg, "tflite", "int8") and probe_model(neg, "onnx", "fp32")
+
+
+def _optimized_ops(model: bytes, tmp_path) -> list[str]:
+    """The operators onnxruntime's optimizer leaves in ``model`` (its optimized graph)."""
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+
+
+def test_every_int8_onnxruntime_probe_reads_and_writes_quantized_tensors(tmp_path):
+    """As inside a quantized network: an operator that moves 8-bit data runs on it (its
+    conversions dropped), one without a quantized kernel runs in float between a
+    DequantizeLinear and a QuantizeLinear, and a kept ReLU is those two conversions alone."""
+    import onnx
+    from onnx import TensorProto
+
+    cases = {KernelConfig("max_pool", 28, 28, 32, 14, 14, 32, k=2, stride=2): ["NhwcMaxPool"],  # as between QLinearConvs
+             KernelConfig("global_avg_pool", 7, 7, 32, 1, 1, 32, k=7, stride=7): ["QLinearGlobalAveragePool"],
+             KernelConfig("global_max_pool", 7, 7, 32, 1, 1, 32, k=7, stride=7): ["DequantizeLinear", "GlobalMaxPool",
+                                                                                  "QuantizeLinear"],
+             KernelConfig("transpose", 28, 28, 32, 28, 28, 32): ["Transpose"],
+             KernelConfig("sub", 28, 28, 32, 28, 28, 32, n_in=2): ["DequantizeLinear", "DequantizeLinear", "Sub",
+                                                                   "QuantizeLinear"],
+             KernelConfig("tanh", 28, 28, 32, 28, 28, 32): ["DequantizeLinear", "Tanh", "QuantizeLinear"],
+             KernelConfig("relu", 28, 28, 32, 28, 28, 32): ["DequantizeLinear", "QuantizeLinear"],
+             KernelConfig("unary", 28, 28, 32, 28, 28, 32): ["DequantizeLinear", "Neg", "QuantizeLinear"],
+             KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2): ["QLinearAdd"]}
+    for cfg, ops in cases.items():
+        model = probe_model(cfg, "onnx", "int8")
+        g = onnx.load_from_string(model).graph
+        assert {i.type.tensor_type.elem_type for i in (*g.input, *g.output)} == {TensorProto.UINT8}, cfg.kind
+        assert _optimized_ops(model, tmp_path) == ops, cfg.kind
+
+
+def test_a_qdq_files_conversions_are_priced_inside_its_operators(tmp_path):
+    """onnxruntime fuses a QDQ file's conversions into its QLinear kernels or runs them beside a
+    float operator, which an INT8 probe times with them: they get no kernel of their own."""
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    g = load_graph(str(_nchwc_net(tmp_path / "q.onnx", qdq=True)))
+    kernels = dict(zip([la.op_type for la in g.layers], runtime_kernels(g, "onnxruntime"), strict=False))
+    assert {la.op_type for la in g.layers} >= {"QuantizeLinear", "DequantizeLinear", "Conv", "PRelu"}
+    assert kernels["QuantizeLinear"] == [] and kernels["DequantizeLinear"] == []
+    assert [k.kind for k in kernels["PRelu"]] == ["prelu"] and [k.kind for k in kernels["Conv"]] == ["conv"]
 
 
 def test_an_operand_varying_along_the_last_axis_makes_a_binary_kernel_channels_last(tmp_path):
@@ -472,14 +529,16 @@ def test_a_device_naming_a_probe_table_is_priced_by_its_predictors(host_with_tab
     assert build_cost_table(kernel, dev, "int8").meta["predicted"]["cpu"]["predictor"] is None  # no INT8 table
 
 
-def test_a_family_without_probes_is_priced_analytically_and_said_per_layer(host_with_table, zoo_graph):
+def test_a_family_without_probes_is_priced_analytically_and_said_per_layer(host_with_table, zoo_graph, prior_configs):
     from optimizer.cost import build_cost_table
     from optimizer.hardware import load_device
 
     ct = build_cost_table(zoo_graph("efficientdet_lite0", "kernel"), load_device(host_with_table), "fp32")
     rows = ct.meta["predicted"]["cpu"]["analytic_layers"]
-    assert rows and all(r["reason"] == "no resize probes" for r in rows)  # the table has no resize probes
-    assert len(rows) == sum(1 for la in zoo_graph("efficientdet_lite0").layers if la.op_type == "UpSampling2D")
+    resize = [r for r in rows if r["reason"] == "no resize probes"]  # the table has no resize probes
+    assert len(resize) == sum(1 for la in zoo_graph("efficientdet_lite0").layers if la.op_type == "UpSampling2D")
+    sampled = {c.kind for c in prior_configs}  # any other layer: a kind this small prior draw missed
+    assert all(r["reason"].split()[1] not in sampled for r in rows if r not in resize)
 
 
 def test_a_table_of_another_dtype_or_a_missing_table_is_refused(host_with_table, zoo_graph, tmp_path):

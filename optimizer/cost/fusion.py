@@ -19,7 +19,12 @@ into the kernel that produces its input (or, for a padding, that consumes its ou
 A QDQ file (onnxruntime's static quantizer) dequantizes each weight with a ``DequantizeLinear``
 of its own, a layer with no activation input: a matrix product reading such a layer's output
 reads a weight, and is priced as the fully connected kernel onnxruntime runs for it
-(``QLinearMatMul``/``QGemm``), not as a product of two activations.
+(``QLinearMatMul``/``QGemm``), not as a product of two activations. Its ``QuantizeLinear`` and
+``DequantizeLinear`` layers get no kernel of their own: onnxruntime fuses them with the operator
+between them into a ``QLinear*`` kernel, drops them around an operator that moves 8-bit data
+(pooling, transpose, resize), or runs them beside a float operator (a negation, a subtraction),
+and an INT8 probe times its operator between the same conversions
+(:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price.
 
 onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
 them the pooling, additions, products, concatenations and fused activations that read only NCHWc
@@ -66,7 +71,11 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     list for a layer folded away or moving no data."""
     rules = runtime_family(runtime)
     out, folded_into, kinds = _fused_kernels(graph, rules)
-    if rules == "onnxruntime" and not _quantized(kinds):
+    if rules == "onnxruntime" and _quantized(kinds):
+        # a QDQ file's conversions run inside their operators' kernels (QLinear*) or beside them, and
+        # an INT8 probe times its operator with them (module doc)
+        return [[] if k in ("quantize", "dequantize") else ks for k, ks in zip(kinds, out, strict=True)]
+    if rules == "onnxruntime":
         for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
             out[i] = out[i] + extra
     return out

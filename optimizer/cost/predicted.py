@@ -10,7 +10,8 @@ per-invocation overhead is charged once per call into the processor (``invoke_ov
 nn-Meter sums kernel predictions into a model's latency (Zhang et al., MobiSys 2021).
 
 A kind the probes do not sample is priced as the probed kind of its family that does the same
-work per element (:data:`STAND_IN_KINDS`: a division as a product, a negation as a ReLU).
+work per element (:data:`STAND_IN_KINDS`: a division as a product, a square root as a negation;
+in an onnxruntime INT8 table, :data:`QDQ_STAND_IN_KINDS`, as float passes between conversions).
 A layer whose kernel family or kind has no probes in the table is priced by the analytic
 roofline (:mod:`optimizer.cost.analytic`), and the cost table's metadata says so per layer
 (``meta["predicted"][processor]["analytic_layers"]``); so is every processor without a
@@ -36,7 +37,7 @@ from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Predictor
 from .analytic import analytic_costs, block_sums, with_fallback
 from .backends import BackendCosts, BackendInputs
-from .fusion import runtime_kernels
+from .fusion import runtime_family, runtime_kernels
 from .predictor import KernelPredictors, predictors_for
 from .probe_table import ProbeTable, check_table_for, read_probe_table
 
@@ -69,11 +70,25 @@ def load_predictor_table(entry: Predictor, where: str = "") -> ProbeTable:
 
 
 #: kinds probes do not sample, priced as the probed kind of their family that does the same work
-#: per element (a division as a product, a one-operand pass as a ReLU)
+#: per element (a division as a product, a square root as a one-operand pass)
 STAND_IN_KINDS: dict[str, str] = {
-    "unary": "relu", "sqrt": "relu", "rsqrt": "relu", "div": "mul", "minimum": "maximum",
+    "sqrt": "unary", "rsqrt": "unary", "div": "mul", "minimum": "maximum",
     "squared_difference": "sub", "exp": "sigmoid", "elu": "sigmoid", "gelu": "tanh", "hard_sigmoid": "hard_swish",
 }
+#: onnxruntime INT8 (QDQ) stand-ins: an operator without a quantized kernel runs in float between a
+#: ``DequantizeLinear`` and a ``QuantizeLinear``, so it is priced as a probed kind that does so too
+#: (a division as a subtraction, an exponential as a tanh), not as one onnxruntime runs quantized
+#: (a product: ``QLinearMul``; a sigmoid: ``QLinearSigmoid``'s table)
+QDQ_STAND_IN_KINDS: dict[str, str] = {**STAND_IN_KINDS, "div": "sub", "exp": "tanh", "elu": "tanh"}
+#: a probed kind's stand-in in tables measured before it was probed (a negation as a ReLU)
+OLDER_TABLE_STAND_INS: dict[str, str] = {"unary": "relu"}
+
+
+def stand_in_kinds(table: ProbeTable) -> dict[str, str]:
+    """The stand-in kinds of ``table``'s runtime and dtype (:data:`QDQ_STAND_IN_KINDS` for
+    onnxruntime INT8, else :data:`STAND_IN_KINDS`)."""
+    qdq = table.dtype == "int8" and runtime_family(table.runtime) == "onnxruntime"
+    return {**OLDER_TABLE_STAND_INS, **(QDQ_STAND_IN_KINDS if qdq else STAND_IN_KINDS)}
 
 
 def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], predictors: KernelPredictors
@@ -87,11 +102,12 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
             by_family[k.family].append((i, k))
     analytic: dict[int, str] = {}
     out: dict[str, np.ndarray] = {}
+    stand_in = stand_in_kinds(predictors.table)
     for family, items in by_family.items():
         pred = predictors.predictor(family)
         if pred is not None:
-            items = [(i, replace(k, kind=STAND_IN_KINDS[k.kind]))
-                     if k.kind not in pred.kinds and STAND_IN_KINDS.get(k.kind) in pred.kinds else (i, k)
+            items = [(i, replace(k, kind=stand_in[k.kind]))
+                     if k.kind not in pred.kinds and stand_in.get(k.kind) in pred.kinds else (i, k)
                      for i, k in items]
         for i, k in items:
             if pred is None:

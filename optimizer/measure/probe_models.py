@@ -37,7 +37,7 @@ PROBE_KINDS: tuple[str, ...] = (
     "conv", "dwconv", "conv_transpose", "fc", "bmm", "max_pool", "avg_pool", "global_avg_pool",
     "global_max_pool", "add", "mul", "sub", "maximum", "relu", "relu6", "leaky_relu", "prelu", "sigmoid",
     "tanh", "hard_swish", "softmax", "batch_norm", "layer_norm", "concat", "pad", "transpose",
-    "slice", "gather", "resize_bilinear", "resize_nearest", "depth_to_space",
+    "slice", "gather", "resize_bilinear", "resize_nearest", "depth_to_space", "unary",
 )
 FORMATS = ("tflite", "onnx")
 ACT_SCALE = 0.05  # INT8 activation scale of a probe (values in about [-6.1, 6.65])
@@ -51,6 +51,8 @@ PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
     2: ("tflite", "int8", "INT8 TFLite probes' activations take a zero point of -6, not 0"),
     3: ("onnx", "int8", "INT8 onnxruntime probes' times leave out the NHWC transposes around QLinearConv"),
     4: ("onnx", "int8", "INT8 onnxruntime element-wise probes with two operands are laid out NHWC"),
+    5: ("onnx", "int8", "every INT8 onnxruntime probe's operator reads and writes quantized tensors; pooling "
+                        "probes are onnxruntime's NHWC kernels"),
 }
 PROBE_VERSION = max(PROBE_CHANGES)
 
@@ -277,7 +279,7 @@ def _tfl_unary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
         b.op("SOFTMAX", [x], [y], "SoftmaxOptions", beta=1.0)
     else:
         b.op({"relu": "RELU", "relu6": "RELU6", "sigmoid": "LOGISTIC", "tanh": "TANH",
-              "hard_swish": "HARD_SWISH"}[cfg.kind], [x], [y])
+              "hard_swish": "HARD_SWISH", "unary": "NEG"}[cfg.kind], [x], [y])
     return [x], y
 
 
@@ -372,7 +374,7 @@ def _channel_const(b: _Tflite, shape: tuple[int, ...], value: float) -> int:
 KIND_GROUPS: dict[str, tuple[str, ...]] = {
     "conv": ("conv", "dwconv", "conv_transpose"), "matmul": ("fc", "bmm"),
     "pool": ("max_pool", "avg_pool", "global_avg_pool", "global_max_pool"), "binary": ("add", "mul", "sub", "maximum"),
-    "unary": ("relu", "relu6", "leaky_relu", "prelu", "sigmoid", "tanh", "hard_swish", "softmax"),
+    "unary": ("relu", "relu6", "leaky_relu", "prelu", "sigmoid", "tanh", "hard_swish", "softmax", "unary"),
     "norm": ("batch_norm", "layer_norm"), "layout": ("concat", "pad", "transpose", "slice", "gather", "depth_to_space"),
     "resize": ("resize_bilinear", "resize_nearest"),
 }

@@ -4,7 +4,14 @@ as onnxruntime runs them) with the operators tf2onnx writes
 (``MatMul`` + ``Add`` for dense layers, ``Clip`` for ReLU6); INT8 probes are QDQ models
 (``QuantizeLinear``/``DequantizeLinear`` around each operator, as onnxruntime's static quantizer
 writes them; onnxruntime fuses them into ``QLinear*`` kernels), their float input and output
-conversions removed.
+conversions removed. An INT8 probe's operator reads a quantized tensor and writes one, as inside
+a quantized network, whatever onnxruntime then makes of it: a ``QLinear*`` kernel (convolution,
+addition, sigmoid), the operator on the 8-bit data (transpose, resize: its
+``DequantizeLinear``/``QuantizeLinear`` dropped), or the float operator between a
+``DequantizeLinear`` and a ``QuantizeLinear`` that run as kernels of their own (subtraction,
+PReLU, tanh; a ReLU reading a tensor with other readers is only the two conversions). INT8
+pooling probes are the NHWC kernels onnxruntime runs between a network's ``QLinearConv``s
+(:data:`NHWC_INT8_POOLS`).
 """
 
 from __future__ import annotations
@@ -73,6 +80,8 @@ def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generat
     import onnx
     from onnx import TensorProto, helper
 
+    if dtype == "int8" and cfg.kind in NHWC_INT8_POOLS:
+        return _nhwc_int8_pool(cfg)
     b = _Onnx(rng)
     b.channels_last = dtype == "int8"
     y = ONNX_BUILDERS[group](b, cfg)
@@ -124,6 +133,38 @@ def _onnx_pool(b: _Onnx, cfg: KernelConfig) -> str:
                   strides=[cfg.stride] * 2, pads=_same(cfg.h_in, cfg.k, cfg.stride))
 
 
+#: INT8 pooling kinds -> the NHWC kernel onnxruntime's NHWC transformer runs for them between a
+#: quantized network's ``QLinearConv``s; a lone QDQ pool stays NCHW, where an 8-bit max pool takes a
+#: generic path (112 x 112 x 64, 2 x 2: 6.1 ms against ``NhwcMaxPool``'s 0.10 ms)
+NHWC_INT8_POOLS: dict[str, str] = {"max_pool": "NhwcMaxPool", "avg_pool": "QLinearAveragePool",
+                                   "global_avg_pool": "QLinearGlobalAveragePool"}
+
+
+def _nhwc_int8_pool(cfg: KernelConfig) -> bytes:
+    """The INT8 probe of a pooling kind of :data:`NHWC_INT8_POOLS`: onnxruntime's NHWC kernel
+    (``com.microsoft`` domain) on a UINT8 tensor, as it appears in a quantized network's optimized
+    graph."""
+    from onnx import TensorProto, helper
+
+    conversions = ["scale", "zero", "scale", "zero"]  # input and output scale and zero point
+    attrs: dict[str, Any] = {}
+    if cfg.kind != "global_avg_pool":
+        attrs = {"kernel_shape": [cfg.k, cfg.k], "strides": [cfg.stride] * 2, "pads": _same(cfg.h_in, cfg.k, cfg.stride)}
+    if cfg.kind != "max_pool":
+        attrs["channels_last"] = 1
+    node = helper.make_node(NHWC_INT8_POOLS[cfg.kind], ["x"] + (conversions if cfg.kind != "max_pool" else []), ["y"],
+                            domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], "probe", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, cfg.h_in, cfg.w_in, cfg.c_in])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        initializer=[helper.make_tensor("scale", TensorProto.FLOAT, [], [ACT_SCALE_UINT8]),
+                     helper.make_tensor("zero", TensorProto.UINT8, [], [128])])
+    model = helper.make_model(graph, producer_name="dnnplan-probe",
+                              opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
 def _onnx_binary(b: _Onnx, cfg: KernelConfig) -> str:
     """A two-operand element-wise probe; INT8 in NHWC: onnxruntime runs a quantized network's
     element-wise operators in the NHWC layout of its ``QLinearConv``s, where a per-channel operand
@@ -149,7 +190,8 @@ def _onnx_unary(b: _Onnx, cfg: KernelConfig) -> str:
         return b.node("LeakyRelu", [x], alpha=0.1)
     if cfg.kind == "prelu":
         return b.node("PRelu", [x, b.const(np.full((cfg.c_in, 1, 1), 0.25, np.float32))])
-    return b.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "hard_swish": "HardSwish"}[cfg.kind], [x])
+    return b.node({"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "hard_swish": "HardSwish",
+                   "unary": "Neg"}[cfg.kind], [x])
 
 
 def _onnx_norm(b: _Onnx, cfg: KernelConfig) -> str:
@@ -226,7 +268,8 @@ def qdq_model(model: Any, input_shapes: list[tuple[int, ...]], ids_input: bool =
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.it, None)
 
-    return _strip_io_qdq(quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType))
+    quantized = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType, every_op=True)
+    return _quantize_float_io(_strip_io_qdq(quantized))
 
 
 def _strip_io_qdq(model: Any) -> Any:
@@ -267,10 +310,42 @@ def _strip_io_qdq(model: Any) -> Any:
     return model
 
 
+#: scale of a float probe's UINT8 input and output (:func:`_quantize_float_io`)
+ACT_SCALE_UINT8 = 0.05
+
+
+def _quantize_float_io(model: Any) -> Any:
+    """A probe the quantizer left in float (a ReLU or ``Clip`` reading a graph input: its
+    ``QDQRemovableActivation`` keeps only those reading a quantized tensor) with its input
+    dequantized from and its output quantized to UINT8, as a network's kept ReLU reads and writes
+    them (the output's zero point at its range's minimum, 0, as calibration puts it; onnxruntime
+    then drops the ReLU and runs the two conversions)."""
+    from onnx import TensorProto, helper
+
+    g = model.graph
+    if any(n.op_type == "DequantizeLinear" for n in g.node) or g.input[0].type.tensor_type.elem_type != TensorProto.FLOAT:
+        return model
+    shape = [d.dim_value for d in g.input[0].type.tensor_type.shape.dim]
+    x, y = g.input[0].name, g.output[0].name
+    g.initializer.extend([helper.make_tensor("io_scale", TensorProto.FLOAT, [], [ACT_SCALE_UINT8]),
+                          helper.make_tensor("in_zero", TensorProto.UINT8, [], [128]),
+                          helper.make_tensor("out_zero", TensorProto.UINT8, [], [0])])
+    g.node.insert(0, helper.make_node("DequantizeLinear", ["x_quantized", "io_scale", "in_zero"], [x]))
+    g.node.append(helper.make_node("QuantizeLinear", [y, "io_scale", "out_zero"], ["y_quantized"]))
+    del g.input[:]
+    g.input.append(helper.make_tensor_value_info("x_quantized", TensorProto.UINT8, shape))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y_quantized", TensorProto.UINT8, None))
+    return model
+
+
 def quantize_model_static(model: Any, reader: Any, quantize_static: Callable[..., Any], fmt: Any,
-                          qtype: Any) -> Any:
+                          qtype: Any, every_op: bool = False) -> Any:
     """Run onnxruntime's ``quantize_static`` on an in-memory model through temporary files (its
-    interface takes paths) with the probes' settings; returns the quantized ModelProto."""
+    interface takes paths) with the probes' settings; returns the quantized ModelProto.
+    ``every_op`` (probes) quantizes every operator's input and output whether or not its input
+    already is (``ForceQuantizeNoInputCheck``), with the operators the quantizer has no rule for
+    among them, as a network's operators between quantized ones read and write quantized tensors."""
     import tempfile
     from pathlib import Path
 
@@ -279,6 +354,8 @@ def quantize_model_static(model: Any, reader: Any, quantize_static: Callable[...
     with tempfile.TemporaryDirectory(prefix="dnnplan-qdq-") as tmp:
         src, dst = Path(tmp) / "f.onnx", Path(tmp) / "q.onnx"
         onnx.save(model, str(src))
+        every = {"op_types_to_quantize": sorted({n.op_type for n in model.graph.node})} if every_op else {}
         quantize_static(str(src), str(dst), reader, quant_format=fmt.QDQ, activation_type=qtype.QUInt8,
-                        weight_type=qtype.QInt8, per_channel=True, extra_options={"ActivationSymmetric": False})
+                        weight_type=qtype.QInt8, per_channel=True, **every,
+                        extra_options={"ActivationSymmetric": False, "ForceQuantizeNoInputCheck": every_op})
         return onnx.load(str(dst))
