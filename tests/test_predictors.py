@@ -415,6 +415,39 @@ def test_every_int8_onnxruntime_probe_reads_and_writes_quantized_tensors(tmp_pat
         assert _optimized_ops(model, tmp_path) == ops, cfg.kind
 
 
+def test_a_qdq_relu_on_a_float_operator_folds_into_its_quantize(tmp_path):
+    """tf2onnx's PReLU in a QDQ file: Neg reads a DequantizeLinear and a ReLU follows it before the
+    QuantizeLinear; onnxruntime fuses that ReLU into the QuantizeLinear (DequantizeLinear -> Neg ->
+    QuantizeLinear, as the Neg's probe), while the ReLU reading a DequantizeLinear stays (its two
+    conversions, as the ReLU's probe)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.05]), helper.make_tensor("z", TensorProto.UINT8, [], [128]),
+             helper.make_tensor("z0", TensorProto.UINT8, [], [0])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Relu", ["xd"], ["pos"], name="kept_relu"),
+             helper.make_node("Neg", ["xd"], ["neg"]),
+             helper.make_node("Relu", ["neg"], ["negr"], name="folded_relu"),
+             helper.make_node("QuantizeLinear", ["pos", "s", "z0"], ["pq"]),
+             helper.make_node("QuantizeLinear", ["negr", "s", "z0"], ["nq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z0"], ["pd"]),
+             helper.make_node("DequantizeLinear", ["nq", "s", "z0"], ["nd"]),
+             helper.make_node("Add", ["pd", "nd"], ["y"])]
+    graph = helper.make_graph(nodes, "prelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    path = tmp_path / "prelu_qdq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = load_graph(str(path))
+    kernels = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)}
+    assert kernels["kept_relu"] == ["relu"] and kernels["folded_relu"] == []
+    assert [ks for name, ks in kernels.items() if "unary" in ks] == [["unary"]]
+
+
 def test_a_qdq_files_conversions_are_priced_inside_its_operators(tmp_path):
     """onnxruntime fuses a QDQ file's conversions into its QLinear kernels or runs them beside a
     float operator, which an INT8 probe times with them: they get no kernel of their own."""

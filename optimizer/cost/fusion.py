@@ -24,7 +24,8 @@ reads a weight, and is priced as the fully connected kernel onnxruntime runs for
 between them into a ``QLinear*`` kernel, drops them around an operator that moves 8-bit data
 (pooling, transpose, resize), or runs them beside a float operator (a negation, a subtraction),
 and an INT8 probe times its operator between the same conversions
-(:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price.
+(:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price. A ReLU on a float
+operator's output folds into the ``QuantizeLinear`` after it (``ReluQuantFusion``).
 
 onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
 them the pooling, additions, products, concatenations and fused activations that read only NCHWc
@@ -73,8 +74,9 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     out, folded_into, kinds = _fused_kernels(graph, rules)
     if rules == "onnxruntime" and _quantized(kinds):
         # a QDQ file's conversions run inside their operators' kernels (QLinear*) or beside them, and
-        # an INT8 probe times its operator with them (module doc)
-        return [[] if k in ("quantize", "dequantize") else ks for k, ks in zip(kinds, out, strict=True)]
+        # an INT8 probe times its operator with them; so does a clamp on a float operator (module doc)
+        return [[] if k in ("quantize", "dequantize") or _clamps_into_quantize(graph, i, kinds) else ks
+                for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
     if rules == "onnxruntime":
         for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
             out[i] = out[i] + extra
@@ -176,6 +178,17 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
                    for c in readers):
                 extra.setdefault(i, []).append(reorder(t))
     return extra
+
+
+def _clamps_into_quantize(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
+    """A QDQ file's ReLU or ReLU6 on the output of a float operator (a negation): onnxruntime
+    folds it into the ``QuantizeLinear`` after it (``ReluQuantFusion``/``ClipQuantFusion``), whose
+    range clamps alike. A ReLU reading a ``DequantizeLinear`` is those two conversions, its probe."""
+    la = graph.layers[i]
+    if kinds[i] not in _CLAMPS or not la.inputs or la.inputs[0] not in graph.tensors:
+        return False
+    p = graph.tensors[la.inputs[0]].producer
+    return p >= 0 and kinds[p] not in ("dequantize", "quantize")
 
 
 def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:
