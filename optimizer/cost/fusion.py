@@ -75,7 +75,7 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     if rules == "onnxruntime" and _quantized(kinds):
         # a QDQ file's conversions run inside their operators' kernels (QLinear*) or beside them, and
         # an INT8 probe times its operator with them; so does a clamp on a float operator (module doc)
-        return [[] if k in ("quantize", "dequantize") or _clamps_into_quantize(graph, i, kinds) else ks
+        return [[] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
                 for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
     if rules == "onnxruntime":
         for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
@@ -133,8 +133,12 @@ NCHWC_CONVERTERS = frozenset({"conv", "dwconv", "max_pool", "avg_pool"})
 NCHWC_BLOCK, NCHWC_ALIGN = 16, 4
 
 
+#: a QDQ file's conversion kinds (``QuantizeLinear``, ``DequantizeLinear``)
+QDQ_KINDS = frozenset({"quantize", "dequantize"})
+
+
 def _quantized(kinds: list[str]) -> bool:
-    return any(k in ("quantize", "dequantize") for k in kinds)
+    return any(k in QDQ_KINDS for k in kinds)
 
 
 def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | None]
@@ -188,7 +192,7 @@ def _clamps_into_quantize(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
     if kinds[i] not in _CLAMPS or not la.inputs or la.inputs[0] not in graph.tensors:
         return False
     p = graph.tensors[la.inputs[0]].producer
-    return p >= 0 and kinds[p] not in ("dequantize", "quantize")
+    return p >= 0 and kinds[p] not in QDQ_KINDS
 
 
 def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:
