@@ -164,10 +164,12 @@ def step_measure(config: str, process: int) -> None:
         shapes.append(sh)
     env = environment()
     t0 = time.perf_counter()
-    timings = time_networks(r, paths, seed=process, shapes=shapes)
-    result = {"env": {**env, "wall_s": time.perf_counter() - t0, "process": process},
-              "networks": {n: {"median_s": t.median_s, "p25_s": t.p25_s, "p75_s": t.p75_s, "samples": t.samples}
-                           for n, t in zip(names, timings, strict=True)}}
+    raw, levelled = time_networks(r, paths, dtype, seed=process, shapes=shapes)
+    result = {"env": {**env, "wall_s": time.perf_counter() - t0, "process": process, "level_s": levelled.level_s,
+                      "level_spread": levelled.level_spread},
+              "networks": {n: {"median_s": t.median_s, "p25_s": t.p25_s, "p75_s": t.p75_s, "samples": t.samples,
+                               "levelled_s": lv.median_s, "levelled_p25_s": lv.p25_s, "levelled_p75_s": lv.p75_s}
+                           for n, t, lv in zip(names, raw, levelled.timings, strict=True)}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"{config} process {process}: {len(names)} networks in {result['env']['wall_s']:.0f} s -> {out}")
@@ -222,14 +224,20 @@ def filtered_table(config: str, near: str | None) -> Path:
     return out
 
 
-def measured(config: str) -> dict[str, tuple[float, float, int]]:
-    """network -> (median over processes of the per-process medians, run-to-run spread, processes)."""
+def measured(config: str, level_s: float | None = None) -> dict[str, tuple[float, float, int]]:
+    """network -> (median over processes of the per-process medians, run-to-run spread, processes);
+    with ``level_s`` (the probe table's speed-reference level), each process's times put on that
+    level (the speed reference timed beside the networks, ``optimizer.measure.speed_reference``)
+    where the process timed one."""
     per: dict[str, list[float]] = {}
     inner: dict[str, float] = {}
     for f in sorted((OUT / "networks").glob(f"{config}-p*.json")):
-        for name, row in json.loads(f.read_text())["networks"].items():
-            per.setdefault(name, []).append(row["median_s"])
-            inner[name] = max(inner.get(name, 0.0), (row["p75_s"] - row["p25_s"]) / row["median_s"])
+        doc = json.loads(f.read_text())
+        scale = level_s / doc["env"]["level_s"] if level_s and doc["env"].get("level_s") else None
+        for name, row in doc["networks"].items():
+            key = "levelled_" if scale else ""
+            per.setdefault(name, []).append(row[f"{key}median_s"] * (scale or 1.0))
+            inner[name] = max(inner.get(name, 0.0), (row[f"{key}p75_s"] - row[f"{key}p25_s"]) / row[f"{key}median_s"])
     out = {}
     for name, values in per.items():
         med = float(np.median(values))
@@ -258,6 +266,7 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
     from scipy.stats import spearmanr
 
     from optimizer.cost import build_cost_table
+    from optimizer.cost.probe_table import read_probe_table
     from optimizer.hardware import load_device
     from optimizer.measure.validate import runtime_artifact
 
@@ -268,10 +277,11 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
     summary: dict[str, dict] = json.loads(path.read_text()) if path.is_file() else {}
     for config in configs:
         runner, dtype, threads = parse_config(config)
-        meas = measured(config)
-        if not meas or not probe_table_path(config).is_file():
+        if not probe_table_path(config).is_file() or not measured(config):
             print(f"{config}: not measured yet")
             continue
+        level_s = read_probe_table(filtered_table(config, None)).reference_s
+        meas = measured(config, None if args.as_timed else level_s)
         dev = host_device(config, filtered_table(config, None))
         rows = []
         print(f"\n{config}: network, measured ms (run-to-run spread, processes), predicted (default probes), "
@@ -539,6 +549,8 @@ def main() -> None:
     ap.add_argument("--process", type=int, default=0)
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--default-only", action="store_true", help="probes: the default probes only, none near the networks")
+    ap.add_argument("--as-timed", action="store_true",
+                    help="report: networks' times as timed, not put on the probe table's speed-reference level")
     ap.add_argument("--model", default="mobilenet_v2", help="decisions: the network")
     ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
     ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")

@@ -236,6 +236,78 @@ def test_corrupt_or_incomplete_tables_are_refused_by_name(tmp_path, prior_config
         read_probe_table(tmp_path / "neg.csv")
 
 
+# ------------------------------------------------------------------ speed reference
+
+def _drifting_timings(rounds=20, stop=None):
+    """Three reference kernels and two models timed in the same rounds while the host's speed
+    jumps between 1.0 and 1.4 (a noisy neighbour), each sample of a round scaled alike."""
+    from optimizer.measure.probe_runner import Timing
+
+    speed = np.where(np.arange(rounds) % 3 == 0, 1.4, 1.0)
+    out = []
+    for base, n in ((100e-6, rounds), (300e-6, rounds), (50e-6, rounds), (2e-3, rounds), (5e-3, stop or rounds)):
+        v = base * speed[:n]
+        out.append(Timing(float(np.median(v)), float(np.percentile(v, 25)), float(np.percentile(v, 75)), n, n,
+                          values_s=tuple(v)))
+    return out
+
+
+def test_the_speed_reference_takes_out_a_drift_every_kernel_shares():
+    from optimizer.measure.probe_runner import Timing
+    from optimizer.measure.speed_reference import level_timings
+
+    timings = _drifting_timings(stop=7)  # the last model was stable after 7 rounds: its rounds are the first 7
+    raw_spread = timings[3].spread
+    lv = level_timings(timings, [0, 1, 2])
+    ref_level = (100e-6 * 300e-6 * 50e-6) ** (1 / 3)
+    assert lv.level_s == pytest.approx(ref_level) and lv.level_spread > 0.3
+    assert raw_spread > 0.3 and len(lv.timings) == 2
+    assert lv.timings[0].median_s == pytest.approx(2e-3) and lv.timings[0].spread == pytest.approx(0.0, abs=1e-12)
+    assert lv.timings[1].median_s == pytest.approx(5e-3) and lv.timings[1].samples == 7
+    # on another level (a probe table's): scaled by the levels' ratio
+    assert lv.on_level(2 * ref_level)[0].median_s == pytest.approx(4e-3)
+    # a runner that reports medians only (a phone's logs): the medians over the references' level
+    medians = [Timing(t.median_s, t.p25_s, t.p75_s, t.samples, 1) for t in timings]
+    lv = level_timings(medians, [0, 1, 2])
+    assert lv.timings[0].median_s == pytest.approx(2e-3) and lv.level_spread == 0.0
+
+
+def test_interleaved_timing_keeps_the_reference_timed_while_any_model_runs():
+    from optimizer.measure.probe_runner import time_interleaved
+
+    calls = []
+    invokers = [lambda: calls.append(0), lambda: sum(range(300)), lambda: sum(range(50))]
+    t = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=1e-9, keep=[0])
+    assert t[0].samples == max(t[1].samples, t[2].samples) == 9 and len(t[0].values_s) == 9
+    t = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=10.0, keep=[0])
+    assert t[0].samples == t[1].samples == 3  # every model stable: the reference stops with them
+
+
+def test_a_table_is_fitted_at_its_median_speed_reference_level(tmp_path, prior_configs):
+    from optimizer.cost.probe_table import read_probe_table, write_probe_table
+
+    table = _synthetic_table(prior_configs[:9])
+    rows = table.rows.copy()
+    # three groups: the host at its usual speed, 25 % slower, then usual again
+    level = np.repeat([1e-4, 1.25e-4, 1e-4], 3)
+    rows["latency_s"] *= level / 1e-4
+    rows["reference_s"] = level
+    levelled = type(table)(rows, table.meta)
+    np.testing.assert_allclose(levelled.latency_s, table.rows["latency_s"], rtol=1e-12)
+    assert levelled.reference_s == 1e-4 and table.reference_s is None
+    np.testing.assert_allclose(table.latency_s, table.rows["latency_s"])  # timed without one: as measured
+    for suffix in (".csv.gz", ".json"):
+        back = read_probe_table(write_probe_table(levelled, tmp_path / f"t{suffix}"))
+        np.testing.assert_allclose(back.latency_s, table.rows["latency_s"], rtol=1e-5)
+    # a table resumed by a campaign with the reference: the rows timed without one stay as measured
+    mixed = table.with_rows(levelled.rows.iloc[:3].assign(id=lambda d: d["id"] + "x").to_dict("records"))
+    assert mixed.rows["reference_s"].isna().sum() == 9 and mixed.reference_s == 1e-4
+    text = gzip.decompress((tmp_path / "t.csv.gz").read_bytes()).decode()
+    (tmp_path / "bad.csv").write_text(text.replace(",0.000125\n", ",slow\n", 1))
+    with pytest.raises(SchemaError, match=r"bad.csv: row 4: reference_s = 'slow' is not a positive number"):
+        read_probe_table(tmp_path / "bad.csv")
+
+
 # ------------------------------------------------------------------ fusion rules
 
 def _chain_graph():
@@ -612,9 +684,11 @@ class _Counting:
         return getattr(self.inner, name)
 
     def measure(self, models, seed):
+        from optimizer.measure.speed_reference import is_reference
+
         if self.stop_after is not None and self.timed >= self.stop_after:
             raise KeyboardInterrupt
-        self.timed += len(models) - 1
+        self.timed += sum(name != "overhead" and not is_reference(name) for name, _ in models)
         return self.inner.measure(models, seed)
 
 
@@ -638,6 +712,11 @@ def test_a_campaign_resumes_after_an_interrupt_and_measures_nothing_twice(tmp_pa
     assert len(run_campaign(third, "fp32", 40, path, families=["conv1x1", "eltwise"], adaptive_rounds=1).rows) \
         == len(table.rows) and third.timed == 0
     assert table.meta["invoke_overhead_s"] > 0 and (table.rows["latency_s"] > 0).all()
+    # every group timed the speed reference beside its probes: one level per group, kept per row
+    levels = table.meta["reference_levels_s"]
+    assert len(levels) == table.rows["reference_s"].nunique() >= 3 and (table.rows["reference_s"] > 0).all()
+    assert set(table.rows["reference_s"]) == set(levels) and table.reference_s == pytest.approx(
+        float(np.median(table.rows["reference_s"])))
 
 
 def test_a_campaign_resumes_only_tables_whose_probes_have_not_changed(tmp_path):
@@ -706,6 +785,7 @@ def test_calibrate_validate_measures_networks_and_records_the_band(run_cli, cali
                 "--out", str(again))
     assert r.exit_code == 0, r.stderr
     assert "mobilenet_v2" in r.stdout and "validated band" in r.stdout and "conv1x1" in r.stdout
+    assert "speed reference" in r.stdout and "networks timed with the speed reference at" in r.stdout
     band = load_device(again).processor("cpu").predictor("tflite_xnnpack", "fp32").validated
     assert band is not None and band.models == ["mobilenet_v2"] and band.error_min == band.error_max
     c = run_cli("cost", "mobilenet_v2", "-d", str(again), "--dtype", "fp32", "-g", "kernel")
@@ -779,7 +859,7 @@ def test_adb_runner_writes_a_script_then_reads_benchmark_model_logs_back(tmp_pat
     script = (folder / "run_probes.sh").read_text()
     assert "--num_threads=4 --use_gpu=true" in script and "adb -s R5CT push" in script
     models = sorted((folder / "models").glob("*.tflite"))
-    assert len(models) == 20 + 1  # the probes and the overhead probe (one model for every group)
+    assert len(models) == 20 + 1 + 3  # the probes, the overhead probe and the speed reference (one for every group)
     (folder / "logs").mkdir()
     for k, m in enumerate(models):  # what the script leaves: benchmark_model's output per model
         (folder / "logs" / f"{m.stem}.txt").write_text(BENCHMARK_LOG.format(n=50, avg=100 + 10 * k))

@@ -128,18 +128,30 @@ def _print_profile_fit(fitted: ProfileFitOutcome) -> None:
 
 def _print_probe_report(outcome: ProbeOutcome) -> None:
     """The predictor, its held-out errors per family and, with --validate, the networks and the band."""
+    import numpy as np
+
     entry, probe_table, report, results = outcome.entry, outcome.table, outcome.families, outcome.networks
     out, written = outcome.request.out, outcome.written
     assert entry is not None and probe_table is not None
     console.print(f"{outcome.device} {outcome.processor}: {entry.runtime} {entry.dtype} {entry.threads} thread(s), "
                   f"{len(probe_table.rows)} probes, invoke overhead {probe_table.invoke_overhead_s * 1e6:.2f} us"
                   + (f" -> {out} (table {written})" if out else ""), highlight=False, soft_wrap=True)
+    levels = probe_table.meta.get("reference_levels_s") or []
+    if probe_table.reference_s is not None and levels:
+        lo, hi = np.percentile(levels, [10, 90]) / probe_table.reference_s - 1.0
+        console.print(f"  speed reference: {probe_table.reference_s * 1e6:.1f} us, groups from {lo * 100:+.1f}% to "
+                      f"{hi * 100:+.1f}% (10th-90th percentile of {len(levels)}); every probe put on its median level"
+                      + ("; the host's speed moved: predictions hold at its median speed" if hi - lo > 0.10 else ""),
+                      highlight=False, soft_wrap=True)
     console.print(f"  {'family':10s} {'probes':>6s} {'held-out |err| median':>22s} {'p90':>6s}", markup=False)
     for fam, r in report.items():
         console.print(f"  {fam:10s} {r['probes']:6d} {r['median_abs_error'] * 100:21.1f}% {r['p90_abs_error'] * 100:5.1f}%",
                       markup=False, highlight=False)
     if not results:
         return
+    if np.isfinite(results[0].level_ratio):
+        console.print(f"  networks timed with the speed reference at {results[0].level_ratio:.3f}x the probes' level; "
+                      "measured times below are put on the probes' level", highlight=False, soft_wrap=True)
     console.print(f"  {'network':28s} {'measured ms':>12s} {'spread':>7s} {'predicted ms':>13s} {'error':>7s}",
                   markup=False)
     for r in results:

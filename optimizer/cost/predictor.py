@@ -142,7 +142,7 @@ class KernelPredictors:
                 if len(idx) < MIN_PROBES:
                     self._fitted[family] = None
                 else:
-                    y = self.table.rows["latency_s"].to_numpy(dtype=np.float64)[idx]
+                    y = self.table.latency_s[idx]
                     self._fitted[family] = fit_family([configs[i] for i in idx], y, self.dtype, family, self.seed)
             return self._fitted[family]
 

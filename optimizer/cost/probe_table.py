@@ -16,7 +16,13 @@ column              meaning
 ``samples``         timed samples behind the median
 ``source``          why it was measured: ``prior`` (the default sample), ``near`` (near a given
                     network's layers), ``adaptive`` (near a probe the predictor got wrong)
+``reference_s``     optional: the speed reference's level while the probe's group was timed
+                    (:mod:`optimizer.measure.speed_reference`); empty for probes timed without
 ==================  ===========================================================================
+
+A table with ``reference_s`` is fitted at its median level (:attr:`ProbeTable.latency_s`): each
+probe's time is scaled by the table's level over its group's, which takes out the host's drift
+between groups.
 
 Required metadata (:data:`REQUIRED_META`): ``format`` (``dnnplan-probes``), ``runner``,
 ``runtime`` (``tflite_xnnpack``, ``onnxruntime``, ``tflite_gpu``, ...), ``runtime_version``,
@@ -48,6 +54,8 @@ from ..graph.kernel_config import CONFIG_COLUMNS, OP_KINDS, KernelConfig
 FORMAT = "dnnplan-probes"
 MEASURE_COLUMNS: tuple[str, ...] = ("latency_s", "raw_s", "spread", "samples", "source")
 COLUMNS: tuple[str, ...] = ("id", *CONFIG_COLUMNS, "dtype", *MEASURE_COLUMNS)
+#: columns a table may have (written where any row has a value)
+OPTIONAL_COLUMNS: tuple[str, ...] = ("reference_s",)
 REQUIRED_META: tuple[str, ...] = ("format", "runner", "runtime", "runtime_version", "dtype", "threads", "cpu",
                                   "measured_at_utc", "invoke_overhead_s", "seed")
 SOURCES = ("prior", "near", "adaptive")
@@ -84,10 +92,33 @@ class ProbeTable:
     def invoke_overhead_s(self) -> float:
         return float(self.meta.get("invoke_overhead_s", 0.0))
 
+    @property
+    def columns(self) -> list[str]:
+        """The columns a file of this table holds: :data:`COLUMNS` and the optional ones with values."""
+        return [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in self.rows and self.rows[c].notna().any())]
+
+    @property
+    def reference_s(self) -> float | None:
+        """The table's speed-reference level: the median of its rows' (None: timed without one)."""
+        if "reference_s" not in self.rows or not self.rows["reference_s"].notna().any():
+            return None
+        return float(self.rows["reference_s"].median())
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        """[rows] kernel seconds at the table's reference level (module doc); as measured for a
+        table, or rows, timed without a reference."""
+        lat = self.rows["latency_s"].to_numpy(dtype=np.float64)
+        level = self.reference_s
+        if level is None:
+            return lat
+        own = self.rows["reference_s"].to_numpy(dtype=np.float64)
+        return np.where(np.isfinite(own) & (own > 0), lat * level / np.where(own > 0, own, 1.0), lat)
+
     @cached_property
     def sha256(self) -> str:
         """Hash of the rows and metadata (the key fitted predictors are cached under)."""
-        body = self.rows[list(COLUMNS)].to_csv(index=False, float_format="%.9g")
+        body = self.rows[self.columns].to_csv(index=False, float_format="%.9g")
         return hashlib.sha256((json.dumps(self.meta, sort_keys=True, default=str) + body).encode()).hexdigest()
 
     @property
@@ -129,10 +160,11 @@ def _frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise SchemaError(f"{where}: probe table lacks column {missing[0]!r}; expected {', '.join(COLUMNS)}")
-    unknown = [c for c in df.columns if c not in COLUMNS]
+    unknown = [c for c in df.columns if c not in COLUMNS + OPTIONAL_COLUMNS]
     if unknown:
-        raise SchemaError(f"{where}: unknown column {unknown[0]!r} in a probe table; expected {', '.join(COLUMNS)}")
-    df = df[list(COLUMNS)].copy()
+        raise SchemaError(f"{where}: unknown column {unknown[0]!r} in a probe table; expected {', '.join(COLUMNS)} "
+                          f"and optionally {', '.join(OPTIONAL_COLUMNS)}")
+    df = df[[*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in df.columns)]].copy()
     bad_kind = ~df["kind"].astype(str).isin(OP_KINDS)
     if bad_kind.any():
         i = int(np.flatnonzero(bad_kind.to_numpy())[0])
@@ -152,6 +184,14 @@ def _frame(records: list[dict[str, Any]] | Any, where: str) -> Any:
             i = int(np.flatnonzero(bad.to_numpy())[0])
             raise SchemaError(f"{where}: row {i + 1}: {col} = {df[col].iloc[i]!r} is not a non-negative number")
         df[col] = vals.astype(np.float64)
+    if "reference_s" in df:
+        vals = pd.to_numeric(df["reference_s"], errors="coerce")
+        bad = (vals.notna() & ((vals <= 0) | ~np.isfinite(vals.fillna(1)))) | (df["reference_s"].notna() & vals.isna())
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise SchemaError(f"{where}: row {i + 1}: reference_s = {df['reference_s'].iloc[i]!r} is not a positive "
+                              "number of seconds (or empty)")
+        df["reference_s"] = vals.astype(np.float64)
     bad_src = ~df["source"].astype(str).isin(SOURCES)
     if bad_src.any():
         i = int(np.flatnonzero(bad_src.to_numpy())[0])
@@ -242,13 +282,13 @@ def write_probe_table(table: ProbeTable, path: str | os.PathLike[str]) -> Path:
     """Write ``table`` atomically as CSV (gzip-compressed for ``.csv.gz``) or JSON, by suffix."""
     p = Path(path)
     if str(p).endswith(".json"):
-        rows = json.loads(table.rows[list(COLUMNS)].to_json(orient="records"))
+        rows = json.loads(table.rows[table.columns].to_json(orient="records"))
         data = (json.dumps({"meta": table.meta, "rows": rows}, indent=1) + "\n").encode()
         return atomic_write_bytes(p, data)
     if not str(p).endswith((".csv", ".csv.gz")):
         raise ConfigError(f"{p}: a probe table ends in {', '.join(SUFFIXES)}")
     head = "".join(f"# {k}: {json.dumps(v)}\n" for k, v in table.meta.items())
-    body = table.rows[list(COLUMNS)].to_csv(index=False, float_format="%.6g")
+    body = table.rows[table.columns].to_csv(index=False, float_format="%.6g")
     data = (head + body).encode()
     if str(p).endswith(".gz"):
         data = gzip.compress(data, mtime=0)

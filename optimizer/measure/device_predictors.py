@@ -101,7 +101,7 @@ def family_report(table: ProbeTable, seed: int = 0) -> dict[str, dict[str, float
     """Per kernel family: probes and the held-out error of its predictor (median and 90th
     percentile of ``|predicted / measured - 1|`` over a 4-fold split of the probes)."""
     configs = table.configs()
-    err = np.abs(held_out_errors(configs, table.rows["latency_s"].to_numpy(dtype=np.float64), table.dtype, seed=seed))
+    err = np.abs(held_out_errors(configs, table.latency_s, table.dtype, seed=seed))
     fams = np.array([c.family for c in configs])
     return {f: {"probes": int((fams == f).sum()), "median_abs_error": float(np.median(err[fams == f])),
                 "p90_abs_error": float(np.percentile(err[fams == f], 90))} for f in sorted(set(fams))}
@@ -156,13 +156,18 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
     from ..graph.loader import load_graph
 
     j = device.processor_index(processor)
-    timings = time_networks(runner, [p for _, _, p in prepared], seed=seed,
-                            shapes=[dict(g.served_input_shapes) if g.served_input_shapes else None
-                                    for _, g, _ in prepared])
+    raw, levelled = time_networks(runner, [p for _, _, p in prepared], dtype, seed=seed,
+                                  shapes=[dict(g.served_input_shapes) if g.served_input_shapes else None
+                                          for _, g, _ in prepared])
     entry = device.processors[j].predictor(runner.runtime, dtype, runner.threads)
-    overhead = load_predictor_table(entry).invoke_overhead_s if entry is not None else 0.0
+    table = load_predictor_table(entry) if entry is not None else None
+    overhead = table.invoke_overhead_s if table is not None else 0.0
+    level = table.reference_s if table is not None else None
+    # networks put on the table's level: the host's drift since the campaign left out
+    timings = levelled.on_level(level) if level else raw
+    ratio = levelled.level_s / level if level else float("nan")
     out = []
-    for (m, graph, path), t in zip(prepared, timings, strict=True):
+    for (m, graph, path), t, r in zip(prepared, timings, raw, strict=True):
         file_graph = load_graph(str(path), input_shapes=dict(graph.served_input_shapes)
                                 if graph.served_input_shapes else None)
         ct = build_cost_table(file_graph, device, dtype, "predicted", runtime=runner.runtime)
@@ -173,7 +178,7 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
             pred_f = family_seconds(file_graph, device, dtype, processor, runner.runtime)
             times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed)
             meas_f = measured_families(file_graph, times, runner.runtime)
-        out.append(NetworkResult(m, t, predicted, meas_f, pred_f))
+        out.append(NetworkResult(m, t, predicted, meas_f, pred_f, r.median_s, ratio))
     return out
 
 

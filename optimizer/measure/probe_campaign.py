@@ -6,7 +6,9 @@ The table is rewritten after every group of probes, so an interrupted campaign (
 phone) resumes where it stopped: probes already in the table are never measured again (their ids
 are stable, :func:`optimizer.cost.probe_table.probe_id`). Each group also times an *overhead
 probe* (a one-element addition): its median is the runner's per-invocation overhead, subtracted
-from the group's probes and added back once per network by the predictor. Where the runtime wraps
+from the group's probes and added back once per network by the predictor; and the speed
+reference's kernels (:mod:`~.speed_reference`), whose level every probe's samples are divided by
+round by round, the group's level kept per row (``reference_s``). Where the runtime wraps
 a lone kernel in layout conversions that a network's consecutive kernels do not need
 (onnxruntime's NCHWc ``ReorderInput``/``ReorderOutput`` around a convolution), their share of the
 operator time, read from the runtime's node profiler, is left out of the kernel's time.
@@ -30,6 +32,7 @@ from ..graph.layergraph import LayerGraph, dtype_bytes
 from .probe_models import PROBE_CHANGES, PROBE_VERSION, probe_model
 from .probe_runner import Timing, clock_for, cpu_name, time_interleaved
 from .probes import adaptive_sample, check_families, near_sample, prior_sample
+from .speed_reference import REFERENCE_VERSION, is_reference, level_timings, reference_models
 
 #: the overhead probe: the smallest kernel a runtime can run
 OVERHEAD = KernelConfig("add", n_in=2)
@@ -83,11 +86,14 @@ class InProcess:
 
     def measure(self, models: Sequence[tuple[str, bytes]], seed: int) -> list[Timing]:
         invokers = [self.runner.load(blob, seed) for _, blob in models]
-        timings = time_interleaved(invokers, seed=seed, **{"clock": clock_for(self.threads), **self.timing})
+        keep = [i for i, (name, _) in enumerate(models) if is_reference(name)]
+        timings = time_interleaved(invokers, seed=seed, keep=keep,
+                                   **{"clock": clock_for(self.threads), **self.timing})
         share = getattr(self.runner, "layout_share", None)
         if share is None:
             return timings
-        return [replace(t, layout_share=share(blob, seed=seed)) for t, (_, blob) in zip(timings, models, strict=True)]
+        return [t if is_reference(name) else replace(t, layout_share=share(blob, seed=seed))
+                for t, (name, blob) in zip(timings, models, strict=True)]
 
 
 @dataclass
@@ -162,26 +168,32 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
     if progress is not None:
         progress(0, total, stage)
     overheads = list(table.meta.get("overhead_samples_s", []))
+    levels = list(table.meta.get("reference_levels_s", []))
+    references = reference_models(runner.fmt, dtype, seed)
     for group in _groups([c for c, _ in todo], dtype):
-        models = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed))]
+        models = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)), *references]
         models += [(probe_id(todo[i][0], dtype), probe_model(todo[i][0], runner.fmt, dtype, seed)) for i in group]
         timings = runner.measure(models, seed + len(table.rows))
         done += len(group)
-        if timings[0] is None:  # a phone's script has yet to time this group
+        if any(t is None for t in timings[:1 + len(references)]):  # a phone's script has yet to time this group
             continue
-        over = timings[0].median_s
+        levelled = level_timings(timings, range(1, 1 + len(references)))
+        over = levelled.timings[0].median_s
         overheads.append(over)
+        levels.append(_sig(levelled.level_s))
         records = []
-        for i, t in zip(group, timings[1:], strict=True):
-            if t is None:
+        for i, t in zip(group, levelled.timings[1:], strict=True):
+            if not t.samples:
                 continue
             cfg, source = todo[i]
             kernel_s = max(t.median_s - over, 0.02 * t.median_s) * (1.0 - t.layout_share)
             records.append({"id": probe_id(cfg, dtype), **cfg.as_row(), "dtype": dtype,
                             "latency_s": _sig(kernel_s), "raw_s": _sig(t.median_s),
-                            "spread": _sig(t.spread), "samples": t.samples, "source": source})
+                            "spread": _sig(t.spread), "samples": t.samples, "source": source,
+                            "reference_s": levels[-1]})
         table = table.with_rows(records, {"invoke_overhead_s": float(np.median(overheads)),
-                                          "overhead_samples_s": [round(v, 9) for v in overheads[-64:]]})
+                                          "overhead_samples_s": [round(v, 9) for v in overheads[-64:]],
+                                          "reference_version": REFERENCE_VERSION, "reference_levels_s": levels})
         write_probe_table(table, path)
         if progress is not None:
             progress(done, total, stage)
@@ -230,7 +242,7 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
     for r in range(adaptive_rounds):  # campaign chooses the same adaptive probes again
         if per_round < 1:
             break
-        by_id = dict(zip(table.rows["id"], table.rows["latency_s"].to_numpy(dtype=np.float64), strict=True))
+        by_id = dict(zip(table.rows["id"], table.latency_s, strict=True))
         configs = [c for c in chosen if probe_id(c, dtype) in by_id]
         y = np.array([by_id[probe_id(c, dtype)] for c in configs])
         errors = held_out_errors(configs, y, dtype, seed=seed + r)

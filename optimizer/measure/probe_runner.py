@@ -50,6 +50,8 @@ class Timing:
     #: share of the time spent in layout conversions the runtime adds around a lone kernel (and
     #: not between the kernels of a network), left out of the kernel's time
     layout_share: float = 0.0
+    #: the timed samples (seconds per invocation), round by round
+    values_s: tuple[float, ...] = ()
 
     @property
     def spread(self) -> float:
@@ -69,9 +71,11 @@ def clock_for(threads: int) -> str:
 
 def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min_rounds: int = 5,
                      max_rounds: int = 25, rel_tol: float = 0.02, seed: int = 0,
-                     warmup_s: float = 0.01, clock: str = "wall") -> list[Timing]:
+                     warmup_s: float = 0.01, clock: str = "wall", keep: Sequence[int] = ()) -> list[Timing]:
     """Time every invoker (module doc) with ``clock`` (:data:`CLOCKS`): per round one sample of
-    each, in a seeded random order, until each median is stable within ``rel_tol`` or ``max_rounds``."""
+    each, in a seeded random order, until each median is stable within ``rel_tol`` or ``max_rounds``;
+    the invokers at ``keep`` (a speed reference, :mod:`~.speed_reference`) are timed in every
+    round while any other is."""
     if not invokers:
         return []
     if min_rounds < 2 or max_rounds < min_rounds or sample_s <= 0:
@@ -80,6 +84,7 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
     if clock not in CLOCKS:
         raise ConfigError(f"clock {clock!r}; expected one of {', '.join(CLOCKS)}")
     pc = CLOCKS[clock]
+    kept = set(keep)
     batch = []
     for fn in invokers:  # warm up and size each sample's batch
         fn()
@@ -105,12 +110,14 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
                 fn()
             samples[i].append((pc() - t0) / n)
         if rounds >= min_rounds:
-            active = [i for i in active if not _stable(samples[i], rel_tol)]
+            active = [i for i in active if i in kept or not _stable(samples[i], rel_tol)]
+            if not set(active) - kept:
+                active = []
     out = []
     for s in samples:
         a = np.asarray(s)
         out.append(Timing(float(np.median(a)), float(np.percentile(a, 25)), float(np.percentile(a, 75)),
-                          len(a), len(a)))
+                          len(a), len(a), values_s=tuple(float(v) for v in a)))
     return out
 
 

@@ -6,7 +6,9 @@ the ``predicted`` backend says (``dnnplan calibrate --validate``).
   quantized to INT8 where asked (TFLite post-training quantization, :func:`optimizer.quantize.api.quantize`;
   onnxruntime's static QDQ quantizer for ONNX); a ``.tflite``/``.onnx`` file is used as it is.
   Files are cached by content under ``results/cache/artifacts``.
-* :func:`time_networks` times them interleaved with :func:`~.probe_runner.time_interleaved`.
+* :func:`time_networks` times them interleaved with :func:`~.probe_runner.time_interleaved`, beside
+  the speed reference's kernels (:mod:`~.speed_reference`), so that they can be put on the level of
+  the probe table they are compared with.
 * :func:`isolated_layer_times` times every operator of a network file on its own (a one-operator
   model cut from the file, less the layout conversions a runtime adds around a lone kernel, as
   for probes), which gives measured per-layer and per-kernel-family times where the runtime has
@@ -30,6 +32,7 @@ from ..errors import ConfigError, MeasurementError
 from ..graph.layergraph import LayerGraph
 from .artifacts import cache_dir, export_artifact
 from .probe_runner import Timing, clock_for, time_interleaved
+from .speed_reference import Levelled, level_timings, reference_models
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,16 @@ class NetworkResult:
     """One validation network: measured and predicted whole-network seconds, per-family splits."""
 
     model: str
+    #: on the probe table's speed-reference level where both have one, else as timed
     measured: Timing
     predicted_s: float
     measured_families: dict[str, float] = field(default_factory=dict)
     predicted_families: dict[str, float] = field(default_factory=dict)
+    #: seconds as timed (before levelling)
+    measured_raw_s: float = float("nan")
+    #: the host's speed-reference level while the networks were timed over the probe table's
+    #: (1.2: 20 % slower than during the campaign; NaN: no level to compare)
+    level_ratio: float = float("nan")
 
     @property
     def error(self) -> float:
@@ -120,16 +129,20 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
     atomic_write_bytes(out, q.SerializeToString())
 
 
-def time_networks(runner: Any, paths: Sequence[Path], *, seed: int = 0, shapes: Sequence[dict[str, Any] | None] = (),
-                  min_rounds: int = 5, max_rounds: int = 15) -> list[Timing]:
-    """Median seconds per run of every network file on ``runner``, interleaved (one sample of
-    each per round; samples of at least 20 ms)."""
-    invokers = []
+def time_networks(runner: Any, paths: Sequence[Path], dtype: str, *, seed: int = 0,
+                  shapes: Sequence[dict[str, Any] | None] = (), min_rounds: int = 5,
+                  max_rounds: int = 15) -> tuple[list[Timing], Levelled]:
+    """Seconds per run of every network file on ``runner``, interleaved (one sample of each per
+    round; samples of at least 20 ms) beside the speed reference's kernels at ``dtype``: the
+    timings as timed, and put on the run's median reference level."""
+    invokers = [runner.load(blob, seed) for _, blob in reference_models(runner.fmt, dtype, seed)]
+    refs = range(len(invokers))
     for k, p in enumerate(paths):
         kw = {"shapes": shapes[k]} if shapes and shapes[k] and runner.fmt == "onnx" else {}
         invokers.append(runner.load(p, seed, **kw))
-    return time_interleaved(invokers, sample_s=0.02, min_rounds=min_rounds, max_rounds=max_rounds, seed=seed,
-                            warmup_s=0.05, clock=clock_for(runner.threads))
+    timings = time_interleaved(invokers, sample_s=0.02, min_rounds=min_rounds, max_rounds=max_rounds, seed=seed,
+                               warmup_s=0.05, clock=clock_for(runner.threads), keep=refs)
+    return timings[len(refs):], level_timings(timings, refs)
 
 
 def single_op_models(path: Path, graph: LayerGraph) -> list[tuple[int, bytes]]:

@@ -136,7 +136,9 @@ class ProbeOutcome:
                 "families": self.families, "invoke_overhead_s": self.table.invoke_overhead_s,
                 "out": self.request.out, "table": str(self.written or ""),
                 "validated": entry.validated.model_dump() if entry.validated else None,
+                "reference_s": self.table.reference_s,
                 "networks": [{"model": r.model, "measured_s": r.measured.median_s, "spread": r.measured.spread,
+                              "measured_raw_s": r.measured_raw_s, "level_ratio": r.level_ratio if r.level_ratio == r.level_ratio else None,
                               "predicted_s": r.predicted_s, "error": r.error,
                               "measured_families_s": r.measured_families,
                               "predicted_families_s": r.predicted_families} for r in self.networks]}
