@@ -168,7 +168,7 @@ def step_measure(config: str, process: int) -> None:
     result = {"env": {**env, "wall_s": time.perf_counter() - t0, "process": process, "level_s": levelled.level_s,
                       "level_spread": levelled.level_spread},
               "networks": {n: {"median_s": t.median_s, "p25_s": t.p25_s, "p75_s": t.p75_s, "samples": t.samples,
-                               "levelled_s": lv.median_s, "levelled_p25_s": lv.p25_s, "levelled_p75_s": lv.p75_s}
+                               "levelled_median_s": lv.median_s, "levelled_p25_s": lv.p25_s, "levelled_p75_s": lv.p75_s}
                            for n, t, lv in zip(names, raw, levelled.timings, strict=True)}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -239,16 +239,21 @@ def test_corrupt_or_incomplete_tables_are_refused_by_name(tmp_path, prior_config
 # ------------------------------------------------------------------ speed reference
 
 def _drifting_timings(rounds=20, stop=None):
-    """Three reference kernels and two models timed in the same rounds while the host's speed
-    jumps between 1.0 and 1.4 (a noisy neighbour), each sample of a round scaled alike."""
+    """Three reference kernels' checkpoints and two models timed between them while the host's
+    speed jumps between 1.0 and 1.4 (a noisy neighbour), every kernel slowed alike."""
     from optimizer.measure.probe_runner import Timing
 
-    speed = np.where(np.arange(rounds) % 3 == 0, 1.4, 1.0)
+    speed = np.where(np.arange(rounds + 1) % 3 == 0, 1.4, 1.0)
     out = []
-    for base, n in ((100e-6, rounds), (300e-6, rounds), (50e-6, rounds), (2e-3, rounds), (5e-3, stop or rounds)):
-        v = base * speed[:n]
+    for base in (100e-6, 300e-6, 50e-6):  # one sample per checkpoint
+        v = base * speed
+        out.append(Timing(float(np.median(v)), float(np.percentile(v, 25)), float(np.percentile(v, 75)), rounds + 1,
+                          rounds + 1, values_s=tuple(v)))
+    level = (100e-6 * 300e-6 * 50e-6) ** (1 / 3) * speed
+    for base, n in ((2e-3, rounds), (5e-3, stop or rounds)):
+        v = base * speed[:n]  # each sample timed at its checkpoint's speed
         out.append(Timing(float(np.median(v)), float(np.percentile(v, 25)), float(np.percentile(v, 75)), n, n,
-                          values_s=tuple(v)))
+                          values_s=tuple(v), levels_s=tuple(level[:n])))
     return out
 
 
@@ -256,7 +261,7 @@ def test_the_speed_reference_takes_out_a_drift_every_kernel_shares():
     from optimizer.measure.probe_runner import Timing
     from optimizer.measure.speed_reference import level_timings
 
-    timings = _drifting_timings(stop=7)  # the last model was stable after 7 rounds: its rounds are the first 7
+    timings = _drifting_timings(stop=7)  # the last model was stable after 7 rounds
     raw_spread = timings[3].spread
     lv = level_timings(timings, [0, 1, 2])
     ref_level = (100e-6 * 300e-6 * 50e-6) ** (1 / 3)
@@ -272,15 +277,23 @@ def test_the_speed_reference_takes_out_a_drift_every_kernel_shares():
     assert lv.timings[0].median_s == pytest.approx(2e-3) and lv.level_spread == 0.0
 
 
-def test_interleaved_timing_keeps_the_reference_timed_while_any_model_runs():
+def test_interleaved_timing_brackets_every_sample_with_reference_checkpoints():
     from optimizer.measure.probe_runner import time_interleaved
 
-    calls = []
-    invokers = [lambda: calls.append(0), lambda: sum(range(300)), lambda: sum(range(50))]
-    t = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=1e-9, keep=[0])
-    assert t[0].samples == max(t[1].samples, t[2].samples) == 9 and len(t[0].values_s) == 9
-    t = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=10.0, keep=[0])
-    assert t[0].samples == t[1].samples == 3  # every model stable: the reference stops with them
+    invokers = [lambda: sum(range(300)), lambda: sum(range(50))]
+    reference = [lambda: sum(range(100)), lambda: sum(range(200))]
+    t = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=-1.0, reference=reference,
+                         reference_gap_s=0.0)
+    assert len(t) == 4 and t[0].samples == t[1].samples == 9
+    # a checkpoint at the start, after every sample and at the end
+    assert t[2].samples == t[3].samples == 1 + 18 + 1
+    levels = np.sqrt(np.array(t[2].values_s) * np.array(t[3].values_s))
+    for model in t[:2]:
+        assert len(model.levels_s) == len(model.values_s) == 9
+        assert all(min(levels) <= v <= max(levels) for v in model.levels_s)
+    rare = time_interleaved(invokers, sample_s=1e-4, min_rounds=3, max_rounds=9, rel_tol=-1.0, reference=reference,
+                            reference_gap_s=60.0)
+    assert rare[2].samples == 2 and len(set(rare[0].levels_s)) == 1  # only the start and the end
 
 
 def test_a_table_is_fitted_at_its_median_speed_reference_level(tmp_path, prior_configs):

@@ -85,10 +85,14 @@ class InProcess:
         return str(self.runner.version())
 
     def measure(self, models: Sequence[tuple[str, bytes]], seed: int) -> list[Timing]:
-        invokers = [self.runner.load(blob, seed) for _, blob in models]
-        keep = [i for i, (name, _) in enumerate(models) if is_reference(name)]
-        timings = time_interleaved(invokers, seed=seed, keep=keep,
-                                   **{"clock": clock_for(self.threads), **self.timing})
+        refs = [k for k, (name, _) in enumerate(models) if is_reference(name)]
+        others = [k for k in range(len(models)) if k not in refs]
+        load = [self.runner.load(blob, seed) for _, blob in models]
+        timed = time_interleaved([load[k] for k in others], seed=seed, reference=[load[k] for k in refs],
+                                 **{"clock": clock_for(self.threads), **self.timing})
+        timings: list[Timing] = [timed[0]] * len(models)
+        for k, t in zip([*others, *refs], timed, strict=True):
+            timings[k] = t
         share = getattr(self.runner, "layout_share", None)
         if share is None:
             return timings
@@ -242,7 +246,9 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
     for r in range(adaptive_rounds):  # campaign chooses the same adaptive probes again
         if per_round < 1:
             break
-        by_id = dict(zip(table.rows["id"], table.latency_s, strict=True))
+        # at the level of the probes chosen before this round, which a resumed campaign sees alike
+        seen = table.rows["id"].isin({probe_id(c, dtype) for c in chosen}).to_numpy()
+        by_id = dict(zip(table.rows["id"][seen], replace(table, rows=table.rows[seen]).latency_s, strict=True))
         configs = [c for c in chosen if probe_id(c, dtype) in by_id]
         y = np.array([by_id[probe_id(c, dtype)] for c in configs])
         errors = held_out_errors(configs, y, dtype, seed=seed + r)

@@ -52,6 +52,8 @@ class Timing:
     layout_share: float = 0.0
     #: the timed samples (seconds per invocation), round by round
     values_s: tuple[float, ...] = ()
+    #: the speed reference's level around each sample (``time_interleaved(reference=...)``)
+    levels_s: tuple[float, ...] = ()
 
     @property
     def spread(self) -> float:
@@ -71,11 +73,17 @@ def clock_for(threads: int) -> str:
 
 def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min_rounds: int = 5,
                      max_rounds: int = 25, rel_tol: float = 0.02, seed: int = 0,
-                     warmup_s: float = 0.01, clock: str = "wall", keep: Sequence[int] = ()) -> list[Timing]:
+                     warmup_s: float = 0.01, clock: str = "wall", reference: Sequence[Invoke] = (),
+                     reference_gap_s: float = 0.02) -> list[Timing]:
     """Time every invoker (module doc) with ``clock`` (:data:`CLOCKS`): per round one sample of
-    each, in a seeded random order, until each median is stable within ``rel_tol`` or ``max_rounds``;
-    the invokers at ``keep`` (a speed reference, :mod:`~.speed_reference`) are timed in every
-    round while any other is."""
+    each, in a seeded random order, until each median is stable within ``rel_tol`` or ``max_rounds``.
+
+    With ``reference`` (a speed reference's kernels, :mod:`~.speed_reference`), a *checkpoint*
+    times one short sample of each reference kernel whenever ``reference_gap_s`` has passed since
+    the last, and once at the start and the end; every sample's ``levels_s`` is the level (the
+    reference kernels' geometric mean) of the checkpoints just before and after it. The
+    reference kernels' timings follow the invokers' (one sample per checkpoint each).
+    """
     if not invokers:
         return []
     if min_rounds < 2 or max_rounds < min_rounds or sample_s <= 0:
@@ -84,41 +92,61 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
     if clock not in CLOCKS:
         raise ConfigError(f"clock {clock!r}; expected one of {', '.join(CLOCKS)}")
     pc = CLOCKS[clock]
-    kept = set(keep)
-    batch = []
-    for fn in invokers:  # warm up and size each sample's batch
-        fn()
-        t0, n = pc(), 0
-        while True:
+    batch = [_batch_size(fn, pc, sample_s, warmup_s) for fn in invokers]
+    ref_batch = [_batch_size(fn, pc, min(sample_s, 0.002), warmup_s) for fn in reference]
+    ref_samples: list[list[float]] = [[] for _ in reference]
+
+    def sample(fn: Invoke, n: int) -> float:
+        fn()  # untimed: the model before this one evicted this one's weights from the caches
+        t0 = pc()
+        for _ in range(n):
             fn()
-            n += 1
-            if pc() - t0 >= warmup_s:
-                break
-        per = (pc() - t0) / n
-        batch.append(max(1, int(sample_s / per)))
+        return (pc() - t0) / n
+
+    def checkpoint() -> None:
+        for k, fn in enumerate(reference):
+            ref_samples[k].append(sample(fn, ref_batch[k]))
+
     rng = np.random.default_rng(seed)
     samples: list[list[float]] = [[] for _ in invokers]
+    after: list[list[int]] = [[] for _ in invokers]  # the checkpoint before each sample
     active = list(range(len(invokers)))
     rounds = 0
+    last = time.perf_counter()
+    if reference:
+        checkpoint()
     while active and rounds < max_rounds:
         rounds += 1
         for i in rng.permutation(active):
-            fn, n = invokers[i], batch[i]
-            fn()  # untimed: the model before this one evicted this one's weights from the caches
-            t0 = pc()
-            for _ in range(n):
-                fn()
-            samples[i].append((pc() - t0) / n)
+            samples[i].append(sample(invokers[i], batch[i]))
+            after[i].append(len(ref_samples[0]) - 1 if reference else 0)
+            if reference and time.perf_counter() - last >= reference_gap_s:
+                checkpoint()
+                last = time.perf_counter()
         if rounds >= min_rounds:
-            active = [i for i in active if i in kept or not _stable(samples[i], rel_tol)]
-            if not set(active) - kept:
-                active = []
+            active = [i for i in active if not _stable(samples[i], rel_tol)]
+    if reference:
+        checkpoint()
+    levels = np.exp(np.mean(np.log(np.asarray(ref_samples)), axis=0)) if reference else np.zeros(0)
     out = []
-    for s in samples:
+    for s, k in zip([*samples, *ref_samples], [*after, *([[]] * len(reference))], strict=True):
         a = np.asarray(s)
+        around = (tuple(float(np.sqrt(levels[j] * levels[j + 1])) for j in k) if reference and k else ())
         out.append(Timing(float(np.median(a)), float(np.percentile(a, 25)), float(np.percentile(a, 75)),
-                          len(a), len(a), values_s=tuple(float(v) for v in a)))
+                          len(a), len(a), values_s=tuple(float(v) for v in a), levels_s=around))
     return out
+
+
+def _batch_size(fn: Invoke, pc: Callable[[], float], sample_s: float, warmup_s: float) -> int:
+    """Warm ``fn`` up for ``warmup_s`` and size a sample's batch to last about ``sample_s``."""
+    fn()
+    t0, n = pc(), 0
+    while True:
+        fn()
+        n += 1
+        if pc() - t0 >= warmup_s:
+            break
+    return max(1, int(sample_s / ((pc() - t0) / n)))
 
 
 def _stable(samples: list[float], rel_tol: float) -> bool:

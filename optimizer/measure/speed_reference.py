@@ -7,10 +7,13 @@ heats. Interleaving (:func:`~.probe_runner.time_interleaved`) makes the models o
 a slow spell, but a campaign's groups, and the networks timed an hour later, do not. The remedy
 of benchmarking practice is a control measured alongside: three fixed kernels of the probe
 families (a 3x3 convolution, a depthwise convolution and an addition, compute- and memory-bound)
-are timed in every round. A round's *level* is the geometric mean of their samples; every other
-sample of that round is divided by it, and the ratios' median is put back into seconds at the
-run's median level (:func:`level_timings`). On this host the ratio of a network to the level
-moves by about 5 % where the network's own time moves by 40 %.
+are timed between the samples of the others, at least every 20 ms (a *checkpoint*,
+``time_interleaved(reference=...)``). A checkpoint's *level* is the geometric mean of the three;
+every sample is divided by the level of the checkpoints around it, and the ratios' median is put
+back into seconds at the run's median level (:func:`level_timings`). On this host the ratio of a
+network to the level moves by about 5 % where the network's own time moves by 40 %. The
+checkpoints bracket each sample closely: a level per round of a network run (20 networks, up to
+4 s) tracked the host's speed states, which last seconds, too loosely.
 
 A probe table keeps each group's level per row (``reference_s``); the predictor fits the probes
 at the table's median level (:attr:`optimizer.cost.probe_table.ProbeTable.latency_s`), and
@@ -72,36 +75,36 @@ class Levelled:
 
 
 def level_timings(timings: Sequence[Timing | None], references: Sequence[int]) -> Levelled:
-    """``timings`` of one interleaved run with the reference models at ``references`` put on the
+    """``timings`` of one interleaved run with the reference kernels' at ``references`` put on the
     run's median level (module doc).
 
-    Rounds are matched by position: the references are timed in every round the others are
-    (``keep`` of :func:`~.probe_runner.time_interleaved`), so a model's k-th sample is round k's.
-    Where per-round samples are missing (a phone's runner reports medians), the medians are
-    divided by the references' median level instead. A missing timing stays missing (NaN).
+    A sample timed with checkpoints around it (``levels_s``, ``time_interleaved(reference=...)``)
+    is divided by their level; the references' samples, one per checkpoint each, give the levels
+    whose median is the run's. Where samples are missing (a phone's runner reports medians), the
+    medians are divided by the references' level instead. A missing timing stays missing (NaN).
     """
     refs = [timings[i] for i in references]
     if not refs or any(t is None for t in refs):
         raise ValueError("every reference kernel needs a timing")
     ref_t = [t for t in refs if t is not None]
-    rounds = min(len(t.values_s) for t in ref_t)
-    per_round = (np.exp(np.mean(np.log([np.asarray(t.values_s[:rounds]) for t in ref_t]), axis=0))
-                 if rounds else np.exp(np.mean(np.log([t.median_s for t in ref_t])))[None])
-    level = float(np.median(per_round))
-    q25, q75 = np.percentile(per_round, [25, 75])
+    counts = {len(t.values_s) for t in ref_t}
+    checkpoints = (np.exp(np.mean(np.log([np.asarray(t.values_s) for t in ref_t]), axis=0))
+                   if len(counts) == 1 and 0 not in counts else np.exp(np.mean(np.log([t.median_s for t in ref_t])))[None])
+    level = float(np.median(checkpoints))
+    q25, q75 = np.percentile(checkpoints, [25, 75])
     out = []
     for i, t in enumerate(timings):
         if i in references:
             continue
         if t is None:
             out.append(Timing(float("nan"), float("nan"), float("nan"), 0, 0))
-            continue
-        n = min(len(t.values_s), rounds)
-        ratios = (np.asarray(t.values_s[:n]) / per_round[:n] if n and rounds
-                  else np.array([t.median_s, t.p25_s, t.p75_s]) / per_round[0])
-        scaled = ratios * level
-        median = float(np.median(scaled)) if n else float(scaled[0])
-        p25, p75 = (np.percentile(scaled, [25, 75]) if n else scaled[1:])
-        out.append(Timing(median, float(p25), float(p75), t.samples, t.rounds, t.layout_share,
-                          tuple(float(v) for v in scaled) if n else ()))
+        elif t.levels_s and len(t.levels_s) == len(t.values_s):
+            scaled = np.asarray(t.values_s) / np.asarray(t.levels_s) * level
+            p25, p75 = np.percentile(scaled, [25, 75])
+            out.append(Timing(float(np.median(scaled)), float(p25), float(p75), t.samples, t.rounds, t.layout_share,
+                              tuple(float(v) for v in scaled)))
+        else:
+            f = level / float(np.exp(np.mean(np.log([r.median_s for r in ref_t]))))
+            out.append(Timing(t.median_s * f, t.p25_s * f, t.p75_s * f, t.samples, t.rounds, t.layout_share,
+                              tuple(v * f for v in t.values_s)))
     return Levelled(out, level, float((q75 - q25) / level) if level > 0 else 0.0)

@@ -135,14 +135,14 @@ def time_networks(runner: Any, paths: Sequence[Path], dtype: str, *, seed: int =
     """Seconds per run of every network file on ``runner``, interleaved (one sample of each per
     round; samples of at least 20 ms) beside the speed reference's kernels at ``dtype``: the
     timings as timed, and put on the run's median reference level."""
-    invokers = [runner.load(blob, seed) for _, blob in reference_models(runner.fmt, dtype, seed)]
-    refs = range(len(invokers))
+    reference = [runner.load(blob, seed) for _, blob in reference_models(runner.fmt, dtype, seed)]
+    invokers = []
     for k, p in enumerate(paths):
         kw = {"shapes": shapes[k]} if shapes and shapes[k] and runner.fmt == "onnx" else {}
         invokers.append(runner.load(p, seed, **kw))
     timings = time_interleaved(invokers, sample_s=0.02, min_rounds=min_rounds, max_rounds=max_rounds, seed=seed,
-                               warmup_s=0.05, clock=clock_for(runner.threads), keep=refs)
-    return timings[len(refs):], level_timings(timings, refs)
+                               warmup_s=0.05, clock=clock_for(runner.threads), reference=reference)
+    return timings[:len(paths)], level_timings(timings, range(len(paths), len(timings)))
 
 
 def single_op_models(path: Path, graph: LayerGraph) -> list[tuple[int, bytes]]:
