@@ -182,7 +182,8 @@ def step_layers(config: str) -> None:
 
     runner, dtype, threads = parse_config(config)
     r = in_process_runner(runner, threads)
-    overhead = read_probe_table(probe_table_path(config)).invoke_overhead_s
+    table = read_probe_table(probe_table_path(config))
+    overhead, level = table.invoke_overhead_s, table.reference_s
     for name, (ref, sh) in networks(runner).items():
         out = OUT / "layers" / config / f"{name}.json"
         if out.is_file():
@@ -191,7 +192,7 @@ def step_layers(config: str) -> None:
             path = runtime_artifact(ref, load(ref, sh), r.fmt, dtype)
             fg = load(str(path), sh)
             t0 = time.perf_counter()
-            times = isolated_layer_times(r, path, fg, overhead)
+            times = isolated_layer_times(r, path, fg, overhead, level=(dtype, level) if level else None)
         except Exception as exc:  # noqa: BLE001 - reported per network
             print(f"  {name}: no per-layer times ({type(exc).__name__}: {str(exc)[:160]})", flush=True)
             continue

@@ -176,7 +176,8 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
         pred_f: dict[str, float] = {}
         if per_family:
             pred_f = family_seconds(file_graph, device, dtype, processor, runner.runtime)
-            times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed)
+            times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed,
+                                         level=(dtype, level) if level else None)
             meas_f = measured_families(file_graph, times, runner.runtime)
         out.append(NetworkResult(m, t, predicted, meas_f, pred_f, r.median_s, ratio))
     return out

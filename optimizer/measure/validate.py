@@ -204,11 +204,15 @@ def _onnx_single_ops(path: Path, graph: LayerGraph) -> list[tuple[int, bytes]]:
 
 
 def isolated_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s: float, *,
-                         seed: int = 0) -> np.ndarray:
+                         seed: int = 0, level: tuple[str, float] | None = None) -> np.ndarray:
     """[L] seconds of every layer of ``graph`` (imported from ``path``) timed alone on
-    ``runner``, less the per-invocation overhead; NaN where no operator could be cut out."""
+    ``runner``, less the per-invocation overhead; NaN where no operator could be cut out. With
+    ``level`` = (dtype, seconds), the layers are timed beside the speed reference's kernels at that
+    dtype and put on that level (a probe table's, :attr:`~optimizer.cost.probe_table.ProbeTable.reference_s`)."""
     out = np.full(len(graph.layers), np.nan)
     models = single_op_models(path, graph)
+    reference = ([runner.load(blob, seed) for _, blob in reference_models(runner.fmt, level[0], seed)]
+                 if level is not None else [])
     for start in range(0, len(models), 24):
         chunk = models[start:start + 24]
         invokers, index = [], []
@@ -220,7 +224,10 @@ def isolated_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s:
                 continue
         share = getattr(runner, "layout_share", None)
         blobs = dict(chunk)
-        for i, t in zip(index, time_interleaved(invokers, seed=seed, clock=clock_for(runner.threads)), strict=True):
+        timings = time_interleaved(invokers, seed=seed, clock=clock_for(runner.threads), reference=reference)
+        if level is not None:
+            timings = level_timings(timings, range(len(invokers), len(timings))).on_level(level[1])
+        for i, t in zip(index, timings, strict=True):
             kept = 1.0 - (share(blobs[i], seed=seed) if share is not None else 0.0)
             out[i] = max(t.median_s - overhead_s, 0.02 * t.median_s) * kept
     return out
