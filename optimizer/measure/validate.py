@@ -79,9 +79,9 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
     if dtype == "fp32":
         return fp32
     ident = (graph.source_sha256 or graph.name)[:16]
-    # a file whose weights are Constant nodes is quantized with them as initializers (a new file)
-    folded = "-weights" if fmt == "onnx" and _constant_nodes(fp32) else ""
-    out = cache_dir() / "artifacts" / f"{graph.name}-{ident}-int8-s{samples}-{seed}{folded}.{fmt}"
+    # a file prepared before quantization (Constant weights, an older opset) is another file
+    prepared = "-prepared" if fmt == "onnx" and _needs_preparing(fp32) else ""
+    out = cache_dir() / "artifacts" / f"{graph.name}-{ident}-int8-s{samples}-{seed}{prepared}.{fmt}"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -96,12 +96,34 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
     return out
 
 
-def _constant_nodes(path: Path) -> int:
-    """How many ``Constant`` nodes with a tensor ``value`` the ONNX file at ``path`` holds."""
+#: the opset a QDQ file needs for per-channel weights (``DequantizeLinear``'s ``axis``)
+PER_CHANNEL_OPSET = 13
+
+
+def _needs_preparing(path: Path) -> bool:
+    """Whether the ONNX file at ``path`` has ``Constant`` nodes with a tensor or an opset below
+    :data:`PER_CHANNEL_OPSET` (:func:`prepared_for_quantization`)."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
-    return sum(n.op_type == "Constant" and any(a.name == "value" for a in n.attribute) for n in model.graph.node)
+    return _opset(model) < PER_CHANNEL_OPSET or any(
+        n.op_type == "Constant" and any(a.name == "value" for a in n.attribute) for n in model.graph.node)
+
+
+def _opset(model: Any) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def prepared_for_quantization(model: Any) -> Any:
+    """``model`` as a deployment prepares it for onnxruntime's quantizer (lossless): its opset
+    raised to :data:`PER_CHANNEL_OPSET` (``onnx.version_converter``), below which per-channel
+    weights cannot be written, and every ``Constant`` node's tensor made an initializer
+    (:func:`constants_as_initializers`)."""
+    import onnx.version_converter
+
+    if _opset(model) < PER_CHANNEL_OPSET:
+        model = onnx.version_converter.convert_version(model, PER_CHANNEL_OPSET)
+    return constants_as_initializers(model)
 
 
 def constants_as_initializers(model: Any) -> Any:
@@ -129,8 +151,7 @@ def constants_as_initializers(model: Any) -> Any:
 def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: int) -> None:
     """``src`` quantized to QDQ by onnxruntime with the probes' settings, calibrated on ``samples``
     seeded inputs at the graph's input shapes and the inputs' types (standard-normal floats, small
-    integer ids for an embedding's integer inputs), its ``Constant`` nodes made initializers first
-    (:func:`constants_as_initializers`)."""
+    integer ids for an embedding's integer inputs), prepared first (:func:`prepared_for_quantization`)."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -138,7 +159,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
     from .probe_onnx import quantize_model_static
     from .probe_runner import quiet_quantizer, random_input
 
-    model = constants_as_initializers(onnx.load(str(src)))
+    model = prepared_for_quantization(onnx.load(str(src)))
     rng = np.random.default_rng(seed)
     shapes, dtypes = {}, {}
     for i in model.graph.input:
