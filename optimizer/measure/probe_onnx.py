@@ -340,12 +340,13 @@ def _quantize_float_io(model: Any) -> Any:
 
 
 def quantize_model_static(model: Any, reader: Any, quantize_static: Callable[..., Any], fmt: Any,
-                          qtype: Any, every_op: bool = False) -> Any:
+                          qtype: Any, every_op: bool = False, per_channel: bool = True) -> Any:
     """Run onnxruntime's ``quantize_static`` on an in-memory model through temporary files (its
     interface takes paths) with the probes' settings; returns the quantized ModelProto.
     ``every_op`` (probes) quantizes every operator's input and output whether or not its input
     already is (``ForceQuantizeNoInputCheck``), with the operators the quantizer has no rule for
-    among them, as a network's operators between quantized ones read and write quantized tensors."""
+    among them, as a network's operators between quantized ones read and write quantized tensors.
+    ``per_channel`` weights need opset 13 (``DequantizeLinear``'s ``axis``)."""
     import tempfile
     from pathlib import Path
 
@@ -356,6 +357,6 @@ def quantize_model_static(model: Any, reader: Any, quantize_static: Callable[...
         onnx.save(model, str(src))
         every = {"op_types_to_quantize": sorted({n.op_type for n in model.graph.node})} if every_op else {}
         quantize_static(str(src), str(dst), reader, quant_format=fmt.QDQ, activation_type=qtype.QUInt8,
-                        weight_type=qtype.QInt8, per_channel=True, **every,
+                        weight_type=qtype.QInt8, per_channel=per_channel, **every,
                         extra_options={"ActivationSymmetric": False, "ForceQuantizeNoInputCheck": every_op})
         return onnx.load(str(dst))

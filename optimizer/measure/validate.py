@@ -96,13 +96,14 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
     return out
 
 
-#: the opset a QDQ file needs for per-channel weights (``DequantizeLinear``'s ``axis``)
+#: the opset a QDQ file needs for per-channel weights (``DequantizeLinear``'s ``axis``): below it,
+#: weights are quantized per tensor (to INT8 all the same: the ``QLinearConv`` path is the probes')
 PER_CHANNEL_OPSET = 13
 
 
 def _needs_preparing(path: Path) -> bool:
-    """Whether the ONNX file at ``path`` has ``Constant`` nodes with a tensor or an opset below
-    :data:`PER_CHANNEL_OPSET` (:func:`prepared_for_quantization`)."""
+    """Whether the ONNX file at ``path`` has ``Constant`` nodes with a tensor
+    (:func:`constants_as_initializers`) or an opset below :data:`PER_CHANNEL_OPSET`."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
@@ -112,18 +113,6 @@ def _needs_preparing(path: Path) -> bool:
 
 def _opset(model: Any) -> int:
     return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-
-
-def prepared_for_quantization(model: Any) -> Any:
-    """``model`` as a deployment prepares it for onnxruntime's quantizer (lossless): its opset
-    raised to :data:`PER_CHANNEL_OPSET` (``onnx.version_converter``), below which per-channel
-    weights cannot be written, and every ``Constant`` node's tensor made an initializer
-    (:func:`constants_as_initializers`)."""
-    import onnx.version_converter
-
-    if _opset(model) < PER_CHANNEL_OPSET:
-        model = onnx.version_converter.convert_version(model, PER_CHANNEL_OPSET)
-    return constants_as_initializers(model)
 
 
 def constants_as_initializers(model: Any) -> Any:
@@ -151,7 +140,8 @@ def constants_as_initializers(model: Any) -> Any:
 def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: int) -> None:
     """``src`` quantized to QDQ by onnxruntime with the probes' settings, calibrated on ``samples``
     seeded inputs at the graph's input shapes and the inputs' types (standard-normal floats, small
-    integer ids for an embedding's integer inputs), prepared first (:func:`prepared_for_quantization`)."""
+    integer ids for an embedding's integer inputs), with ``Constant``-node weights made initializers
+    first (:func:`constants_as_initializers`) and per-tensor weights below :data:`PER_CHANNEL_OPSET`."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -159,7 +149,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
     from .probe_onnx import quantize_model_static
     from .probe_runner import quiet_quantizer, random_input
 
-    model = prepared_for_quantization(onnx.load(str(src)))
+    model = constants_as_initializers(onnx.load(str(src)))
     rng = np.random.default_rng(seed)
     shapes, dtypes = {}, {}
     for i in model.graph.input:
@@ -179,7 +169,8 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
             return {n: random_input(rng, list(s), dtypes[n]) for n, s in shapes.items()}
 
     with quiet_quantizer():
-        q = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType)
+        q = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType,
+                                  per_channel=_opset(model) >= PER_CHANNEL_OPSET)
     atomic_write_bytes(out, q.SerializeToString())
 
 
