@@ -7,8 +7,9 @@ phone) resumes where it stopped: probes already in the table are never measured 
 are stable, :func:`optimizer.cost.probe_table.probe_id`). Each group also times an *overhead
 probe* (a one-element addition): its median is the runner's per-invocation overhead, subtracted
 from the group's probes and added back once per network by the predictor; and the speed
-reference's kernels (:mod:`~.speed_reference`), whose level every probe's samples are divided by
-round by round, the group's level kept per row (``reference_s``). Where the runtime wraps
+reference's kernels (:mod:`~.speed_reference`), timed at checkpoints between the samples, whose
+level each sample is divided by; the group's median level is kept per row (``reference_s``).
+Where the runtime wraps
 a lone kernel in layout conversions that a network's consecutive kernels do not need
 (onnxruntime's NCHWc ``ReorderInput``/``ReorderOutput`` around a convolution), their share of the
 operator time, read from the runtime's node profiler, is left out of the kernel's time.
