@@ -278,11 +278,13 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
     summary: dict[str, dict] = json.loads(path.read_text()) if path.is_file() else {}
     for config in configs:
         runner, dtype, threads = parse_config(config)
-        if not probe_table_path(config).is_file() or not measured(config):
+        meas = {}
+        if probe_table_path(config).is_file():
+            level_s = read_probe_table(filtered_table(config, None)).reference_s
+            meas = measured(config, None if args.as_timed else level_s)
+        if not meas:
             print(f"{config}: not measured yet")
             continue
-        level_s = read_probe_table(filtered_table(config, None)).reference_s
-        meas = measured(config, None if args.as_timed else level_s)
         dev = host_device(config, filtered_table(config, None))
         rows = []
         print(f"\n{config}: network, measured ms (run-to-run spread, processes), predicted (default probes), "

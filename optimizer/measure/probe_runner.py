@@ -127,7 +127,7 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
             active = [i for i in active if not _stable(samples[i], rel_tol)]
     if reference:
         checkpoint()
-    levels = np.exp(np.mean(np.log(np.asarray(ref_samples)), axis=0)) if reference else np.zeros(0)
+    levels = reference_level(ref_samples) if reference else np.zeros(0)
     out = []
     for s, k in zip([*samples, *ref_samples], [*after, *([[]] * len(reference))], strict=True):
         a = np.asarray(s)
@@ -135,6 +135,12 @@ def time_interleaved(invokers: Sequence[Invoke], *, sample_s: float = 0.002, min
         out.append(Timing(float(np.median(a)), float(np.percentile(a, 25)), float(np.percentile(a, 75)),
                           len(a), len(a), values_s=tuple(float(v) for v in a), levels_s=around))
     return out
+
+
+def reference_level(per_kernel: Sequence[Sequence[float]]) -> np.ndarray:
+    """The speed reference's level at each checkpoint: the geometric mean over the reference
+    kernels (rows) of their samples (columns, one per checkpoint)."""
+    return np.exp(np.mean(np.log(np.asarray(per_kernel, dtype=np.float64)), axis=0))
 
 
 def _batch_size(fn: Invoke, pc: Callable[[], float], sample_s: float, warmup_s: float) -> int:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..graph.kernel_config import KernelConfig
-from .probe_runner import Timing
+from .probe_runner import Timing, reference_level
 
 #: the reference kernels (the same in every runtime and dtype): compute-bound, strided memory,
 #: streaming memory
@@ -59,12 +59,12 @@ def is_reference(name: str) -> bool:
 class Levelled:
     """Timings of one interleaved run put on its median reference level."""
 
-    #: the models that are not references, in order: samples divided by their round's level, times
-    #: ``level_s``
+    #: the models that are not references, in order: samples divided by the level of the
+    #: checkpoints around them, times ``level_s``
     timings: list[Timing]
-    #: median over rounds of the reference level (seconds: geometric mean of the reference kernels)
+    #: median over checkpoints of the reference level (seconds: geometric mean of the reference kernels)
     level_s: float
-    #: inter-quartile range over the median of the rounds' levels (how much the host moved)
+    #: inter-quartile range over the median of the checkpoints' levels (how much the host moved)
     level_spread: float
 
     def on_level(self, level_s: float) -> list[Timing]:
@@ -88,8 +88,9 @@ def level_timings(timings: Sequence[Timing | None], references: Sequence[int]) -
         raise ValueError("every reference kernel needs a timing")
     ref_t = [t for t in refs if t is not None]
     counts = {len(t.values_s) for t in ref_t}
-    checkpoints = (np.exp(np.mean(np.log([np.asarray(t.values_s) for t in ref_t]), axis=0))
-                   if len(counts) == 1 and 0 not in counts else np.exp(np.mean(np.log([t.median_s for t in ref_t])))[None])
+    of_medians = float(reference_level([[t.median_s] for t in ref_t])[0])
+    checkpoints = (reference_level([t.values_s for t in ref_t]) if len(counts) == 1 and 0 not in counts
+                   else np.array([of_medians]))
     level = float(np.median(checkpoints))
     q25, q75 = np.percentile(checkpoints, [25, 75])
     out = []
@@ -104,7 +105,7 @@ def level_timings(timings: Sequence[Timing | None], references: Sequence[int]) -
             out.append(Timing(float(np.median(scaled)), float(p25), float(p75), t.samples, t.rounds, t.layout_share,
                               tuple(float(v) for v in scaled)))
         else:
-            f = level / float(np.exp(np.mean(np.log([r.median_s for r in ref_t]))))
+            f = level / of_medians
             out.append(Timing(t.median_s * f, t.p25_s * f, t.p75_s * f, t.samples, t.rounds, t.layout_share,
                               tuple(v * f for v in t.values_s)))
     return Levelled(out, level, float((q75 - q25) / level) if level > 0 else 0.0)
