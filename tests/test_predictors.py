@@ -52,6 +52,8 @@ KINDS = {
     "resize_nearest": KernelConfig("resize_nearest", 14, 14, 32, 28, 28, 32),
     "depth_to_space": KernelConfig("depth_to_space", 14, 14, 32, 28, 28, 8),
 }
+#: configurations of a kind's other paths (a scalar second operand)
+VARIANTS = {"add_scalar": KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2, bcast=2)}
 
 
 # ------------------------------------------------------------------ kernel configurations
@@ -80,14 +82,14 @@ def test_keras_swish_is_recorded_and_runs_as_sigmoid_and_multiply(zoo_graph):
 
 
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
-                                  "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
+                                  "add_scalar", "conv_transpose", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
     """Probes and priced layers share one description: importing a probe file with the project's
     importer gives the layer the configuration the probe was built from."""
     from optimizer.graph import load_graph
 
-    cfg = KINDS[kind]
+    cfg = {**KINDS, **VARIANTS}[kind]
     if (fmt, kind) == ("onnx", "resize_bilinear"):  # an ONNX graph keeps no Resize mode: priced as nearest
         cfg = replace(cfg, kind="resize_nearest")
     path = tmp_path / f"p.{fmt}"

@@ -13,8 +13,9 @@ with (:mod:`optimizer.measure.probes`) and the layers a network is priced by
   type (Keras class, TFLite builtin, ONNX op type; :data:`KIND_OF_OP_TYPE`);
 * the geometry is per sample (batch 1): ``h_in, w_in, c_in -> h_out, w_out, c_out``, square
   kernel ``k`` and ``stride``, ``rows`` of a matrix product (tokens), ``n_in`` operands of an
-  element-wise or concatenation kernel and ``bcast`` when the second operand is broadcast over
-  the spatial dimensions (a squeeze-excitation scale);
+  element-wise or concatenation kernel and ``bcast``, how the second operand is broadcast:
+  :data:`BCAST_CHANNEL` over the spatial dimensions (a squeeze-excitation scale) or
+  :data:`BCAST_SCALAR` over everything (a hard-swish's ``+ 3``, a learnable affine block's scale);
 * a layer that a runtime runs as several kernels (a Keras ``SeparableConv2D`` is a depthwise and
   a 1x1 convolution; ``swish`` is a sigmoid and a multiply; ``MultiHeadAttention`` is four
   projections, two batched matrix products and a softmax) gives one configuration per kernel.
@@ -52,6 +53,10 @@ KIND_FAMILY: dict[str, str] = {
 OP_KINDS: tuple[str, ...] = tuple(KIND_FAMILY)
 #: element-wise kinds with two (or more) operands
 BINARY_KINDS: frozenset[str] = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "squared_difference"})
+#: ``KernelConfig.bcast``: the second operand is as large as the first, one value per channel, or
+#: one value (runtimes broadcast a scalar by a fast path of its own: onnxruntime INT8 adds one to
+#: 320 x 320 x 16 in 0.32 ms, a per-channel operand in 6.0 ms, NHWC)
+BCAST_NONE, BCAST_CHANNEL, BCAST_SCALAR = 0, 1, 2
 #: kinds that move no data in any runtime (a reshape of a contiguous tensor is a view)
 FREE_KINDS: frozenset[str] = frozenset({"identity", "reshape"})
 
@@ -178,7 +183,8 @@ class KernelConfig:
             return self.rows
         one = self.h_in * self.w_in * self.c_in
         if self.kind in BINARY_KINDS:
-            return one + (self.c_in if self.bcast else one) * (self.n_in - 1)
+            other = {BCAST_NONE: one, BCAST_CHANNEL: self.c_in}.get(self.bcast, 1)
+            return one + other * (self.n_in - 1)
         if self.kind == "concat":
             return self.h_in * self.w_in * self.c_out
         return one
@@ -301,23 +307,24 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
 
 def _binary_kernel(layer: Layer, base: KernelConfig, out: tuple[int, ...], first: bool) -> KernelConfig:
     """The kernel of a two-operand element-wise layer: the larger operand's dims, broadcast when the
-    operands differ in size (a constant operand is a per-channel one). An operand varying along the
+    operands differ in size (a constant operand is a per-channel one, a one-element operand a
+    scalar: :data:`BCAST_SCALAR`). An operand varying along the
     last axis only makes it channels-last whatever the format (a Keras Normalization's mean ahead of
     an ONNX file's first transpose: ``[1, 224, 224, 3] - [1, 1, 1, 3]``)."""
     shapes = layer.input_shapes
     if len(shapes) >= 2:
         sizes = [math.prod(s) if s else 1 for s in shapes]
-        bcast = int(min(sizes) < max(sizes))
+        bcast = BCAST_NONE if min(sizes) == max(sizes) else BCAST_SCALAR if min(sizes) == 1 else BCAST_CHANNEL
         big, small = shapes[sizes.index(max(sizes))], shapes[sizes.index(min(sizes))]
-        last = bool(bcast) and bool(small) and small[-1] > 1 and all(d == 1 for d in small[:-1])
+        last = bcast == BCAST_CHANNEL and bool(small) and small[-1] > 1 and all(d == 1 for d in small[:-1])
         n = len(shapes)
     else:  # a constant operand: ``params`` elements
         big = shapes[0] if shapes else ()
-        bcast, n = 1, 2
+        bcast, n = BCAST_SCALAR if layer.params == 1 else BCAST_CHANNEL, 2
         last = bool(big) and layer.params > 1 and big[-1] == layer.params != big[0]
     last = last and first and len(big) >= 3
     if len(shapes) < 2 and not last:
-        return replace(base, n_in=2, bcast=1)  # a per-channel constant operand (a folded scale)
+        return replace(base, n_in=2, bcast=bcast)  # a per-channel constant (a folded scale) or a scalar
     h_in, w_in, c_in = hwc_dims(big, first and not last)
     h_out, w_out, c_out = hwc_dims(out, first and not last)
     return replace(base, h_in=h_in, w_in=w_in, c_in=c_in, h_out=h_out, w_out=w_out, c_out=c_out, n_in=n, bcast=bcast)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..graph.kernel_config import KernelConfig
+from ..graph.kernel_config import BCAST_CHANNEL, KernelConfig
 from .probe_onnx import ONNX_BUILDERS, onnx_probe, split_channels
 from .probe_runner import ID_RANGE
 
@@ -53,6 +53,7 @@ PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
     4: ("onnx", "int8", "INT8 onnxruntime element-wise probes with two operands are laid out NHWC"),
     5: ("onnx", "int8", "every INT8 onnxruntime probe's operator reads and writes quantized tensors; pooling "
                         "probes are onnxruntime's NHWC kernels"),
+    6: ("onnx", "int8", "INT8 onnxruntime resize probes are laid out NHWC"),
 }
 PROBE_VERSION = max(PROBE_CHANGES)
 
@@ -253,7 +254,8 @@ def _tfl_pool(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
 
 def _tfl_binary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
-    x2 = b.act(_nhwc(1, 1, cfg.c_in) if cfg.bcast else _nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    x2 = b.act(_nhwc(1, 1, cfg.c_in) if cfg.bcast == BCAST_CHANNEL else _nhwc(1, 1, 1) if cfg.bcast else
+               _nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
     y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
     name = {"add": "ADD", "mul": "MUL", "sub": "SUB", "div": "DIV", "maximum": "MAXIMUM", "minimum": "MINIMUM",
             "squared_difference": "SQUARED_DIFFERENCE"}[cfg.kind]

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..cost.predictor import reference_s
 from ..errors import ConfigError
-from ..graph.kernel_config import KernelConfig, graph_kernels
+from ..graph.kernel_config import BCAST_CHANNEL, BCAST_NONE, BCAST_SCALAR, KernelConfig, graph_kernels
 from ..graph.layergraph import LayerGraph
 from .probe_models import PROBE_KINDS
 
@@ -53,6 +53,8 @@ MAX_WEIGHTS = 24 * 2**20  # weight elements (96 MB at FP32)
 JITTER = (0.5, 1.2)  # nn-Meter's fine-grained channel range
 TINY_S = 4e-6  # a kernel whose work-proportional reference time is below this is "tiny" ...
 TINY_KEEP = 0.3  # ... and kept with this probability by the prior sample
+#: share of k x k convolution samples that are transposed convolutions (:func:`_convkxk`)
+TRANSPOSED_SHARE = 0.06
 #: share of design-prior layers from networks without a down-sampling stem (:func:`_stage`)
 FULL_RES_SHARE = 0.25
 
@@ -141,7 +143,7 @@ def _stage(rng: np.random.Generator) -> tuple[int, int]:
     input resolution (VGG, U-Net); the channels spread ``x/ 1.5`` around that."""
     stage = int(rng.integers(0, 6))
     shift = stage + (0 if rng.random() < FULL_RES_SHARE else 1)
-    size = _spatial(rng, max(1, 112 >> shift), max(1, 320 >> shift))
+    size = _spatial(rng, max(1, 112 >> shift), max(1, 640 >> shift))
     width = math.exp(rng.uniform(math.log(0.25), math.log(2.0)))
     c = 32 * width * 2**stage * math.exp(rng.normal(0.0, math.log(1.5)))
     return size, max(8, int(round(c / 8)) * 8)
@@ -165,6 +167,16 @@ def _conv(rng: np.random.Generator, k: int | None) -> KernelConfig:
         size = _spatial(rng, 1, 320)
         c_in, c_out = _channels(rng, 8, 2048), _channels(rng, 8, 2048)
     return KernelConfig("conv", size * stride, size * stride, c_in, size, size, c_out, k=kk, stride=stride)
+
+
+def _convkxk(rng: np.random.Generator) -> KernelConfig:
+    if rng.random() >= TRANSPOSED_SHARE:
+        return _conv(rng, None)
+    # a transposed convolution up-sampling 2x (a segmentation or text-detection head, a decoder)
+    size, c = _stage(rng)
+    c_out = max(8, int(round(c * _ratio(rng, 0.25, 1) / 8)) * 8)
+    return KernelConfig("conv_transpose", size, size, c, 2 * size, 2 * size, c_out,
+                        k=_pick(rng, (2, 3, 4), (0.5, 0.3, 0.2)), stride=2)
 
 
 def _stem(rng: np.random.Generator) -> KernelConfig:
@@ -223,6 +235,9 @@ _ELTWISE: tuple[tuple[str, float], ...] = (
 #: INT8: 224 x 224 x 3 less a per-channel mean 1.49 ms, 224 x 224 x 32 by a per-channel scale
 #: 0.21 ms), which no draw of 8-1024 channels reaches
 INPUT_NORM_SHARE = 0.08
+#: share of two-operand element-wise samples whose second operand is a scalar (hard-swish's ``+ 3``,
+#: ``/ 6``; a learnable affine block's scale and bias), a path of its own (:data:`BCAST_SCALAR`)
+SCALAR_SHARE = 0.2
 INPUT_SIZES: tuple[int, ...] = (96, 128, 160, 192, 224, 256, 300, 320, 384, 416, 512, 640)
 
 
@@ -230,14 +245,15 @@ def _eltwise(rng: np.random.Generator) -> KernelConfig:
     if rng.random() < INPUT_NORM_SHARE:
         kind = ("sub", "mul", "add")[_pick(rng, (0, 1, 2), (0.4, 0.4, 0.2))]
         size, c = INPUT_SIZES[int(rng.integers(len(INPUT_SIZES)))], (1, 3)[_pick(rng, (0, 1), (0.2, 0.8))]
-        return KernelConfig(kind, size, size, c, size, size, c, n_in=2, bcast=1)
+        return KernelConfig(kind, size, size, c, size, size, c, n_in=2, bcast=BCAST_SCALAR if c == 1 else BCAST_CHANNEL)
     kind = _ELTWISE[_pick(rng, tuple(range(len(_ELTWISE))), [w for _, w in _ELTWISE])][0]
     if kind in ("softmax", "layer_norm"):
         rows, c = _spatial(rng, 1, 1024), _channels(rng, 16, 4096)
         return KernelConfig(kind, rows, 1, c, rows, 1, c)
     size, c = _stage(rng) if rng.random() < DESIGN_SHARE else (_spatial(rng, 1, 320), _channels(rng, 8, 1024))
     if kind in ("add", "mul", "sub"):
-        bcast = int(rng.random() < (0.4 if kind == "mul" else 0.1))
+        u, per_channel = rng.random(), (0.4 if kind == "mul" else 0.1)
+        bcast = BCAST_CHANNEL if u < per_channel else BCAST_SCALAR if u < per_channel + SCALAR_SHARE else BCAST_NONE
         return KernelConfig(kind, size, size, c, size, size, c, n_in=2, bcast=bcast)
     return KernelConfig(kind, size, size, c, size, size, c)
 
@@ -269,12 +285,12 @@ def _layout(rng: np.random.Generator) -> KernelConfig:
 def _resize(rng: np.random.Generator) -> KernelConfig:
     kind = "resize_nearest" if rng.random() < 0.5 else "resize_bilinear"
     size, c = _spatial(rng, 2, 160), _channels(rng, 8, 512)
-    scale = _pick(rng, (2, 4), (0.85, 0.15))
+    scale = _pick(rng, (2, 4, 8), (0.75, 0.15, 0.1))  # x4, x8: a segmentation or text head's upsampling
     return KernelConfig(kind, size, size, c, size * scale, size * scale, c)
 
 
 _SAMPLERS = {
-    "conv1x1": lambda r: _conv(r, 1), "convkxk": lambda r: _conv(r, None), "convstem": _stem,
+    "conv1x1": lambda r: _conv(r, 1), "convkxk": _convkxk, "convstem": _stem,
     "dwconv_s1": lambda r: _dwconv(r, 1), "dwconv_s2": lambda r: _dwconv(r, 2), "dense": _dense,
     "matmul": _matmul, "pool": _pool, "eltwise": _eltwise, "layout": _layout, "resize": _resize,
 }
