@@ -17,8 +17,10 @@ for one ``/work/bin/quiet`` slot:
     each per round, rounds until medians are stable); run it for K = 0, 1, 2: the figure is the
     median over processes and the network's run-to-run spread is (max - min) / median of them;
 ``layers CONFIG``
-    every operator of every network file timed alone: measured per-layer times (per-layer
-    Spearman of the predictions) and per-family sums;
+    measured per-layer times of every network file (per-layer Spearman of the predictions, and
+    per-family sums): onnxruntime's node profiler on the whole network, its kernels attributed to
+    layers (``measure_ort``: a QDQ file's operator cut out of its network would run as a float
+    operator, not as its ``QLinear*`` kernel); LiteRT's, every operator timed alone;
 ``learned``
     onnxruntime per-layer tables of the zoo networks, the learned backend's training data;
 ``report``
@@ -71,6 +73,7 @@ PUBLIC = {
     },
 }
 BOUND = 0.10
+LAYER_REPEATS = 20  # profiled runs of a network for its per-layer times (onnxruntime)
 WORST = 0.25
 
 
@@ -177,6 +180,7 @@ def step_measure(config: str, process: int) -> None:
 
 def step_layers(config: str) -> None:
     from optimizer.cost.probe_table import read_probe_table
+    from optimizer.measure.ort_profile import measure_ort
     from optimizer.measure.probe_runner import in_process_runner
     from optimizer.measure.validate import isolated_layer_times, runtime_artifact
 
@@ -192,7 +196,10 @@ def step_layers(config: str) -> None:
             path = runtime_artifact(ref, load(ref, sh), r.fmt, dtype)
             fg = load(str(path), sh)
             t0 = time.perf_counter()
-            times = isolated_layer_times(r, path, fg, overhead, level=(dtype, level) if level else None)
+            if runner == "ort":  # the kernels as they run inside the network, by onnxruntime's node profiler
+                times = measure_ort(fg, path, threads=threads, repeats=LAYER_REPEATS).table.rows["latency_s"].to_numpy()
+            else:
+                times = isolated_layer_times(r, path, fg, overhead, level=(dtype, level) if level else None)
         except Exception as exc:  # noqa: BLE001 - reported per network
             print(f"  {name}: no per-layer times ({type(exc).__name__}: {str(exc)[:160]})", flush=True)
             continue
@@ -365,7 +372,8 @@ def _levelled(rows: list[dict]) -> dict:
 
 
 def layer_spearman(config: str, name: str, dev, dtype: str, spearmanr) -> float:
-    """Spearman of predicted vs isolated per-layer times over the layers of the network's file."""
+    """Spearman of predicted vs measured per-layer times (``layers``) over the layers of the network's
+    file that run a kernel."""
     from optimizer.cost import build_cost_table
     from optimizer.cost.fusion import runtime_kernels
 

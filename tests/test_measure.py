@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 
@@ -72,6 +73,32 @@ def test_ort_profile_maps_nodes_to_layers(tiny, tmp_path, monkeypatch, run_cli):
     assert summary["layer_sum_s"] == pytest.approx(sum(lat.values()), rel=1e-6)
     ct = build_cost_table(g, "host", "fp32", "measured", table=out)
     assert np.allclose(ct.latency_s[:, 0], table.rows["latency_s"].to_numpy())
+
+
+def test_ort_profile_maps_a_quantized_files_fused_kernels_to_their_layers(tmp_path, monkeypatch):
+    """onnxruntime names the ``QLinearConv`` it fuses from a QDQ file's ``DequantizeLinear -> Conv ->
+    QuantizeLinear`` after the convolution plus ``_token_<n>``: the kernel is the convolution's."""
+    import onnx
+
+    from optimizer.graph import load_graph
+    from optimizer.graph.kernel_config import KernelConfig
+    from optimizer.measure.ort_profile import _layer_matcher, attribute_node, kernel_events, model_runs, profile_events
+    from optimizer.measure.probe_models import probe_model
+    from optimizer.measure.validate import runtime_artifact
+
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    model = onnx.load_from_string(probe_model(KernelConfig("conv", 28, 28, 32, 14, 14, 64, k=3, stride=2), "onnx", "fp32"))
+    for i, node in enumerate(model.graph.node):
+        node.name = f"net/{node.op_type.lower()}{i}"
+    onnx.save(model, tmp_path / "conv.onnx")
+    int8 = runtime_artifact(str(tmp_path / "conv.onnx"), load_graph(str(tmp_path / "conv.onnx")), "onnx", "int8")
+    g = load_graph(str(int8))
+    events, _ = profile_events(int8, 1, 2, 0)
+    owners = {(name, op): attribute_node(name, op, g, _layer_matcher(g))
+              for _, name, op, *_ in kernel_events(events, model_runs(events))}
+    conv = [(name, i) for (name, op), i in owners.items() if op == "QLinearConv"]
+    assert conv and all(i is not None and g.layers[i].op_type == "Conv" for _, i in conv), conv
+    assert any(re.search(r"_token_\d+$", name) for name, _ in conv)  # the rewritten node's own name
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ _COMPUTE_OPS = {"Conv", "FusedConv", "NchwcConv", "ConvInteger", "QLinearConv", 
 _HEAVY_FAMILIES = ("conv", "dwconv", "dense")
 _SUFFIX = re.compile(r"_\d+$")
 _LAYOUT_SUFFIX = re.compile(r"_nchwc$")  # onnxruntime's NCHWc layout transformer
+_TOKEN_SUFFIX = re.compile(r"_token_\d+$")  # onnxruntime's QDQ and layout rewrites (``<node>_token_13``)
 _LOOKBACK = 4  # layers a fused node may reach back over (conv -> bn -> act -> pad)
 
 
@@ -61,7 +62,11 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
 
     The node's name, or a ``/``-separated part of it, names a layer; otherwise it names the
     tensor the node writes: onnxruntime names the nodes its layout optimizer rewrites after
-    their output tensor (``r_nchwc`` for a Conv fused with the Relu writing ``r``)."""
+    their output tensor (``r_nchwc`` for a Conv fused with the Relu writing ``r``), and the nodes its
+    QDQ fusion and transpose optimizer rewrite after the node they replace plus ``_token_<n>``."""
+    node_name = _TOKEN_SUFFIX.sub("", node_name)
+    if node_name in by_name:
+        return _heaviest(by_name[node_name], op_type, graph)
     hit = None
     for part in reversed(node_name.split("/")):
         part = part.split(":")[0]
@@ -77,6 +82,12 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
         if tensor is None or tensor.producer < 0:
             return None
         hit = tensor.producer
+    return _heaviest(hit, op_type, graph)
+
+
+def _heaviest(hit: int, op_type: str, graph: LayerGraph) -> int:
+    """A fused compute node named after a later layer of its chain belongs to the compute layer
+    just before that layer (module doc)."""
     if op_type in _COMPUTE_OPS and graph.layers[hit].op not in _HEAVY_FAMILIES:
         for back in range(hit - 1, max(hit - 1 - _LOOKBACK, -1), -1):
             if graph.layers[back].op in _HEAVY_FAMILIES:
