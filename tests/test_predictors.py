@@ -824,6 +824,31 @@ def test_calibrate_validate_measures_networks_and_records_the_band(run_cli, cali
     assert c.exit_code == 0 and "validated error band" in c.stdout and "priced by the analytic model" in c.stdout
 
 
+def test_onnxruntime_layer_times_of_a_quantized_file_are_its_kernels_inside_the_network(tmp_path, monkeypatch):
+    """``--validate``'s per-family times on onnxruntime come from its node profiler on the whole
+    network: a QDQ file's convolution is the ``QLinearConv`` it runs as, put on the table's level."""
+    import onnx
+
+    from optimizer.graph import load_graph
+    from optimizer.measure.device_predictors import measured_layer_times
+    from optimizer.measure.probe_runner import in_process_runner
+    from optimizer.measure.validate import runtime_artifact
+
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    model = onnx.load_from_string(probe_model(KernelConfig("conv", 56, 56, 64, 56, 56, 64, k=3), "onnx", "fp32"))
+    for i, node in enumerate(model.graph.node):
+        node.name = f"net/{node.op_type.lower()}{i}"
+    onnx.save(model, tmp_path / "conv.onnx")
+    int8 = runtime_artifact(str(tmp_path / "conv.onnx"), load_graph(str(tmp_path / "conv.onnx")), "onnx", "int8")
+    g = load_graph(str(int8))
+    runner = in_process_runner("ort", 1)
+    times = measured_layer_times(runner, int8, g, 0.0, "int8", None, float("nan"))
+    halved = measured_layer_times(runner, int8, g, 0.0, "int8", 1.0, 2.0)  # the host twice as slow as the table
+    conv = next(i for i, la in enumerate(g.layers) if la.op_type == "Conv")
+    assert times.shape == (len(g.layers),) and times[conv] > 0.5 * times.sum()  # 231 MMACs: the network's time
+    assert halved[conv] == pytest.approx(times[conv] / 2, rel=0.5)
+
+
 @pytest.mark.parametrize("case", ["other_runtime", "corrupt", "family", "validate_onnx", "other_dtype_entry",
                                   "old_int8_probes"])
 def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibrated, tmp_path, case):

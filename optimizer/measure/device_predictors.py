@@ -148,10 +148,9 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
                       prepared: Sequence[tuple[str, LayerGraph, Path]], *, per_family: bool = True,
                       seed: int = 0) -> list[NetworkResult]:
     """Measure every prepared network on ``runner`` (interleaved) and predict it with the
-    device's predictor; per kernel family where ``per_family`` (each operator of the runtime file
-    timed alone, :func:`optimizer.measure.validate.isolated_layer_times`). What is priced is the
-    runtime file, the operators that run (an exporter's decompositions, the float operators a
-    quantized file keeps), not the model's own graph."""
+    device's predictor; per kernel family where ``per_family`` (:func:`measured_layer_times`).
+    What is priced is the runtime file, the operators that run (an exporter's decompositions, the
+    float operators a quantized file keeps), not the model's own graph."""
     from ..cost import build_cost_table
     from ..graph.loader import load_graph
 
@@ -176,11 +175,26 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
         pred_f: dict[str, float] = {}
         if per_family:
             pred_f = family_seconds(file_graph, device, dtype, processor, runner.runtime)
-            times = isolated_layer_times(runner, path, file_graph, overhead, seed=seed,
-                                         level=(dtype, level) if level else None)
+            times = measured_layer_times(runner, path, file_graph, overhead, dtype, level, ratio, seed)
             meas_f = measured_families(file_graph, times, runner.runtime)
         out.append(NetworkResult(m, t, predicted, meas_f, pred_f, r.median_s, ratio))
     return out
+
+
+def measured_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s: float, dtype: str,
+                         level: float | None, ratio: float, seed: int = 0) -> np.ndarray:
+    """[L] measured seconds of every layer of ``graph`` (imported from ``path``) on the table's
+    ``level``: onnxruntime's node profiler on the whole network, its kernels attributed to layers
+    and put on the level by the networks' level ``ratio`` (:func:`optimizer.measure.ort_profile.measure_ort`;
+    a QDQ file's operator cut out of its network would run as a float operator, not as its
+    ``QLinear*`` kernel); LiteRT's operators each timed alone
+    (:func:`optimizer.measure.validate.isolated_layer_times`)."""
+    if runner.fmt == "onnx":
+        from .ort_profile import measure_ort
+
+        times = measure_ort(graph, path, threads=runner.threads, seed=seed).table.rows["latency_s"].to_numpy()
+        return times / ratio if np.isfinite(ratio) and ratio > 0 else times
+    return isolated_layer_times(runner, path, graph, overhead_s, seed=seed, level=(dtype, level) if level else None)
 
 
 def measured_families(graph: LayerGraph, seconds: np.ndarray, runtime: str) -> dict[str, float]:
