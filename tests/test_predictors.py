@@ -619,6 +619,39 @@ def test_channels_that_fill_the_vector_lanes_are_a_path_of_their_own():
     assert [channel_alignment(KernelConfig("conv", c_in=c, c_out=32)) for c in (3, 24, 48, 64, 1024)] == [0, 3, 4, 5, 5]
 
 
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_a_node_chain_probe_chains_its_kernel(tmp_path, fmt):
+    """The node-chain probe is the overhead kernel repeated, each copy reading the one before."""
+    from optimizer.graph import load_graph
+    from optimizer.measure.probe_campaign import NODE_CHAIN, OVERHEAD
+
+    path = tmp_path / f"chain.{fmt}"
+    path.write_bytes(probe_model(OVERHEAD, fmt, "fp32", repeat=NODE_CHAIN))
+    g = load_graph(str(path))
+    assert [k.kind for la in g.layers for k in layer_kernels(la, g.fmt)] == ["add"] * NODE_CHAIN
+    with pytest.raises(ConfigError, match="only two-operand kernels chain"):
+        probe_model(KINDS["conv"], fmt, "fp32", repeat=2)
+
+
+def test_the_node_overhead_is_charged_per_kernel(prior_configs, zoo_graph):
+    """A table's ``node_overhead_s`` is added once per kernel a layer runs (a swish: two), never to
+    a layer folded away."""
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.cost.predicted import price_layers
+    from optimizer.cost.predictor import predictors_for
+
+    g = zoo_graph("efficientnet_b0")
+    op = g.op_view if g.op_view is not None else g
+    kernels = runtime_kernels(op, "tflite_xnnpack")
+    table = _synthetic_table(prior_configs)
+    charged = table.with_rows([], {"node_overhead_s": 1e-3})
+    zero = np.zeros(len(op.layers))
+    base, _ = price_layers(op, kernels, predictors_for(table), zero)
+    more, analytic = price_layers(op, kernels, predictors_for(charged), zero)
+    counts = np.array([0 if i in analytic else len(ks) for i, ks in enumerate(kernels)])
+    assert np.allclose(more - base, 1e-3 * counts) and counts.max() == 2 and (counts == 0).any()
+
+
 def test_a_kernel_larger_than_every_probe_extrapolates_by_its_work(prior_configs):
     from optimizer.cost.predictor import predictors_for
 
@@ -720,7 +753,7 @@ class _Counting:
 
         if self.stop_after is not None and self.timed >= self.stop_after:
             raise KeyboardInterrupt
-        self.timed += sum(name != "overhead" and not is_reference(name) for name, _ in models)
+        self.timed += sum(name not in ("overhead", "node-chain") and not is_reference(name) for name, _ in models)
         return self.inner.measure(models, seed)
 
 
@@ -744,6 +777,8 @@ def test_a_campaign_resumes_after_an_interrupt_and_measures_nothing_twice(tmp_pa
     assert len(run_campaign(third, "fp32", 40, path, families=["conv1x1", "eltwise"], adaptive_rounds=1).rows) \
         == len(table.rows) and third.timed == 0
     assert table.meta["invoke_overhead_s"] > 0 and (table.rows["latency_s"] > 0).all()
+    # and a chain of overhead kernels: a node's own cost, well under a whole invocation's
+    assert 0 < table.node_overhead_s < table.invoke_overhead_s and len(table.meta["node_overhead_samples_s"]) >= 3
     # every group timed the speed reference beside its probes: one level per group, kept per row
     levels = table.meta["reference_levels_s"]
     assert len(levels) == table.rows["reference_s"].nunique() >= 3 and (table.rows["reference_s"] > 0).all()
@@ -916,7 +951,7 @@ def test_adb_runner_writes_a_script_then_reads_benchmark_model_logs_back(tmp_pat
     script = (folder / "run_probes.sh").read_text()
     assert "--num_threads=4 --use_gpu=true" in script and "adb -s R5CT push" in script
     models = sorted((folder / "models").glob("*.tflite"))
-    assert len(models) == 20 + 1 + 3  # the probes, the overhead probe and the speed reference (one for every group)
+    assert len(models) == 20 + 2 + 3  # the probes, the overhead and node-chain probes and the speed reference (one for every group)
     (folder / "logs").mkdir()
     for k, m in enumerate(models):  # what the script leaves: benchmark_model's output per model
         (folder / "logs" / f"{m.stem}.txt").write_text(BENCHMARK_LOG.format(n=50, avg=100 + 10 * k))

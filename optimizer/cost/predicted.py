@@ -5,7 +5,8 @@ count (:class:`optimizer.hardware.schema.Predictor`), the probe table is read an
 per kernel family fitted from it (:mod:`optimizer.cost.predictor`, cached by the table's hash);
 every op-view layer then costs the predicted time of the kernels the runtime runs for it after
 its fusion rules (:mod:`optimizer.cost.fusion`: folded layers cost nothing), times the
-predictor's per-family ``corrections`` (from the user's profiles), and the runtime's
+predictor's per-family ``corrections`` (from the user's profiles), plus what the runtime spends
+per node beyond a kernel's work (the table's ``node_overhead_s``, per kernel), and the runtime's
 per-invocation overhead is charged once per call into the processor (``invoke_overhead_s``), as
 nn-Meter sums kernel predictions into a model's latency (Zhang et al., MobiSys 2021).
 
@@ -133,10 +134,11 @@ def price_layers(graph: LayerGraph, kernels: list[list[KernelConfig]], predictor
                  analytic_s: np.ndarray, corrections: dict[str, float] | None = None
                  ) -> tuple[np.ndarray, dict[int, str]]:
     """Seconds [L] of every op-view layer: the sum of its kernels' predictions (times the
-    family's correction, :func:`correction_of`), or ``analytic_s`` where a kernel has no
-    predictor; and the reason of every layer priced analytically."""
+    family's correction, :func:`correction_of`) plus the table's ``node_overhead_s`` per kernel,
+    or ``analytic_s`` where a kernel has no predictor; and the reason of every layer priced
+    analytically."""
     by_family, analytic = family_layer_seconds(graph, kernels, predictors)
-    seconds = np.zeros(len(graph.layers))
+    seconds = predictors.table.node_overhead_s * np.array([len(ks) for ks in kernels], dtype=np.float64)
     for family, s in by_family.items():
         seconds += s * correction_of(corrections or {}, family)
     for i in analytic:

@@ -29,7 +29,10 @@ Required metadata (:data:`REQUIRED_META`): ``format`` (``dnnplan-probes``), ``ru
 ``dtype``, ``threads``, ``cpu``, ``measured_at_utc``, ``invoke_overhead_s`` (the runner's
 per-invocation overhead, added once per network run by the predictor) and ``seed``. Optional:
 ``probe_version`` (the probe models' version, :data:`optimizer.measure.probe_models.PROBE_VERSION`;
-1 when absent: a campaign refuses to resume a table whose probes have changed since).
+1 when absent: a campaign refuses to resume a table whose probes have changed since) and
+``node_overhead_s`` (what the runtime spends per node of a network beyond the kernel's work, which
+a probe's time less the invocation overhead leaves out; added per kernel by the predictor; 0 when
+absent).
 """
 
 from __future__ import annotations
@@ -91,6 +94,10 @@ class ProbeTable:
     @property
     def invoke_overhead_s(self) -> float:
         return float(self.meta.get("invoke_overhead_s", 0.0))
+
+    @property
+    def node_overhead_s(self) -> float:
+        return float(self.meta.get("node_overhead_s", 0.0))
 
     @property
     def columns(self) -> list[str]:
@@ -216,9 +223,10 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
     threads = meta["threads"]
     if not isinstance(threads, int) or threads < 1:
         raise SchemaError(f"{where}: threads {threads!r}; expected a positive integer")
-    over = meta["invoke_overhead_s"]
-    if not isinstance(over, (int, float)) or not math.isfinite(over) or over < 0:
-        raise SchemaError(f"{where}: invoke_overhead_s {over!r}; expected non-negative seconds")
+    for key in ("invoke_overhead_s", "node_overhead_s"):
+        over = meta.get(key, 0.0)
+        if not isinstance(over, (int, float)) or isinstance(over, bool) or not math.isfinite(over) or over < 0:
+            raise SchemaError(f"{where}: {key} {over!r}; expected non-negative seconds")
 
 
 def read_probe_table(path: str | os.PathLike[str]) -> ProbeTable:

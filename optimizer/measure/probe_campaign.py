@@ -6,7 +6,10 @@ The table is rewritten after every group of probes, so an interrupted campaign (
 phone) resumes where it stopped: probes already in the table are never measured again (their ids
 are stable, :func:`optimizer.cost.probe_table.probe_id`). Each group also times an *overhead
 probe* (a one-element addition): its median is the runner's per-invocation overhead, subtracted
-from the group's probes and added back once per network by the predictor; and the speed
+from the group's probes and added back once per network by the predictor; a *node chain* of
+:data:`NODE_CHAIN` such additions, whose time per addition past the first is what the runtime
+spends per node of a network beyond the kernel's work (``node_overhead_s``, added per kernel by
+the predictor: onnxruntime's is about 0.7 us, which a 200-node detector pays 200 times); and the speed
 reference's kernels (:mod:`~.speed_reference`), timed at checkpoints between the samples, whose
 level each sample is divided by; the group's median level is kept per row (``reference_s``).
 Where the runtime wraps
@@ -37,6 +40,7 @@ from .speed_reference import REFERENCE_VERSION, is_reference, level_timings, ref
 
 #: the overhead probe: the smallest kernel a runtime can run
 OVERHEAD = KernelConfig("add", n_in=2)
+NODE_CHAIN = 17  # overhead kernels chained in the node-chain probe
 GROUP_PROBES = 16  # probes loaded and timed together (interleaved)
 GROUP_BYTES = 384 * 2**20  # and at most this many weight and activation bytes among them
 ADAPTIVE_SHARE = 0.25  # of the budget kept for adaptive sampling
@@ -173,21 +177,25 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
     if progress is not None:
         progress(0, total, stage)
     overheads = list(table.meta.get("overhead_samples_s", []))
+    nodes = list(table.meta.get("node_overhead_samples_s", []))
     levels = list(table.meta.get("reference_levels_s", []))
     references = reference_models(runner.fmt, dtype, seed)
+    fixed = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)),
+             ("node-chain", probe_model(OVERHEAD, runner.fmt, dtype, seed, repeat=NODE_CHAIN)), *references]
     for group in _groups([c for c, _ in todo], dtype):
-        models = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)), *references]
-        models += [(probe_id(todo[i][0], dtype), probe_model(todo[i][0], runner.fmt, dtype, seed)) for i in group]
+        models = fixed + [(probe_id(todo[i][0], dtype), probe_model(todo[i][0], runner.fmt, dtype, seed))
+                          for i in group]
         timings = runner.measure(models, seed + len(table.rows))
         done += len(group)
-        if any(t is None for t in timings[:1 + len(references)]):  # a phone's script has yet to time this group
+        if any(t is None for t in timings[:len(fixed)]):  # a phone's script has yet to time this group
             continue
-        levelled = level_timings(timings, range(1, 1 + len(references)))
+        levelled = level_timings(timings, range(2, len(fixed)))
         over = levelled.timings[0].median_s
         overheads.append(over)
+        nodes.append(max(levelled.timings[1].median_s - over, 0.0) / (NODE_CHAIN - 1))
         levels.append(_sig(levelled.level_s))
         records = []
-        for i, t in zip(group, levelled.timings[1:], strict=True):
+        for i, t in zip(group, levelled.timings[2:], strict=True):
             if not t.samples:
                 continue
             cfg, source = todo[i]
@@ -198,6 +206,8 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
                             "reference_s": levels[-1]})
         table = table.with_rows(records, {"invoke_overhead_s": float(np.median(overheads)),
                                           "overhead_samples_s": [round(v, 9) for v in overheads[-64:]],
+                                          "node_overhead_s": float(np.median(nodes)),
+                                          "node_overhead_samples_s": [round(v, 9) for v in nodes[-64:]],
                                           "reference_version": REFERENCE_VERSION, "reference_levels_s": levels})
         write_probe_table(table, path)
         if progress is not None:

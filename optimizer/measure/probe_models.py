@@ -58,9 +58,11 @@ PROBE_CHANGES: dict[int, tuple[str, str, str]] = {
 PROBE_VERSION = max(PROBE_CHANGES)
 
 
-def probe_model(config: KernelConfig, fmt: str, dtype: str, seed: int = 0) -> bytes:
+def probe_model(config: KernelConfig, fmt: str, dtype: str, seed: int = 0, repeat: int = 1) -> bytes:
     """The serialized probe of ``config`` in ``fmt`` (``tflite`` | ``onnx``) at ``dtype``
-    (``fp32`` | ``int8``).
+    (``fp32`` | ``int8``); ``repeat`` > 1 chains that many copies of a two-operand kernel, each
+    reading the one before (a node chain: its time per copy past the first is what the runtime
+    spends per node of a network, beyond the kernel's work).
 
     Raises
     ------
@@ -72,11 +74,13 @@ def probe_model(config: KernelConfig, fmt: str, dtype: str, seed: int = 0) -> by
                           f"{', '.join(PROBE_KINDS)}")
     if dtype not in ("fp32", "int8"):
         raise ConfigError(f"probes are built at fp32 or int8, not {dtype!r}")
+    if repeat > 1 and _GROUP_OF[config.kind] != "binary":
+        raise ConfigError(f"only two-operand kernels chain; {config.kind!r} does not")
     rng = np.random.default_rng([seed, zlib.crc32(repr(config).encode())])
     if fmt == "tflite":
-        return _tflite(config, dtype, rng)
+        return _tflite(config, dtype, rng, repeat)
     if fmt == "onnx":
-        return onnx_probe(config, _GROUP_OF[config.kind], dtype, rng)
+        return onnx_probe(config, _GROUP_OF[config.kind], dtype, rng, repeat)
     raise ConfigError(f"unknown probe format {fmt!r}; expected {' or '.join(FORMATS)}")
 
 
@@ -95,6 +99,7 @@ class _Tflite:
         self.buffers: list[Any] = [self.s.BufferT()]
         self.ops: list[Any] = []
         self.codes: list[int] = []
+        self.repeat = 1  # copies of a two-operand kernel chained (:func:`probe_model`)
 
     def _quant(self, scale: float | np.ndarray, zero: int | np.ndarray = 0, dim: int = 0) -> Any:
         q = self.s.QuantizationParametersT()
@@ -195,8 +200,9 @@ def _nhwc(h: int, w: int, c: int) -> tuple[int, int, int, int]:
     return (1, h, w, c)
 
 
-def _tflite(cfg: KernelConfig, dtype: str, rng: np.random.Generator) -> bytes:
+def _tflite(cfg: KernelConfig, dtype: str, rng: np.random.Generator, repeat: int = 1) -> bytes:
     b = _Tflite(dtype, rng)
+    b.repeat = repeat
     ins, y = _TFLITE_BUILDERS[cfg.kind](b, cfg)
     return b.finish(ins, [y])
 
@@ -256,10 +262,12 @@ def _tfl_binary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
     x2 = b.act(_nhwc(1, 1, cfg.c_in) if cfg.bcast == BCAST_CHANNEL else _nhwc(1, 1, 1) if cfg.bcast else
                _nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
-    y = b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
     name = {"add": "ADD", "mul": "MUL", "sub": "SUB", "div": "DIV", "maximum": "MAXIMUM", "minimum": "MINIMUM",
             "squared_difference": "SQUARED_DIFFERENCE"}[cfg.kind]
-    b.op(name, [x, x2], [y], {"ADD": "AddOptions", "MUL": "MulOptions", "SUB": "SubOptions"}.get(name))
+    y = x
+    for _ in range(b.repeat):
+        a, y = y, b.act(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out))
+        b.op(name, [a, x2], [y], {"ADD": "AddOptions", "MUL": "MulOptions", "SUB": "SubOptions"}.get(name))
     return [x, x2], y
 
 

@@ -45,6 +45,7 @@ class _Onnx:
         self.inputs: list[tuple[int, ...]] = []
         self.ids_input = False
         self.channels_last = False  # INT8: element-wise and resize probes laid out as onnxruntime runs them (NHWC)
+        self.repeat = 1  # copies of a two-operand kernel chained (:func:`optimizer.measure.probe_models.probe_model`)
         self._n = 0
 
     def _name(self) -> str:
@@ -74,16 +75,16 @@ class _Onnx:
         return out
 
 
-def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generator) -> bytes:
+def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generator, repeat: int = 1) -> bytes:
     """The serialized ONNX probe of ``cfg``, built by the builder of its kind's ``group``
-    (:data:`ONNX_BUILDERS`), QDQ-quantized at ``int8``."""
+    (:data:`ONNX_BUILDERS`), QDQ-quantized at ``int8``; ``repeat`` copies of a two-operand kernel."""
     import onnx
     from onnx import TensorProto, helper
 
     if dtype == "int8" and cfg.kind in NHWC_INT8_POOLS:
         return _nhwc_int8_pool(cfg)
     b = _Onnx(rng)
-    b.channels_last = dtype == "int8"
+    b.channels_last, b.repeat = dtype == "int8", repeat
     y = ONNX_BUILDERS[group](b, cfg)
     elem = TensorProto.INT32 if b.ids_input else TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info(f"x{i}", elem, list(sh)) for i, sh in enumerate(b.inputs)]
@@ -179,7 +180,9 @@ def _onnx_binary(b: _Onnx, cfg: KernelConfig) -> str:
         x2 = b.input((1, cfg.c_in, 1, 1) if cfg.bcast == BCAST_CHANNEL else (1, 1, 1, 1) if cfg.bcast else
                      (1, cfg.c_in, cfg.h_in, cfg.w_in))
     op = {"add": "Add", "mul": "Mul", "sub": "Sub", "div": "Div", "maximum": "Max", "minimum": "Min"}[cfg.kind]
-    return b.node(op, [x, x2])
+    for _ in range(b.repeat):
+        x = b.node(op, [x, x2])
+    return x
 
 
 def _onnx_unary(b: _Onnx, cfg: KernelConfig) -> str:

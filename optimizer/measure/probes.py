@@ -53,6 +53,11 @@ MAX_WEIGHTS = 24 * 2**20  # weight elements (96 MB at FP32)
 JITTER = (0.5, 1.2)  # nn-Meter's fine-grained channel range
 TINY_S = 4e-6  # a kernel whose work-proportional reference time is below this is "tiny" ...
 TINY_KEEP = 0.3  # ... and kept with this probability by the prior sample
+#: share of dense samples with at least ``LARGE_DENSE_WEIGHTS`` weights: past the caches a
+#: matrix-vector product streams its weights from memory at another rate per weight (onnxruntime
+#: INT8: 71 ps per weight at 4 M weights, 125 ps at 15-20 M), which a log-uniform draw of both
+#: sizes seldom reaches
+LARGE_DENSE_SHARE, LARGE_DENSE_WEIGHTS = 0.3, 4 * 2**20
 #: share of k x k convolution samples that are transposed convolutions (:func:`_convkxk`)
 TRANSPOSED_SHARE = 0.06
 #: share of design-prior layers from networks without a down-sampling stem (:func:`_stage`)
@@ -198,6 +203,10 @@ def _dwconv(rng: np.random.Generator, stride: int) -> KernelConfig:
 
 
 def _dense(rng: np.random.Generator) -> KernelConfig:
+    if rng.random() < LARGE_DENSE_SHARE:  # a classifier's hidden layers: their weights stream from memory
+        c_out = _channels(rng, 512, 4096)
+        weights = _ratio(rng, LARGE_DENSE_WEIGHTS, MAX_WEIGHTS)
+        return KernelConfig("fc", c_in=max(16, int(round(weights / c_out / 8)) * 8), c_out=c_out)
     return KernelConfig("fc", c_in=_channels(rng, 16, 32768), c_out=_channels(rng, 8, 4096))
 
 
