@@ -652,6 +652,18 @@ def test_the_node_overhead_is_charged_per_kernel(prior_configs, zoo_graph):
     assert np.allclose(more - base, 1e-3 * counts) and counts.max() == 2 and (counts == 0).any()
 
 
+def test_a_per_channel_operand_broadcast_innermost_is_referenced_by_its_runs():
+    """onnxruntime INT8 (NHWC) reads a per-channel operand in h x w runs: its reference time counts
+    them, for that operand only; FP32 (NCHW) and LiteRT tables keep the work-only reference."""
+    from optimizer.cost.predictor import RUN_S, broadcast_runs, reference_s
+
+    assert broadcast_runs("onnxruntime", "int8") and not broadcast_runs("onnxruntime", "fp32")
+    assert not broadcast_runs("tflite_xnnpack", "int8")
+    scale, scalar = (KernelConfig("mul", 80, 80, 8, 80, 80, 8, n_in=2, bcast=b) for b in (1, 2))
+    plain, runs = reference_s([scale, scalar], "int8"), reference_s([scale, scalar], "int8", runs=True)
+    assert runs[0] - plain[0] == pytest.approx(80 * 80 * RUN_S) and runs[1] == plain[1]
+
+
 def test_a_kernel_larger_than_every_probe_extrapolates_by_its_work(prior_configs):
     from optimizer.cost.predictor import predictors_for
 

@@ -11,7 +11,11 @@ predictors here do the same, with two changes measured on this project's probe t
   then keeps the time per unit of work of the largest probes instead of their time;
 * features are on log scales (:data:`FEATURES`), so relative differences count alike for small
   and large kernels, and ``kind`` (which operator of the family) is a feature; so is the channel
-  counts' alignment (:func:`channel_alignment`), which decides a vectorised kernel's path.
+  counts' alignment (:func:`channel_alignment`), which decides a vectorised kernel's path;
+* where a runtime lays out a per-channel operand innermost (onnxruntime's INT8 kernels, NHWC),
+  it reads the operand in ``h x w`` runs of ``c`` values, each a loop of its own: ``t_ref`` then
+  counts :data:`RUN_S` per run (:func:`broadcast_runs`), so that the forest does not have to learn
+  a time per element that grows 30-fold as the channels shrink from 1,000 to 3.
 
 Forests are fitted when a device is loaded, from the table alone, deterministically from
 ``seed`` (no pickled models), and cached in memory by the table's hash; only families a graph
@@ -28,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph.kernel_config import OP_KINDS, KernelConfig
+from ..graph.kernel_config import BCAST_CHANNEL, OP_KINDS, KernelConfig
 from ..graph.layergraph import dtype_bytes
 from .probe_table import ProbeTable
 
@@ -40,6 +44,9 @@ MAX_ALIGN = 32
 REF_MACS_PER_S = 1e10
 REF_BYTES_PER_S = 2e10
 REF_FLOOR_S = 1e-6
+#: reference seconds per run of a per-channel operand broadcast innermost (onnxruntime INT8, one
+#: thread: 80 x 80 x 8 times a per-channel scale 0.30 ms, 5.9 ns per element; x 77, 1.0 ns)
+RUN_S = 30e-9
 #: forest settings: enough trees for stable predictions on a few hundred probes, fitted in ~50 ms
 FOREST: dict[str, Any] = {"n_estimators": 60, "max_features": 0.6, "min_samples_leaf": 1}
 MIN_PROBES = 4  # fewer probes than this and a family is not fitted (priced analytically)
@@ -73,11 +80,22 @@ def channel_alignment(c: KernelConfig) -> int:
     return min((g & -g).bit_length() - 1, MAX_ALIGN.bit_length() - 1)
 
 
-def reference_s(configs: Sequence[KernelConfig], dtype: str) -> np.ndarray:
-    """[N] the work-proportional reference time ``t_ref`` of each configuration (module doc)."""
+def reference_s(configs: Sequence[KernelConfig], dtype: str, runs: bool = False) -> np.ndarray:
+    """[N] the work-proportional reference time ``t_ref`` of each configuration (module doc); with
+    ``runs``, a per-channel operand's runs count too (:func:`broadcast_runs`)."""
     nb = dtype_bytes(dtype)
     return np.array([c.macs / REF_MACS_PER_S + (c.in_elems + c.out_elems + c.weight_elems) * nb / REF_BYTES_PER_S
-                     + REF_FLOOR_S for c in configs])
+                     + REF_FLOOR_S + (c.h_in * c.w_in * RUN_S if runs and c.bcast == BCAST_CHANNEL else 0.0)
+                     for c in configs])
+
+
+def broadcast_runs(runtime: str, dtype: str) -> bool:
+    """Whether a table's runtime broadcasts a per-channel operand innermost, in runs (module doc):
+    onnxruntime's INT8 kernels (NHWC). Its FP32 kernels broadcast along ``h x w`` (NCHW), where the
+    term made held-out errors worse (17.7 -> 22 %); LiteRT's were not measured with it."""
+    from .fusion import runtime_family
+
+    return runtime_family(runtime) == "onnxruntime" and dtype == "int8"
 
 
 @dataclass
@@ -89,28 +107,29 @@ class FamilyPredictor:
     model: Any
     n_probes: int
     kinds: frozenset[str]
+    runs: bool = False  # :func:`broadcast_runs`
 
     def predict(self, configs: Sequence[KernelConfig]) -> np.ndarray:
         if not configs:
             return np.zeros(0)
         log_ratio = self.model.predict(features(configs, self.dtype))
-        return reference_s(configs, self.dtype) * np.exp(log_ratio)
+        return reference_s(configs, self.dtype, self.runs) * np.exp(log_ratio)
 
 
 def fit_family(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: str, family: str,
-               seed: int = 0, trees: int | None = None) -> FamilyPredictor:
+               seed: int = 0, trees: int | None = None, runs: bool = False) -> FamilyPredictor:
     """Fit one family's forest on probes ``configs`` with measured ``latency_s`` (``trees``
-    overrides the forest's size, e.g. for quick held-out estimates)."""
+    overrides the forest's size, e.g. for quick held-out estimates; ``runs``: :func:`broadcast_runs`)."""
     from sklearn.ensemble import RandomForestRegressor
 
-    y = np.log(np.maximum(latency_s, 1e-9) / reference_s(configs, dtype))
+    y = np.log(np.maximum(latency_s, 1e-9) / reference_s(configs, dtype, runs))
     settings = {**FOREST, **({"n_estimators": trees} if trees else {})}
     model = RandomForestRegressor(random_state=seed, n_jobs=1, **settings).fit(features(configs, dtype), y)
-    return FamilyPredictor(family, dtype, model, len(configs), frozenset(c.kind for c in configs))
+    return FamilyPredictor(family, dtype, model, len(configs), frozenset(c.kind for c in configs), runs)
 
 
 def held_out_errors(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: str, *, folds: int = 4,
-                    seed: int = 0, trees: int = 24) -> np.ndarray:
+                    seed: int = 0, trees: int = 24, runs: bool = False) -> np.ndarray:
     """[N] relative error ``predicted / measured - 1`` of every probe predicted by forests fitted
     on the other folds (per family; a family with too few probes gets 0)."""
     from sklearn.model_selection import KFold
@@ -124,7 +143,7 @@ def held_out_errors(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtyp
             continue
         for train, test in KFold(folds, shuffle=True, random_state=seed).split(idx):
             tr, te = idx[train], idx[test]
-            pred = fit_family([configs[i] for i in tr], y[tr], dtype, fam, seed, trees).predict(
+            pred = fit_family([configs[i] for i in tr], y[tr], dtype, fam, seed, trees, runs).predict(
                 [configs[i] for i in te])
             err[te] = pred / np.maximum(y[te], 1e-12) - 1.0
     return err
@@ -156,7 +175,8 @@ class KernelPredictors:
                     self._fitted[family] = None
                 else:
                     y = self.table.latency_s[idx]
-                    self._fitted[family] = fit_family([configs[i] for i in idx], y, self.dtype, family, self.seed)
+                    self._fitted[family] = fit_family([configs[i] for i in idx], y, self.dtype, family, self.seed,
+                                                      runs=broadcast_runs(self.table.runtime, self.dtype))
             return self._fitted[family]
 
 

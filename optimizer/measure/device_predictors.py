@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.predicted import family_seconds, load_predictor_table
-from ..cost.predictor import held_out_errors
+from ..cost.predictor import broadcast_runs, held_out_errors
 from ..cost.probe_table import ProbeTable, write_probe_table
 from ..errors import ConfigError
 from ..graph.layergraph import LayerGraph
@@ -101,7 +101,8 @@ def family_report(table: ProbeTable, seed: int = 0) -> dict[str, dict[str, float
     """Per kernel family: probes and the held-out error of its predictor (median and 90th
     percentile of ``|predicted / measured - 1|`` over a 4-fold split of the probes)."""
     configs = table.configs()
-    err = np.abs(held_out_errors(configs, table.latency_s, table.dtype, seed=seed))
+    err = np.abs(held_out_errors(configs, table.latency_s, table.dtype, seed=seed,
+                                 runs=broadcast_runs(table.runtime, table.dtype)))
     fams = np.array([c.family for c in configs])
     return {f: {"probes": int((fams == f).sum()), "median_abs_error": float(np.median(err[fams == f])),
                 "p90_abs_error": float(np.percentile(err[fams == f], 90))} for f in sorted(set(fams))}

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..cost.predictor import held_out_errors
+from ..cost.predictor import broadcast_runs, held_out_errors
 from ..cost.probe_table import (ProbeTable, empty_table, probe_id, read_probe_table, write_probe_table)
 from ..errors import ConfigError
 from ..graph.kernel_config import KernelConfig
@@ -262,7 +262,7 @@ def run_campaign(runner: ProbeRunner, dtype: str, budget: int, path: Path, *, se
         by_id = dict(zip(table.rows["id"][seen], replace(table, rows=table.rows[seen]).latency_s, strict=True))
         configs = [c for c in chosen if probe_id(c, dtype) in by_id]
         y = np.array([by_id[probe_id(c, dtype)] for c in configs])
-        errors = held_out_errors(configs, y, dtype, seed=seed + r)
+        errors = held_out_errors(configs, y, dtype, seed=seed + r, runs=broadcast_runs(runner.runtime, dtype))
         new = adaptive_sample(configs, errors, per_round, seed=seed + r, exclude=chosen)
         chosen += new
         table = measure_configs(table, new, ["adaptive"] * len(new), runner, dtype, path, seed=seed,

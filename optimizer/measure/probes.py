@@ -263,6 +263,8 @@ def _eltwise(rng: np.random.Generator) -> KernelConfig:
     if kind in ("add", "mul", "sub"):
         u, per_channel = rng.random(), (0.4 if kind == "mul" else 0.1)
         bcast = BCAST_CHANNEL if u < per_channel else BCAST_SCALAR if u < per_channel + SCALAR_SHARE else BCAST_NONE
+        if bcast == BCAST_CHANNEL and rng.random() < 0.5:  # few channels: a run per pixel (predictor.RUN_S)
+            c = _channels(rng, 4, 64)  # (a quantized network's per-channel scales of its early stages)
         return KernelConfig(kind, size, size, c, size, size, c, n_in=2, bcast=bcast)
     return KernelConfig(kind, size, size, c, size, size, c)
 
