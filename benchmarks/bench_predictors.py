@@ -301,11 +301,15 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
             if name not in meas:
                 continue
             m, spread, procs = meas[name]
-            g = load(ref, shapes)
-            # the file the runner executes (a zoo network's export, the quantized file at INT8) is what is
-            # priced: its operators are what runs (tf2onnx decompositions, float operators the quantizer kept)
-            fg = load(str(runtime_artifact(ref, g, "tflite" if runner == "litert" else "onnx", dtype)), shapes)
-            pred = float(build_cost_table(fg, dev, dtype).whole_network_latency()[0])
+            try:
+                g = load(ref, shapes)
+                # the file the runner executes (a zoo network's export, the quantized file at INT8) is what is
+                # priced: its operators are what runs (tf2onnx decompositions, float operators the quantizer kept)
+                fg = load(str(runtime_artifact(ref, g, "tflite" if runner == "litert" else "onnx", dtype)), shapes)
+                pred = float(build_cost_table(fg, dev, dtype).whole_network_latency()[0])
+            except Exception as exc:  # noqa: BLE001 - one network the importer cannot read is reported, not fatal
+                print(f"  {name:28s} not priced ({type(exc).__name__}: {str(exc)[:160]})", flush=True)
+                continue
             graph_pred = float(build_cost_table(g, dev, dtype).whole_network_latency()[0])
             near = float("nan") if args.default_only else float(
                 build_cost_table(fg, host_device(config, filtered_table(config, name)), dtype).whole_network_latency()[0])
