@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,17 @@ PER_CHANNEL_OPSET = 13
 
 def _needs_preparing(path: Path) -> bool:
     """Whether the ONNX file at ``path`` has ``Constant`` nodes with a tensor
-    (:func:`constants_as_initializers`) or an opset below :data:`PER_CHANNEL_OPSET`."""
+    (:func:`constants_as_initializers`) or an opset below :data:`PER_CHANNEL_OPSET` (read once
+    while the file is unchanged: it is asked before every cache lookup)."""
+    st = path.stat()
+    return _file_needs_preparing(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=64)
+def _file_needs_preparing(path: str, mtime_ns: int, size: int) -> bool:
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
+    model = onnx.load(path, load_external_data=False)
     return _opset(model) < PER_CHANNEL_OPSET or any(
         n.op_type == "Constant" and any(a.name == "value" for a in n.attribute) for n in model.graph.node)
 
