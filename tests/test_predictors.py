@@ -51,6 +51,7 @@ KINDS = {
     "resize_bilinear": KernelConfig("resize_bilinear", 14, 14, 32, 28, 28, 32),
     "resize_nearest": KernelConfig("resize_nearest", 14, 14, 32, 28, 28, 32),
     "depth_to_space": KernelConfig("depth_to_space", 14, 14, 32, 28, 28, 8),
+    "dequantize": KernelConfig("dequantize", 28, 28, 32, 28, 28, 32),
 }
 #: configurations of a kind's other paths (a scalar second operand)
 VARIANTS = {"add_scalar": KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2, bcast=2)}
@@ -82,7 +83,7 @@ def test_keras_swish_is_recorded_and_runs_as_sigmoid_and_multiply(zoo_graph):
 
 
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
-                                  "add_scalar", "conv_transpose", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
+                                  "add_scalar", "conv_transpose", "dequantize", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
     """Probes and priced layers share one description: importing a probe file with the project's
@@ -650,6 +651,33 @@ def test_the_node_overhead_is_charged_per_kernel(prior_configs, zoo_graph):
     more, analytic = price_layers(op, kernels, predictors_for(charged), zero)
     counts = np.array([0 if i in analytic else len(ks) for i, ks in enumerate(kernels)])
     assert np.allclose(more - base, 1e-3 * counts) and counts.max() == 2 and (counts == 0).any()
+
+
+def test_a_quantized_tensor_a_shape_reads_is_dequantized_by_a_kernel_of_its_own(tmp_path, monkeypatch):
+    """In onnxruntime's optimized QDQ graph the ``DequantizeLinear`` a ``Shape`` reads stays a kernel
+    (the other conversions fuse into ``QLinear*`` kernels or run inside their operator's probe)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+    from optimizer.measure.validate import runtime_artifact
+
+    monkeypatch.setenv("DNNPLAN_CACHE", str(tmp_path / "cache"))
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["t"], name="transpose", perm=[0, 2, 3, 1]),
+             helper.make_node("Shape", ["t"], ["s"], name="shape"), helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 8]),
+                               helper.make_tensor_value_info("s", TensorProto.INT64, [4])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    g = load_graph(str(runtime_artifact(str(tmp_path / "m.onnx"), load_graph(str(tmp_path / "m.onnx")), "onnx", "int8")))
+    kernels = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)}
+    assert kernels["t_DequantizeLinear"] == ["dequantize"]
+    assert all(ks == [] for name, ks in kernels.items() if name.endswith("Linear") and name != "t_DequantizeLinear")
 
 
 def test_a_per_channel_operand_broadcast_innermost_is_referenced_by_its_runs():

@@ -24,7 +24,8 @@ reads a weight, and is priced as the fully connected kernel onnxruntime runs for
 between them into a ``QLinear*`` kernel, drops them around an operator that moves 8-bit data
 (pooling, transpose, resize), or runs them beside a float operator (a negation, a subtraction),
 and an INT8 probe times its operator between the same conversions
-(:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price. A ReLU on a float
+(:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price; a
+``DequantizeLinear`` a ``Shape`` reads is a kernel of its own (a dequantization of the tensor). A ReLU on a float
 operator's output folds into the ``QuantizeLinear`` after it (``ReluQuantFusion``).
 
 onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
@@ -75,7 +76,8 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None) -> list[list[KernelC
     if rules == "onnxruntime" and _quantized(kinds):
         # a QDQ file's conversions run inside their operators' kernels (QLinear*) or beside them, and
         # an INT8 probe times its operator with them; so does a clamp on a float operator (module doc)
-        return [[] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
+        return [layer_kernels(graph.layers[i], graph.fmt) if _dequantized_for_a_shape(graph, i, kinds)
+                else [] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
                 for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
     if rules == "onnxruntime":
         for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
@@ -182,6 +184,18 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
                    for c in readers):
                 extra.setdefault(i, []).append(reorder(t))
     return extra
+
+
+def _dequantized_for_a_shape(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
+    """A QDQ file's ``DequantizeLinear`` of an activation that a ``Shape`` reads: onnxruntime gives
+    each reader of a shared conversion one of its own, and the ``Shape``'s stays a kernel, which
+    dequantizes the whole tensor (22 in efficientdet_lite0's optimized graph, 1.8 M elements)."""
+    la = graph.layers[i]
+    if kinds[i] != "dequantize" or not la.inputs or la.inputs[0] not in graph.tensors:
+        return False  # a weight's conversion reads an initializer, no activation
+    n = len(graph.layers)
+    return any(c < n and graph.layers[c].op_type == "Shape"
+               for t in la.outputs if t in graph.tensors for c in graph.tensors[t].consumers)
 
 
 def _clamps_into_quantize(graph: LayerGraph, i: int, kinds: list[str]) -> bool:

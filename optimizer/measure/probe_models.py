@@ -37,7 +37,7 @@ PROBE_KINDS: tuple[str, ...] = (
     "conv", "dwconv", "conv_transpose", "fc", "bmm", "max_pool", "avg_pool", "global_avg_pool",
     "global_max_pool", "add", "mul", "sub", "maximum", "relu", "relu6", "leaky_relu", "prelu", "sigmoid",
     "tanh", "hard_swish", "softmax", "batch_norm", "layer_norm", "concat", "pad", "transpose",
-    "slice", "gather", "resize_bilinear", "resize_nearest", "depth_to_space", "unary",
+    "slice", "gather", "resize_bilinear", "resize_nearest", "depth_to_space", "unary", "dequantize",
 )
 FORMATS = ("tflite", "onnx")
 ACT_SCALE = 0.05  # INT8 activation scale of a probe (values in about [-6.1, 6.65])
@@ -365,6 +365,14 @@ def _tfl_resize(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     return [x], y
 
 
+def _tfl_dequantize(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
+    """An INT8 tensor dequantized to float (at FP32 and INT8 alike)."""
+    x = b.tensor(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in), ttype=b.s.TensorType.INT8, quant=b._quant(ACT_SCALE, ACT_ZERO))
+    y = b.tensor(_nhwc(cfg.h_out, cfg.w_out, cfg.c_out), ttype=b.s.TensorType.FLOAT32)
+    b.op("DEQUANTIZE", [x], [y])
+    return [x], y
+
+
 def _per_tensor(b: _Tflite, rows: int, cols: int) -> tuple[int, np.ndarray]:
     w = (b.rng.standard_normal((rows, cols)) / math.sqrt(cols)).astype(np.float32)
     scale = max(float(np.abs(w).max()), 1e-6) / 127.0
@@ -386,11 +394,12 @@ KIND_GROUPS: dict[str, tuple[str, ...]] = {
     "pool": ("max_pool", "avg_pool", "global_avg_pool", "global_max_pool"), "binary": ("add", "mul", "sub", "maximum"),
     "unary": ("relu", "relu6", "leaky_relu", "prelu", "sigmoid", "tanh", "hard_swish", "softmax", "unary"),
     "norm": ("batch_norm", "layer_norm"), "layout": ("concat", "pad", "transpose", "slice", "gather", "depth_to_space"),
-    "resize": ("resize_bilinear", "resize_nearest"),
+    "resize": ("resize_bilinear", "resize_nearest"), "convert": ("dequantize",),
 }
 _TFLITE_BUILDERS: dict[str, Callable[[_Tflite, KernelConfig], tuple[list[int], int]]] = {
     k: fn for group, fn in (("conv", _tfl_conv), ("matmul", _tfl_matmul), ("pool", _tfl_pool),
                             ("binary", _tfl_binary), ("unary", _tfl_unary), ("norm", _tfl_norm),
-                            ("layout", _tfl_layout), ("resize", _tfl_resize)) for k in KIND_GROUPS[group]}
+                            ("layout", _tfl_layout), ("resize", _tfl_resize), ("convert", _tfl_dequantize))
+    for k in KIND_GROUPS[group]}
 assert set(_TFLITE_BUILDERS) == set(PROBE_KINDS) and set(ONNX_BUILDERS) == set(KIND_GROUPS)
 _GROUP_OF = {k: group for group, kinds in KIND_GROUPS.items() for k in kinds}

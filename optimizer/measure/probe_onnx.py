@@ -44,6 +44,7 @@ class _Onnx:
         self.inits: list[Any] = []
         self.inputs: list[tuple[int, ...]] = []
         self.ids_input = False
+        self.uint8_input = False  # the operator reads 8-bit data itself (a ``DequantizeLinear``)
         self.channels_last = False  # INT8: element-wise and resize probes laid out as onnxruntime runs them (NHWC)
         self.repeat = 1  # copies of a two-operand kernel chained (:func:`optimizer.measure.probe_models.probe_model`)
         self._n = 0
@@ -86,7 +87,7 @@ def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generat
     b = _Onnx(rng)
     b.channels_last, b.repeat = dtype == "int8", repeat
     y = ONNX_BUILDERS[group](b, cfg)
-    elem = TensorProto.INT32 if b.ids_input else TensorProto.FLOAT
+    elem = TensorProto.UINT8 if b.uint8_input else TensorProto.INT32 if b.ids_input else TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info(f"x{i}", elem, list(sh)) for i, sh in enumerate(b.inputs)]
     outputs = [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)]
     graph = helper.make_graph(b.nodes, "probe", inputs, outputs, initializer=b.inits)
@@ -95,7 +96,7 @@ def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generat
     out = onnx.shape_inference.infer_shapes(model).graph.output[0]
     if out.type.tensor_type.HasField("shape"):  # the output's shape, as exporters declare it
         model.graph.output[0].CopyFrom(out)
-    if dtype == "int8":
+    if dtype == "int8" and not b.uint8_input:
         from .probe_runner import quiet_quantizer
 
         with quiet_quantizer():
@@ -245,10 +246,19 @@ def _onnx_resize(b: _Onnx, cfg: KernelConfig) -> str:
                   coordinate_transformation_mode="half_pixel" if linear else "asymmetric", nearest_mode="floor")
 
 
+def _onnx_dequantize(b: _Onnx, cfg: KernelConfig) -> str:
+    """A dequantization of a whole 8-bit tensor (at FP32 and INT8 alike): what onnxruntime runs for
+    a quantized tensor a ``Shape`` reads, which no ``QLinear*`` kernel takes in."""
+    b.uint8_input = True
+    x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
+    return b.node("DequantizeLinear", [x, b.const(np.array(ACT_SCALE_UINT8, np.float32)),
+                                       b.const(np.array(128, np.uint8))])
+
+
 #: the builder of each group of probe kinds (``optimizer.measure.probe_models.KIND_GROUPS``)
 ONNX_BUILDERS: dict[str, Callable[[_Onnx, KernelConfig], str]] = {
     "conv": _onnx_conv, "matmul": _onnx_matmul, "pool": _onnx_pool, "binary": _onnx_binary, "unary": _onnx_unary,
-    "norm": _onnx_norm, "layout": _onnx_layout, "resize": _onnx_resize,
+    "norm": _onnx_norm, "layout": _onnx_layout, "resize": _onnx_resize, "convert": _onnx_dequantize,
 }
 
 

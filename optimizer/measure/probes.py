@@ -235,7 +235,7 @@ def _pool(rng: np.random.Generator) -> KernelConfig:
 _ELTWISE: tuple[tuple[str, float], ...] = (
     ("add", 0.18), ("mul", 0.18), ("sigmoid", 0.10), ("relu", 0.04), ("relu6", 0.04), ("hard_swish", 0.08),
     ("leaky_relu", 0.05), ("prelu", 0.05), ("tanh", 0.04), ("softmax", 0.07), ("batch_norm", 0.07),
-    ("layer_norm", 0.07), ("sub", 0.03), ("unary", 0.03),
+    ("layer_norm", 0.07), ("sub", 0.03), ("unary", 0.03), ("dequantize", 0.03),
 )
 
 
