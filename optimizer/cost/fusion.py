@@ -25,8 +25,9 @@ between them into a ``QLinear*`` kernel, drops them around an operator that move
 (pooling, transpose, resize), or runs them beside a float operator (a negation, a subtraction),
 and an INT8 probe times its operator between the same conversions
 (:mod:`optimizer.measure.probe_onnx`), so they are in the operator's price; a
-``DequantizeLinear`` a ``Shape`` reads is a kernel of its own (a dequantization of the tensor). A ReLU on a float
-operator's output folds into the ``QuantizeLinear`` after it (``ReluQuantFusion``).
+``DequantizeLinear`` a ``Shape`` reads is a kernel of its own (a dequantization of the tensor).
+A ReLU on a float operator's output folds into the ``QuantizeLinear`` after it
+(``ReluQuantFusion``).
 
 onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
 them the pooling, additions, products, concatenations and fused activations that read only NCHWc

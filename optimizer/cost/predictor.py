@@ -34,6 +34,7 @@ import numpy as np
 
 from ..graph.kernel_config import BCAST_CHANNEL, OP_KINDS, KernelConfig
 from ..graph.layergraph import dtype_bytes
+from .fusion import runtime_family
 from .probe_table import ProbeTable
 
 #: features of a kernel (log2 of counts, raw small integers)
@@ -93,8 +94,6 @@ def broadcast_runs(runtime: str, dtype: str) -> bool:
     """Whether a table's runtime broadcasts a per-channel operand innermost, in runs (module doc):
     onnxruntime's INT8 kernels (NHWC). Its FP32 kernels broadcast along ``h x w`` (NCHW), where the
     term made held-out errors worse (17.7 -> 22 %); LiteRT's were not measured with it."""
-    from .fusion import runtime_family
-
     return runtime_family(runtime) == "onnxruntime" and dtype == "int8"
 
 
