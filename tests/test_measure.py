@@ -101,6 +101,27 @@ def test_ort_profile_maps_a_quantized_files_fused_kernels_to_their_layers(tmp_pa
     assert any(re.search(r"_token_\d+$", name) for name, _ in conv)  # the rewritten node's own name
 
 
+def test_ort_profile_runs_a_dynamic_file_at_its_served_shape(tmp_path):
+    """A file with dynamic dimensions is profiled at the served shape the graph was imported with,
+    not at 1 x 1 (where an unpadded 3 x 3 convolution cannot run)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.graph import load_graph
+    from optimizer.measure.ort_profile import measure_ort
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "h2", "w2"])], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "dyn.onnx")
+    g = load_graph(str(tmp_path / "dyn.onnx"), input_shapes={"x": (1, 3, 32, 32)})
+    m = measure_ort(g, tmp_path / "dyn.onnx", repeats=3, warmup=1)
+    assert m.whole_median_s > 0 and m.table.rows["latency_s"].sum() > 0
+
+
 @pytest.mark.slow
 def test_litert_whole_model_timing(tiny):
     from optimizer.measure import time_litert

@@ -95,12 +95,14 @@ def _heaviest(hit: int, op_type: str, graph: LayerGraph) -> int:
     return hit
 
 
-def random_input_feed(session: Any, seed: int) -> dict[str, np.ndarray]:
-    """Random inputs for every input of an onnxruntime ``session`` (dynamic dimensions set to 1)."""
+def random_input_feed(session: Any, seed: int,
+                      shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Random inputs for every input of an onnxruntime ``session``: of the served ``shapes`` given
+    (a graph's ``served_input_shapes``), else the file's (dynamic dimensions set to 1)."""
     rng = np.random.default_rng(seed)
     feed = {}
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        shape = list((shapes or {}).get(inp.name) or [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape])
         if "int" in inp.type:
             feed[inp.name] = rng.integers(0, 10, size=shape).astype(np.int64 if "int64" in inp.type else np.int32)
         else:
@@ -108,9 +110,10 @@ def random_input_feed(session: Any, seed: int) -> dict[str, np.ndarray]:
     return feed
 
 
-def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
-                   seed: int = 0) -> tuple[list[dict[str, Any]], np.ndarray]:
-    """Run ``onnx_path`` ``runs`` times under the onnxruntime profiler.
+def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int, seed: int = 0,
+                   shapes: dict[str, tuple[int, ...]] | None = None) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Run ``onnx_path`` ``runs`` times under the onnxruntime profiler (inputs of the served
+    ``shapes`` where given, :func:`random_input_feed`).
 
     Returns the profiler's events and the calling thread's CPU time of every run (with one
     intra-op thread onnxruntime runs every kernel on the calling thread).
@@ -130,7 +133,7 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int,
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
                                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
-        feed = random_input_feed(session, seed)
+        feed = random_input_feed(session, seed, shapes)
         cpu = np.empty(runs)
         for i in range(runs):
             t0 = time.thread_time()
@@ -214,7 +217,7 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ConfigError(f"repeats={repeats}, warmup={warmup}, threads={threads}: need repeats >= 1, "
                           "warmup >= 0, threads >= 1")
-    events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed)
+    events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed, graph.served_input_shapes)
     runs = model_runs(events)
     if len(runs) != warmup + repeats:
         raise MeasurementError(f"{onnx_path}: the profile has {len(runs)} runs, expected {warmup + repeats}")
