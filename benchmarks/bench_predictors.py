@@ -380,6 +380,7 @@ def layer_spearman(config: str, name: str, dev, dtype: str, spearmanr) -> float:
     file that run a kernel."""
     from optimizer.cost import build_cost_table
     from optimizer.cost.fusion import runtime_kernels
+    from optimizer.measure.device_predictors import conversions_charged
 
     f = OUT / "layers" / config / f"{name}.json"
     if not f.is_file():
@@ -387,9 +388,11 @@ def layer_spearman(config: str, name: str, dev, dtype: str, spearmanr) -> float:
     doc = json.loads(f.read_text())
     runner, _, _ = parse_config(config)
     fg = load(doc["file"], networks(runner)[name][1])
-    times = np.array([np.nan if v is None else v for v in doc["seconds"]], dtype=float)
+    kernels = runtime_kernels(fg, dev.runtime)
+    times = conversions_charged(fg, np.array([np.nan if v is None else v for v in doc["seconds"]], dtype=float),
+                                kernels)
     pred = build_cost_table(fg, dev, dtype).latency_s[:, 0]
-    kept = np.array([bool(k) for k in runtime_kernels(fg, dev.runtime)]) & np.isfinite(times)
+    kept = np.array([bool(k) for k in kernels]) & np.isfinite(times)
     return float(spearmanr(pred[kept], times[kept]).statistic) if kept.sum() > 2 else float("nan")
 
 

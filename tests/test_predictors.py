@@ -653,13 +653,11 @@ def test_the_node_overhead_is_charged_per_kernel(prior_configs, zoo_graph):
     assert np.allclose(more - base, 1e-3 * counts) and counts.max() == 2 and (counts == 0).any()
 
 
-def test_a_quantized_tensor_a_shape_reads_is_dequantized_by_a_kernel_of_its_own(tmp_path, monkeypatch):
-    """In onnxruntime's optimized QDQ graph the ``DequantizeLinear`` a ``Shape`` reads stays a kernel
-    (the other conversions fuse into ``QLinear*`` kernels or run inside their operator's probe)."""
+def _qdq_conv_transpose_shape(tmp_path, monkeypatch):
+    """A QDQ file of Conv -> Transpose -> {Shape, Relu}, quantized as a validation file is."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from optimizer.cost.fusion import runtime_kernels
     from optimizer.graph import load_graph
     from optimizer.measure.validate import runtime_artifact
 
@@ -674,10 +672,35 @@ def test_a_quantized_tensor_a_shape_reads_is_dequantized_by_a_kernel_of_its_own(
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, tmp_path / "m.onnx")
-    g = load_graph(str(runtime_artifact(str(tmp_path / "m.onnx"), load_graph(str(tmp_path / "m.onnx")), "onnx", "int8")))
+    return load_graph(str(runtime_artifact(str(tmp_path / "m.onnx"), load_graph(str(tmp_path / "m.onnx")), "onnx",
+                                           "int8")))
+
+
+def test_a_quantized_tensor_a_shape_reads_is_dequantized_by_a_kernel_of_its_own(tmp_path, monkeypatch):
+    """In onnxruntime's optimized QDQ graph the ``DequantizeLinear`` a ``Shape`` reads stays a kernel
+    (the other conversions fuse into ``QLinear*`` kernels or run inside their operator's probe)."""
+    from optimizer.cost.fusion import runtime_kernels
+
+    g = _qdq_conv_transpose_shape(tmp_path, monkeypatch)
     kernels = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)}
     assert kernels["t_DequantizeLinear"] == ["dequantize"]
     assert all(ks == [] for name, ks in kernels.items() if name.endswith("Linear") and name != "t_DequantizeLinear")
+
+
+def test_measured_conversions_are_charged_to_the_operator_they_serve(tmp_path, monkeypatch):
+    """A conversion the profiler times as a node of its own counts for the operator whose probe and
+    price include it (the Relu's QuantizeLinear), so per-layer and per-family figures compare alike."""
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.measure.device_predictors import conversions_charged
+
+    g = _qdq_conv_transpose_shape(tmp_path, monkeypatch)
+    kernels = runtime_kernels(g, "onnxruntime")
+    names = [la.name for la in g.layers]
+    charged = dict(zip(names, conversions_charged(g, np.ones(len(names)), kernels), strict=True))
+    assert charged["y_QuantizeLinear"] == 0 and charged["relu"] == 2  # its output's conversion
+    assert charged["x_DequantizeLinear"] == 0 and charged["conv"] >= 2  # the conversion into the convolution
+    assert charged["w_DequantizeLinear"] == 1  # a weight's conversion: no activation, not moved
+    assert sum(charged.values()) == len(names)
 
 
 def test_a_per_channel_operand_broadcast_innermost_is_referenced_by_its_runs():

@@ -198,14 +198,42 @@ def measured_layer_times(runner: Any, path: Path, graph: LayerGraph, overhead_s:
     return isolated_layer_times(runner, path, graph, overhead_s, seed=seed, level=(dtype, level) if level else None)
 
 
+def conversions_charged(graph: LayerGraph, seconds: np.ndarray, kernels: Sequence[Sequence[Any]]) -> np.ndarray:
+    """``seconds`` [L] with the measured time of a QDQ file's conversions that run as kernels of
+    their own (a ``DequantizeLinear`` into a float operator, the ``QuantizeLinear`` out of it)
+    charged to that operator, as its probe and its price include them
+    (:mod:`optimizer.cost.fusion`); a conversion next to no priced operator keeps its time."""
+    from ..cost.fusion import QDQ_KINDS
+    from ..graph.kernel_config import canonical_kind
+
+    out = np.array(seconds, dtype=np.float64)
+    n = len(graph.layers)
+    for i, la in enumerate(graph.layers):
+        kind = canonical_kind(la.op_type)
+        if (kernels[i] or kind not in QDQ_KINDS or not np.isfinite(out[i]) or out[i] <= 0
+                or not la.inputs or la.inputs[0] not in graph.tensors):  # a weight's conversion: folded away
+            continue
+        if kind == "dequantize":
+            near = [c for t in la.outputs if t in graph.tensors for c in graph.tensors[t].consumers if c < n]
+        else:
+            near = [graph.tensors[t].producer for t in la.inputs[:1] if t in graph.tensors]
+        target = next((j for j in near if j >= 0 and kernels[j]), None)
+        if target is not None and np.isfinite(out[target]):
+            out[target] += out[i]
+            out[i] = 0.0
+    return out
+
+
 def measured_families(graph: LayerGraph, seconds: np.ndarray, runtime: str) -> dict[str, float]:
-    """Seconds per kernel family of the layers a runtime runs as kernels (folded ones left out)."""
+    """Seconds per kernel family of the layers a runtime runs as kernels (folded ones left out;
+    conversions charged to their operator, :func:`conversions_charged`)."""
     from ..cost.fusion import runtime_kernels
 
     out: dict[str, float] = {}
-    for kernels, s in zip(runtime_kernels(graph, runtime), seconds, strict=True):
-        if kernels and np.isfinite(s):
-            out[kernels[0].family] = out.get(kernels[0].family, 0.0) + float(s)
+    kernels = runtime_kernels(graph, runtime)
+    for kernels_i, s in zip(kernels, conversions_charged(graph, seconds, kernels), strict=True):
+        if kernels_i and np.isfinite(s):
+            out[kernels_i[0].family] = out.get(kernels_i[0].family, 0.0) + float(s)
     return out
 
 
