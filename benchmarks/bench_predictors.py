@@ -19,8 +19,9 @@ for one ``/work/bin/quiet`` slot:
 ``layers CONFIG``
     measured per-layer times of every network file (per-layer Spearman of the predictions, and
     per-family sums): onnxruntime's node profiler on the whole network, its kernels attributed to
-    layers (``measure_ort``: a QDQ file's operator cut out of its network would run as a float
-    operator, not as its ``QLinear*`` kernel); LiteRT's, every operator timed alone;
+    layers, LiteRT's every operator timed alone (``device_predictors.measured_layer_times``, as
+    ``calibrate --validate`` measures them: a QDQ file's operator cut out of its network would run
+    as a float operator, not as its ``QLinear*`` kernel);
 ``learned``
     onnxruntime per-layer tables of the zoo networks, the learned backend's training data;
 ``report``
@@ -73,7 +74,6 @@ PUBLIC = {
     },
 }
 BOUND = 0.10
-LAYER_REPEATS = 20  # profiled runs of a network for its per-layer times (onnxruntime)
 WORST = 0.25
 
 
@@ -180,9 +180,9 @@ def step_measure(config: str, process: int) -> None:
 
 def step_layers(config: str) -> None:
     from optimizer.cost.probe_table import read_probe_table
-    from optimizer.measure.ort_profile import measure_ort
+    from optimizer.measure.device_predictors import measured_layer_times
     from optimizer.measure.probe_runner import in_process_runner
-    from optimizer.measure.validate import isolated_layer_times, runtime_artifact
+    from optimizer.measure.validate import runtime_artifact
 
     runner, dtype, threads = parse_config(config)
     r = in_process_runner(runner, threads)
@@ -196,10 +196,8 @@ def step_layers(config: str) -> None:
             path = runtime_artifact(ref, load(ref, sh), r.fmt, dtype)
             fg = load(str(path), sh)
             t0 = time.perf_counter()
-            if runner == "ort":  # the kernels as they run inside the network, by onnxruntime's node profiler
-                times = measure_ort(fg, path, threads=threads, repeats=LAYER_REPEATS).table.rows["latency_s"].to_numpy()
-            else:
-                times = isolated_layer_times(r, path, fg, overhead, level=(dtype, level) if level else None)
+            # onnxruntime's node profiler on the whole network (not levelled: ranks only), LiteRT's operators alone
+            times = measured_layer_times(r, path, fg, overhead, dtype, level, float("nan"))
         except Exception as exc:  # noqa: BLE001 - reported per network
             print(f"  {name}: no per-layer times ({type(exc).__name__}: {str(exc)[:160]})", flush=True)
             continue
