@@ -183,11 +183,17 @@ class KernelConfig:
             return self.rows
         one = self.h_in * self.w_in * self.c_in
         if self.kind in BINARY_KINDS:
-            other = {BCAST_NONE: one, BCAST_CHANNEL: self.c_in}.get(self.bcast, 1)
-            return one + other * (self.n_in - 1)
+            return one + math.prod(self.second_operand) * (self.n_in - 1)
         if self.kind == "concat":
             return self.h_in * self.w_in * self.c_out
         return one
+
+    @property
+    def second_operand(self) -> tuple[int, int, int]:
+        """(height, width, channels) of a two-operand kernel's second operand (``bcast``)."""
+        if self.bcast == BCAST_NONE:
+            return self.h_in, self.w_in, self.c_in
+        return (1, 1, self.c_in) if self.bcast == BCAST_CHANNEL else (1, 1, 1)
 
     @property
     def out_elems(self) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..graph.kernel_config import BCAST_CHANNEL, KernelConfig
+from ..graph.kernel_config import KernelConfig
 from .probe_onnx import ONNX_BUILDERS, onnx_probe, split_channels
 from .probe_runner import ID_RANGE
 
@@ -260,8 +260,7 @@ def _tfl_pool(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
 
 def _tfl_binary(b: _Tflite, cfg: KernelConfig) -> tuple[list[int], int]:
     x = b.act(_nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
-    x2 = b.act(_nhwc(1, 1, cfg.c_in) if cfg.bcast == BCAST_CHANNEL else _nhwc(1, 1, 1) if cfg.bcast else
-               _nhwc(cfg.h_in, cfg.w_in, cfg.c_in))
+    x2 = b.act(_nhwc(*cfg.second_operand))
     name = {"add": "ADD", "mul": "MUL", "sub": "SUB", "div": "DIV", "maximum": "MAXIMUM", "minimum": "MINIMUM",
             "squared_difference": "SQUARED_DIFFERENCE"}[cfg.kind]
     y = x

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph.kernel_config import BCAST_CHANNEL, KernelConfig
+from ..graph.kernel_config import KernelConfig
 from .probe_runner import ID_RANGE, random_input
 
 
@@ -172,14 +172,11 @@ def _onnx_binary(b: _Onnx, cfg: KernelConfig) -> str:
     element-wise operators in the NHWC layout of its ``QLinearConv``s, where a per-channel operand
     broadcasts along the innermost axis (a 112 x 112 x 32 ``QLinearMul`` by a per-channel constant:
     0.206 ms NHWC, 0.078 ms NCHW)."""
+    h, w, c = cfg.second_operand
     if b.channels_last:
-        x = b.input((1, cfg.h_in, cfg.w_in, cfg.c_in))
-        x2 = b.input((1, 1, 1, cfg.c_in) if cfg.bcast == BCAST_CHANNEL else (1, 1, 1, 1) if cfg.bcast else
-                     (1, cfg.h_in, cfg.w_in, cfg.c_in))
+        x, x2 = b.input((1, cfg.h_in, cfg.w_in, cfg.c_in)), b.input((1, h, w, c))
     else:
-        x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
-        x2 = b.input((1, cfg.c_in, 1, 1) if cfg.bcast == BCAST_CHANNEL else (1, 1, 1, 1) if cfg.bcast else
-                     (1, cfg.c_in, cfg.h_in, cfg.w_in))
+        x, x2 = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in)), b.input((1, c, h, w))
     op = {"add": "Add", "mul": "Mul", "sub": "Sub", "div": "Div", "maximum": "Max", "minimum": "Min"}[cfg.kind]
     for _ in range(b.repeat):
         x = b.node(op, [x, x2])
