@@ -4,7 +4,11 @@ the ``predicted`` backend says (``dnnplan calibrate --validate``).
 * :func:`runtime_artifact` gives the file a runner executes for a network: the zoo network (or
   ``.keras`` file) exported to TFLite or ONNX (:func:`optimizer.measure.artifacts.export_artifact`),
   quantized to INT8 where asked (TFLite post-training quantization, :func:`optimizer.quantize.api.quantize`;
-  onnxruntime's static QDQ quantizer for ONNX); a ``.tflite``/``.onnx`` file is used as it is.
+  onnxruntime's static QDQ quantizer for ONNX, on the file after onnxruntime's basic graph
+  optimizations, as onnxruntime's quantization guide prepares a model: a batch norm an exporter
+  left as ``Mul`` after a depthwise ``Conv`` and a ``Pad`` before one are folded into the
+  convolution first, where quantized they would run as ``QLinearMul`` and a float ``Pad`` between
+  conversions); a ``.tflite``/``.onnx`` file is used as it is.
   Files are cached by content under ``results/cache/artifacts``.
 * :func:`time_networks` times them interleaved with :func:`~.probe_runner.time_interleaved`, beside
   the speed reference's kernels (:mod:`~.speed_reference`), so that they can be put on the level of
@@ -82,7 +86,8 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
     ident = (graph.source_sha256 or graph.name)[:16]
     # a file prepared before quantization (Constant weights, an older opset) is another file
     prepared = "-prepared" if fmt == "onnx" and _needs_preparing(fp32) else ""
-    out = cache_dir() / "artifacts" / f"{graph.name}-{ident}-int8-s{samples}-{seed}{prepared}.{fmt}"
+    optimized = "-ortopt" if fmt == "onnx" else ""
+    out = cache_dir() / "artifacts" / f"{graph.name}-{ident}-int8-s{samples}-{seed}{optimized}{prepared}.{fmt}"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +98,12 @@ def runtime_artifact(model_ref: str, graph: LayerGraph, fmt: str, dtype: str, *,
                  measure_latency_=False, allow_float_ops=True,
                  input_shapes=dict(graph.served_input_shapes) if graph.served_input_shapes else None)
     else:
-        _quantize_onnx(fp32, out, graph, samples, seed)
+        import tempfile
+
+        from ..quantize.onnx_input import ort_basic_optimized
+
+        with tempfile.TemporaryDirectory(dir=out.parent) as work:
+            _quantize_onnx(ort_basic_optimized(fp32, Path(work) / "fp32-optimized.onnx"), out, graph, samples, seed)
     return out
 
 
