@@ -128,7 +128,7 @@ def _fused_kernels(graph: LayerGraph, rules: str) -> tuple[list[list[KernelConfi
 #: kinds onnxruntime's NCHWc transformer runs blocked when every activation input is NCHWc
 NCHWC_READERS = frozenset({"global_avg_pool", "global_max_pool", "add", "mul", "concat",
                            "relu", "relu6", "sigmoid", "tanh", "leaky_relu", "hard_sigmoid", "hard_swish",
-                           "batch_norm", "pad"})
+                           "swish", "batch_norm", "pad"})  # swish: a Sigmoid and a Mul once exported
 #: kinds onnxruntime converts to NCHWc whatever their input's layout (a ``ReorderInput`` when it is not)
 NCHWC_CONVERTERS = frozenset({"conv", "dwconv", "max_pool", "avg_pool"})
 #: MLAS's NCHWc block (16 channels with AVX-512, 8 with AVX2): a convolution with fewer input
