@@ -162,7 +162,7 @@ def predicted_backend(inputs: BackendInputs) -> BackendCosts:
             meta[p.name] = {"predictor": None, "reason": f"no {runtime}/{dtype}/{p.cores}-thread predictor: analytic"}
             continue
         if kernels is None:
-            kernels = runtime_kernels(op, runtime)
+            kernels = runtime_kernels(op, runtime, dtype)
         table = load_predictor_table(entry, f"device {device.name!r} processor {p.name!r}")
         seconds, analytic = price_layers(op, kernels, predictors_for(table, entry.seed), native[:, j],
                                          entry.corrections)
@@ -199,7 +199,7 @@ def family_seconds(graph: LayerGraph, device: Any, dtype: str, processor: str,
     entry = proc.predictor(runtime, dtype)
     if entry is None:
         return {}
-    kernels = runtime_kernels(op, runtime)
+    kernels = runtime_kernels(op, runtime, dtype)
     preds = predictors_for(load_predictor_table(entry), entry.seed)
     analytic_s = analytic_costs(op, device, dtype, None, device.check_runtime(runtime))["native_s"][
         :, device.processor_index(processor)]

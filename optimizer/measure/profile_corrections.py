@@ -67,7 +67,7 @@ def _family_times(match: ProfileMatch, predictors: Any, device: Device, runtime:
     from ..cost.analytic import analytic_costs
 
     graph = match.graph.op_view if match.graph.op_view is not None else match.graph
-    by_family, analytic = family_layer_seconds(graph, runtime_kernels(graph, runtime), predictors)
+    by_family, analytic = family_layer_seconds(graph, runtime_kernels(graph, runtime, dtype), predictors)
     covered = np.asarray(match.covered, dtype=bool)
     measured = np.nan_to_num(np.asarray(match.latency_s, dtype=np.float64))
     total_pred = sum(by_family.values()) if by_family else np.zeros(len(graph.layers))
