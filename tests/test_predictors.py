@@ -124,6 +124,17 @@ def test_a_keras_prelu_is_priced_for_onnxruntime_as_its_export_runs_it(zoo_graph
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "p.onnx"))
     assert [k.kind for k in runtime_kernels(load_graph(str(tmp_path / "p.onnx")), "onnxruntime")[0]] == ["prelu"]
 
+
+def test_an_attention_softmax_of_an_onnx_file_normalises_rows_of_tokens():
+    """bert_small's exported ``Softmax`` over ``[heads, tokens, tokens]``: rows of 128 tokens (ONNX's
+    axis -1), not an NCHW tensor of 8 channels."""
+    from optimizer.graph.layergraph import Layer
+
+    la = Layer(0, "softmax", "act", "Softmax", "", ("a",), ("b",), ((8, 128, 128),), ((8, 128, 128),), 0, 0)
+    (k,) = layer_kernels(la, "onnx")
+    assert (k.kind, k.h_in * k.w_in, k.c_in) == ("softmax", 8 * 128, 128)
+    assert layer_kernels(replace(la, op_type="Relu"), "onnx")[0].c_in == 8  # other kinds keep NCHW channels
+
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
                                   "add_scalar", "conv_transpose", "dequantize", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])

@@ -258,7 +258,9 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
                 "custom": "postprocess" if "postprocess" in layer.op_type.lower() else "other"}.get(layer.op, "other")
     if kind == "identity":
         return []
-    first = channels_first(fmt)
+    # a softmax normalises its last axis in every format (ONNX's default axis -1 from opset 13; an
+    # attention's [heads, tokens, tokens] rows of tokens, not a channel axis of heads)
+    first = channels_first(fmt) and kind != "softmax"
     ins = layer.input_shapes or ((),)
     out = layer.output_shapes[0] if layer.output_shapes else ()
     h_in, w_in, c_in = hwc_dims(ins[0], first)
