@@ -135,6 +135,16 @@ def test_an_attention_softmax_of_an_onnx_file_normalises_rows_of_tokens():
     assert (k.kind, k.h_in * k.w_in, k.c_in) == ("softmax", 8 * 128, 128)
     assert layer_kernels(replace(la, op_type="Relu"), "onnx")[0].c_in == 8  # other kinds keep NCHW channels
 
+
+def test_a_keras_attention_softmax_covers_every_head(zoo_graph):
+    """A Keras ``MultiHeadAttention`` keeps its heads: its softmax normalises heads x tokens rows
+    (bert_small: 8 x 128 rows of 128), where the merged view had priced one head's."""
+    g = zoo_graph("bert_small")
+    la = next(la for la in g.layers if la.op_type == "MultiHeadAttention")
+    (soft,) = [k for k in layer_kernels(la, g.fmt) if k.kind == "softmax"]
+    assert la.heads == 8 and (soft.h_in, soft.c_in) == (8 * 128, 128)
+    assert all(other.heads == 0 for other in g.layers if other is not la and other.op_type != "MultiHeadAttention")
+
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
                                   "add_scalar", "conv_transpose", "dequantize", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])

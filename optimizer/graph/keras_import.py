@@ -189,6 +189,7 @@ def graph_from_keras(
                 macs=_macs(layer, in_shapes, out_shapes),
                 params=int(layer.count_params()) if k == 0 else 0,
                 block=block_of(op_name) if block_of else op_name,
+                heads=int(getattr(layer, "num_heads", 0) or 0) if cls == "MultiHeadAttention" else 0,
             ))
     inputs = [(tid(t), _shape(t.shape)) for t in model.inputs]
     outputs = [tid(t) for t in flat_tensors(model.outputs)]

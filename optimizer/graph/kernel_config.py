@@ -350,13 +350,15 @@ def _bmm(layer: Layer, out: tuple[int, ...]) -> KernelConfig:
 
 def _attention(layer: Layer, tokens: int, dim: int) -> list[KernelConfig]:
     """Kernels of a Keras ``MultiHeadAttention`` self-attention over ``tokens`` x ``dim``: the Q, K,
-    V projections, the two batched products, the softmax and the output projection (heads
-    merged: ``heads x key_dim`` from the parameter count ``4 D (H d) + 3 (H d) + D``)."""
+    V projections, the two batched products, the softmax over every head's rows (the layer's
+    ``heads``) and the output projection (heads merged in the products: ``heads x key_dim`` from
+    the parameter count ``4 D (H d) + 3 (H d) + D``)."""
     inner = max(1, round((layer.params - dim) / (4 * dim + 3))) if layer.params else dim
     proj = KernelConfig("fc", rows=tokens, c_in=dim, c_out=inner)
+    heads = max(layer.heads, 1)  # the softmax normalises heads x tokens rows of tokens
     return [proj, proj, proj,
             KernelConfig("bmm", h_in=1, rows=tokens, c_in=inner, c_out=tokens),
-            KernelConfig("softmax", h_in=tokens, c_in=tokens, h_out=tokens, c_out=tokens),
+            KernelConfig("softmax", h_in=heads * tokens, c_in=tokens, h_out=heads * tokens, c_out=tokens),
             KernelConfig("bmm", h_in=1, rows=tokens, c_in=tokens, c_out=inner),
             KernelConfig("fc", rows=tokens, c_in=inner, c_out=dim)]
 
