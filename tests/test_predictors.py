@@ -54,7 +54,8 @@ KINDS = {
     "dequantize": KernelConfig("dequantize", 28, 28, 32, 28, 28, 32),
 }
 #: configurations of a kind's other paths (a scalar second operand)
-VARIANTS = {"add_scalar": KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2, bcast=2)}
+VARIANTS = {"add_scalar": KernelConfig("add", 28, 28, 32, 28, 28, 32, n_in=2, bcast=2),
+            "dwconv_global": KernelConfig("dwconv", 7, 7, 64, 1, 1, 64, k=7, stride=7)}
 
 
 # ------------------------------------------------------------------ kernel configurations
@@ -136,6 +137,17 @@ def test_an_attention_softmax_of_an_onnx_file_normalises_rows_of_tokens():
     assert layer_kernels(replace(la, op_type="Relu"), "onnx")[0].c_in == 8  # other kinds keep NCHW channels
 
 
+def test_the_prior_probes_global_depthwise_windows():
+    """A depthwise window as large as its input (MobileFaceNet's GDConv) is in the prior, kept
+    though its work is a microsecond's: XNNPACK's INT8 runs it 30-50x slower per MAC than a 3 x 3
+    depthwise (arcface_mobilenet's had been priced at 0.1 ms against 1.7 ms in its network)."""
+    from optimizer.measure.probes import prior_sample
+
+    prior = prior_sample(1500)
+    global_dw = [c for c in prior if c.kind == "dwconv" and c.k == c.h_in == c.stride > 1]
+    assert len(global_dw) >= 10 and all((c.h_out, c.w_out) == (1, 1) and c.family == "dwconv_s2" for c in global_dw)
+    assert {c.k for c in global_dw} >= {3, 7}
+
 def test_a_keras_attention_softmax_covers_every_head(zoo_graph):
     """A Keras ``MultiHeadAttention`` keeps its heads: its softmax normalises heads x tokens rows
     (bert_small: 8 x 128 rows of 128), where the merged view had priced one head's."""
@@ -145,8 +157,10 @@ def test_a_keras_attention_softmax_covers_every_head(zoo_graph):
     assert la.heads == 8 and (soft.h_in, soft.c_in) == (8 * 128, 128)
     assert all(other.heads == 0 for other in g.layers if other is not la and other.op_type != "MultiHeadAttention")
 
+
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "fc", "max_pool", "avg_pool", "global_avg_pool", "add", "mul",
-                                  "add_scalar", "conv_transpose", "dequantize", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary"])
+                                  "add_scalar", "conv_transpose", "dequantize", "resize_nearest", "resize_bilinear", "pad", "softmax", "relu6", "concat", "unary",
+                                  "dwconv_global"])
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_a_probe_imports_back_to_its_own_configuration(tmp_path, kind, fmt):
     """Probes and priced layers share one description: importing a probe file with the project's

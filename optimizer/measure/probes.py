@@ -3,7 +3,7 @@ adaptive samples where the predictor errs (nn-Meter's sampling, Zhang et al., Mo
 
 * :func:`prior_sample` draws configurations of every kernel family from a generic prior over
   the design space of CNNs and transformers (spatial sizes 1-640, 8-2048 channels, kernel 1/3/5/7,
-  stride 1/2, ...), not from any particular network, so that networks scored later are never the
+  stride 1/2, global depthwise windows, ...), not from any particular network, so that networks scored later are never the
   ones the probes were placed for. nn-Meter draws from a prior "inferred from existing models";
   ours is written out per family in :data:`FAMILY_SHARE` and the ``_sample_*`` functions, with
   caps that keep one probe under about a second and a few hundred MB.
@@ -60,6 +60,11 @@ TINY_KEEP = 0.3  # ... and kept with this probability by the prior sample
 LARGE_DENSE_SHARE, LARGE_DENSE_WEIGHTS = 0.3, 4 * 2**20
 #: share of k x k convolution samples that are transposed convolutions (:func:`_convkxk`)
 TRANSPOSED_SHARE = 0.06
+#: share of the strided depthwise draws that are global: a window as large as the input, one
+#: output pixel (MobileFaceNet's GDConv). XNNPACK's INT8 depthwise runs a 7 x 7 window 30-50x
+#: slower per MAC than a 3 x 3 one, and this one slowest of all (arcface_mobilenet's 7 x 7 x 512:
+#: 0.8 ms alone, 1.7 ms in its network, where a 3 x 3 depthwise of the same input takes 20 us)
+GLOBAL_DW_SHARE = 0.15
 #: share of design-prior layers from networks without a down-sampling stem (:func:`_stage`)
 FULL_RES_SHARE = 0.25
 
@@ -96,12 +101,18 @@ def prior_sample(budget: int, seed: int = 0, families: Iterable[str] | None = No
             cfg = draw(rng)
             if cfg is None or cfg in seen or not within_caps(cfg):
                 continue
-            if reference_s([cfg], "fp32")[0] < TINY_S and rng.random() > TINY_KEEP:
+            if reference_s([cfg], "fp32")[0] < TINY_S and not _global_window(cfg) and rng.random() > TINY_KEEP:
                 continue  # microsecond kernels: noisy to time, and little of any network's time
             seen.add(cfg)
             out.append(cfg)
             got += 1
     return out
+
+
+def _global_window(cfg: KernelConfig) -> bool:
+    """A depthwise convolution whose window is its whole input: little work, but not a
+    microsecond kernel everywhere (:data:`GLOBAL_DW_SHARE`)."""
+    return cfg.kind == "dwconv" and cfg.k > 1 and cfg.k == cfg.h_in == cfg.stride
 
 
 def _allocate(budget: int, families: Sequence[str]) -> dict[str, int]:
@@ -193,6 +204,10 @@ def _stem(rng: np.random.Generator) -> KernelConfig:
 
 
 def _dwconv(rng: np.random.Generator, stride: int) -> KernelConfig:
+    if stride > 1 and rng.random() < GLOBAL_DW_SHARE:
+        size = _pick(rng, (3, 4, 5, 6, 7, 8, 10, 14), (1, 1, 1, 1, 3, 1, 1, 1))
+        c = _channels(rng, 32, 1024)
+        return KernelConfig("dwconv", size, size, c, 1, 1, c, k=size, stride=size)
     if rng.random() < DESIGN_SHARE:  # depthwise layers of inverted residuals run on expanded channels
         size, c = _stage(rng)
         c = max(8, int(round(c * _ratio(rng, 1, 6) / 8)) * 8)
