@@ -190,3 +190,28 @@ def test_onnx_export_beyond_free_memory_is_refused_before_it_starts(tiny, tmp_pa
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "tf2onnx needs about 1.0 GB" in lines[0] and "0.5 GB" in lines[0], lines
     assert not out.exists() and not list((tmp_path / "cache").rglob("*.onnx"))
+
+
+def test_an_operator_cut_out_of_a_tflite_network_carries_only_its_own_weights(tmp_path):
+    """``calibrate --validate`` on LiteRT times every operator of a network alone: each cut model
+    had carried the whole network's weights (bert_small FP32: 192 operators x 120 MB, 24 GB, which
+    a 2-thread run did not survive). Each now keeps its own constants, and runs."""
+    import tensorflow as tf
+
+    from optimizer.graph import load_graph
+    from optimizer.measure.probe_runner import in_process_runner
+    from optimizer.measure.validate import isolated_layer_times, single_op_models
+
+    keras = tf.keras
+    inp = keras.Input((8, 8, 4), batch_size=1)
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.Flatten()(x)
+    out = keras.layers.Dense(4096)(x)  # 2 M weights: 8 MB that only the dense operator needs
+    path = tmp_path / "net.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, out)).convert())
+    g = load_graph(str(path))
+    models = dict(single_op_models(path, g))
+    sizes = {g.layers[i].op_type: len(blob) for i, blob in models.items()}
+    assert sizes["FULLY_CONNECTED"] > 8 * 2**20 > 20 * sizes["CONV_2D"], sizes
+    times = isolated_layer_times(in_process_runner("litert", 1), path, g, 0.0)
+    assert all(np.isfinite(times[i]) and times[i] > 0 for i in models)
