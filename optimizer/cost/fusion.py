@@ -104,8 +104,8 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     for i, la in enumerate(graph.layers):
         kernels = layer_kernels(_weights_as_constants(graph, la) if kinds[i] == "fc" else la, graph.fmt)
         kind = kinds[i]
-        if rules == "onnxruntime" and kind == "prelu" and graph.fmt in ("keras", "zoo") and kernels:
-            kernels = exported_prelu(kernels[0], dtype)
+        if kind == "prelu" and graph.fmt in ("keras", "zoo") and kernels and (rules == "onnxruntime" or dtype == "int8"):
+            kernels = exported_prelu(kernels[0], rules, dtype)
         base = _producer_kernel(graph, i, folded_into)
         base_kind = kinds[base] if base is not None else None
         fold = False
@@ -129,16 +129,21 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     return out, folded_into, kinds
 
 
-def exported_prelu(prelu: KernelConfig, dtype: str) -> list[KernelConfig]:
-    """The kernels of a Keras PReLU exported to ONNX (tf2onnx writes Keras 3's ``relu(x) - alpha *
-    relu(-x)`` as it is): ``Relu``, ``Neg``, ``Relu``, a ``Mul`` by the per-channel slopes and an
-    ``Add`` (arcface_mobilenet's 33 PReLUs, priced as onnxruntime's ``PRelu``: 15 ms of a 21 ms
-    prediction, against 11.5 ms profiled for the whole exported network). Quantized, both ReLUs
-    fold into a conversion's clamp (the ``QuantizeLinear`` after the producer and after the ``Neg``)."""
+def exported_prelu(prelu: KernelConfig, rules: str, dtype: str) -> list[KernelConfig]:
+    """The kernels of a Keras PReLU once converted for ``rules``' runtime at ``dtype``. tf2onnx
+    writes Keras 3's ``relu(x) - alpha * relu(-x)`` as it is: ``Relu``, ``Neg``, ``Relu``, a ``Mul``
+    by the per-channel slopes and an ``Add`` (arcface_mobilenet's 33 PReLUs, priced as
+    onnxruntime's ``PRelu``: 15 ms of a 21 ms prediction, against 11.5 ms profiled for the whole
+    exported network); quantized, both ReLUs fold into a conversion's clamp (the ``QuantizeLinear``
+    after the producer and after the ``Neg``). The TFLite converter writes ``PRELU`` at FP32, and at
+    INT8 a per-channel ``MUL`` and an ``ADD`` (XNNPACK's INT8 ``PRELU`` probe had priced
+    arcface_mobilenet's graph at 5× its file)."""
     binary = replace(prelu, n_in=2)
+    scale_and_sum = [replace(binary, kind="mul", bcast=BCAST_CHANNEL), replace(binary, kind="add", bcast=BCAST_NONE)]
+    if rules != "onnxruntime":
+        return scale_and_sum if dtype == "int8" else [prelu]
     relu = [] if dtype == "int8" else [replace(prelu, kind="relu")]
-    return [*relu, replace(prelu, kind="unary"), *relu, replace(binary, kind="mul", bcast=BCAST_CHANNEL),
-            replace(binary, kind="add", bcast=BCAST_NONE)]
+    return [*relu, replace(prelu, kind="unary"), *relu, *scale_and_sum]
 
 
 #: kinds onnxruntime's NCHWc transformer runs blocked when every activation input is NCHWc
