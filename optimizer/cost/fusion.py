@@ -81,7 +81,7 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None, dtype: str = "fp32")
         return [layer_kernels(graph.layers[i], graph.fmt) if _dequantized_for_a_shape(graph, i, kinds)
                 else [] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
                 for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
-    if rules == "onnxruntime":
+    if rules == "onnxruntime" and dtype != "int8":  # quantized, a model's convolutions are NHWC QLinearConv
         for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
             out[i] = out[i] + extra
     return out
@@ -95,9 +95,9 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     kinds = [canonical_kind(la.op_type) for la in graph.layers]
     for i, la in enumerate(graph.layers):  # an op type every importer spells differently: its kernel's kind
-        if kinds[i] == "other":
-            ks = layer_kernels(la, graph.fmt)
-            kinds[i] = ks[0].kind if len(ks) == 1 else kinds[i]
+        if kinds[i] == "other":  # (of a layer of several kernels, the last's, which writes its output:
+            ks = layer_kernels(la, graph.fmt)  # a separable convolution's pointwise one takes its batch norm and ReLU)
+            kinds[i] = ks[-1].kind if ks else kinds[i]
     folded_into: list[int | None] = [None] * len(graph.layers)
     activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
     out: list[list[KernelConfig]] = []
