@@ -134,16 +134,16 @@ def exported_prelu(prelu: KernelConfig, rules: str, dtype: str) -> list[KernelCo
     writes Keras 3's ``relu(x) - alpha * relu(-x)`` as it is: ``Relu``, ``Neg``, ``Relu``, a ``Mul``
     by the per-channel slopes and an ``Add`` (arcface_mobilenet's 33 PReLUs, priced as
     onnxruntime's ``PRelu``: 15 ms of a 21 ms prediction, against 11.5 ms profiled for the whole
-    exported network); quantized, both ReLUs fold into a conversion's clamp (the ``QuantizeLinear``
-    after the producer and after the ``Neg``). The TFLite converter writes ``PRELU`` at FP32, and at
-    INT8 a per-channel ``MUL`` and an ``ADD`` (XNNPACK's INT8 ``PRELU`` probe had priced
-    arcface_mobilenet's graph at 5× its file)."""
+    exported network); quantized, the ReLU after the ``Neg`` folds into its ``QuantizeLinear``, as
+    in a QDQ file's own kernel view (:func:`_clamps_into_quantize`). The TFLite converter writes
+    ``PRELU`` at FP32, and at INT8 a per-channel ``MUL`` and an ``ADD`` (XNNPACK's INT8 ``PRELU``
+    probe had priced arcface_mobilenet's graph at 5× its file)."""
     binary = replace(prelu, n_in=2)
     scale_and_sum = [replace(binary, kind="mul", bcast=BCAST_CHANNEL), replace(binary, kind="add", bcast=BCAST_NONE)]
     if rules != "onnxruntime":
         return scale_and_sum if dtype == "int8" else [prelu]
-    relu = [] if dtype == "int8" else [replace(prelu, kind="relu")]
-    return [*relu, replace(prelu, kind="unary"), *relu, *scale_and_sum]
+    relu = replace(prelu, kind="relu")
+    return [relu, replace(prelu, kind="unary"), *([] if dtype == "int8" else [relu]), *scale_and_sum]
 
 
 #: kinds onnxruntime's NCHWc transformer runs blocked when every activation input is NCHWc
