@@ -94,9 +94,12 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     conv_acts = CONV_ACTIVATIONS.get(rules, frozenset())
     clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     kinds = [canonical_kind(la.op_type) for la in graph.layers]
-    for i, la in enumerate(graph.layers):  # an op type every importer spells differently: its kernel's kind
-        if kinds[i] == "other":  # (of a layer of several kernels, the last's, which writes its output:
-            ks = layer_kernels(la, graph.fmt)  # a separable convolution's pointwise one takes its batch norm and ReLU)
+    # an op type every importer spells differently: its kernel's kind; of a layer of several
+    # kernels, the last's, which writes its output (a separable convolution's pointwise one takes
+    # its batch norm and ReLU)
+    for i, la in enumerate(graph.layers):
+        if kinds[i] == "other":
+            ks = layer_kernels(la, graph.fmt)
             kinds[i] = ks[-1].kind if ks else kinds[i]
     folded_into: list[int | None] = [None] * len(graph.layers)
     activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
@@ -104,7 +107,7 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     for i, la in enumerate(graph.layers):
         kernels = layer_kernels(_weights_as_constants(graph, la) if kinds[i] == "fc" else la, graph.fmt)
         kind = kinds[i]
-        if kind == "prelu" and graph.fmt in ("keras", "zoo") and kernels and (rules == "onnxruntime" or dtype == "int8"):
+        if kind == "prelu" and graph.fmt in ("keras", "zoo") and kernels:  # a converter rewrites a Keras PReLU
             kernels = exported_prelu(kernels[0], rules, dtype)
         base = _producer_kernel(graph, i, folded_into)
         base_kind = kinds[base] if base is not None else None

@@ -3,8 +3,8 @@ adaptive samples where the predictor errs (nn-Meter's sampling, Zhang et al., Mo
 
 * :func:`prior_sample` draws configurations of every kernel family from a generic prior over
   the design space of CNNs and transformers (spatial sizes 1-640, 8-2048 channels, kernel 1/3/5/7,
-  stride 1/2, global depthwise windows, ...), not from any particular network, so that networks scored later are never the
-  ones the probes were placed for. nn-Meter draws from a prior "inferred from existing models";
+  stride 1/2, global depthwise windows, ...), not from any particular network, so that networks
+  scored later are never the ones the probes were placed for. nn-Meter draws from a prior "inferred from existing models";
   ours is written out per family in :data:`FAMILY_SHARE` and the ``_sample_*`` functions, with
   caps that keep one probe under about a second and a few hundred MB.
 * :func:`near_sample` adds, for each distinct kernel of the given networks, the kernel itself and
