@@ -386,7 +386,7 @@ def layer_spearman(config: str, name: str, dev, dtype: str, spearmanr) -> float:
     doc = json.loads(f.read_text())
     runner, _, _ = parse_config(config)
     fg = load(doc["file"], networks(runner)[name][1])
-    kernels = runtime_kernels(fg, dev.runtime)
+    kernels = runtime_kernels(fg, dev.runtime, dtype)  # the kernels build_cost_table prices below
     times = conversions_charged(fg, np.array([np.nan if v is None else v for v in doc["seconds"]], dtype=float),
                                 kernels)
     pred = build_cost_table(fg, dev, dtype).latency_s[:, 0]
@@ -448,7 +448,7 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
                 fit = fit_corrections(dev, "cpu", [matches[fit_on]], dtype)
                 g = graphs[other]
                 preds = predictors_for(load_predictor_table(fit.entry), 0)
-                kernels = runtime_kernels(g, fit.entry.runtime)
+                kernels = runtime_kernels(g, fit.entry.runtime, dtype)
                 zero = np.zeros(len(g.layers))
                 before, _ = price_layers(g, kernels, preds, zero, {})
                 after, _ = price_layers(g, kernels, preds, zero, fit.corrections)

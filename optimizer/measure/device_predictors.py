@@ -177,7 +177,7 @@ def validate_networks(device: Device, processor: str, runner: Any, dtype: str,
         if per_family:
             pred_f = family_seconds(file_graph, device, dtype, processor, runner.runtime)
             times = measured_layer_times(runner, path, file_graph, overhead, dtype, level, ratio, seed)
-            meas_f = measured_families(file_graph, times, runner.runtime)
+            meas_f = measured_families(file_graph, times, runner.runtime, dtype)
         out.append(NetworkResult(m, t, predicted, meas_f, pred_f, r.median_s, ratio))
     return out
 
@@ -224,13 +224,14 @@ def conversions_charged(graph: LayerGraph, seconds: np.ndarray, kernels: Sequenc
     return out
 
 
-def measured_families(graph: LayerGraph, seconds: np.ndarray, runtime: str) -> dict[str, float]:
-    """Seconds per kernel family of the layers a runtime runs as kernels (folded ones left out;
-    conversions charged to their operator, :func:`conversions_charged`)."""
+def measured_families(graph: LayerGraph, seconds: np.ndarray, runtime: str, dtype: str) -> dict[str, float]:
+    """Seconds per kernel family of the layers a runtime runs as kernels at ``dtype`` (folded ones
+    left out; conversions charged to their operator, :func:`conversions_charged`), the kernels
+    :func:`optimizer.cost.predicted.family_seconds` prices."""
     from ..cost.fusion import runtime_kernels
 
     out: dict[str, float] = {}
-    kernels = runtime_kernels(graph, runtime)
+    kernels = runtime_kernels(graph, runtime, dtype)
     for kernels_i, s in zip(kernels, conversions_charged(graph, seconds, kernels), strict=True):
         if kernels_i and np.isfinite(s):
             out[kernels_i[0].family] = out.get(kernels_i[0].family, 0.0) + float(s)
