@@ -67,6 +67,11 @@ TRANSPOSED_SHARE = 0.06
 GLOBAL_DW_SHARE = 0.15
 #: share of design-prior layers from networks without a down-sampling stem (:func:`_stage`)
 FULL_RES_SHARE = 0.25
+#: grains a design-prior channel count is rounded to, one drawn per layer (:func:`_stage`): width
+#: multipliers give multiples of 8 (MobileNets, EfficientNets), designs without one multiples of 64
+#: (VGG, ResNet, U-Net, YOLO). A kernel may take a path of its own for a count of whole cache lines
+#: (:func:`optimizer.cost.predictor.row_alignment`), which a multiple of 8 reaches one time in eight
+CHANNEL_GRAINS: tuple[int, ...] = (8, 16, 32, 64)
 
 
 def check_families(families: Iterable[str] | None) -> tuple[str, ...]:
@@ -156,13 +161,15 @@ def _stage(rng: np.random.Generator) -> tuple[int, int]:
     Zisserman 2015; He et al. 2016; Sandler et al. 2018): a network of width ``w`` in ``[1/4, 2]``
     has ``32 w 2^s`` channels at stage ``s``, where its 112-640 pixel input is down-sampled ``2^(s+1)``
     times, or ``2^s`` times in the :data:`FULL_RES_SHARE` of networks whose first stage keeps the
-    input resolution (VGG, U-Net); the channels spread ``x/ 1.5`` around that."""
+    input resolution (VGG, U-Net); the channels spread ``x/ 1.5`` around that, rounded to a grain
+    of :data:`CHANNEL_GRAINS` (no larger than the count)."""
     stage = int(rng.integers(0, 6))
     shift = stage + (0 if rng.random() < FULL_RES_SHARE else 1)
     size = _spatial(rng, max(1, 112 >> shift), max(1, 640 >> shift))
     width = math.exp(rng.uniform(math.log(0.25), math.log(2.0)))
     c = 32 * width * 2**stage * math.exp(rng.normal(0.0, math.log(1.5)))
-    return size, max(8, int(round(c / 8)) * 8)
+    grain = min(CHANNEL_GRAINS[int(rng.integers(len(CHANNEL_GRAINS)))], 1 << max(3, int(math.log2(max(c, 8)))))
+    return size, max(8, int(round(c / grain)) * grain)
 
 
 def _ratio(rng: np.random.Generator, low: float, high: float) -> float:
