@@ -44,9 +44,10 @@ DESIGN_SHARE = 0.75
 SPATIAL: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 16, 19, 20, 24, 26, 28, 32, 38, 40, 48, 52, 56,
                             64, 76, 80, 96, 104, 112, 128, 150, 160, 192, 208, 224, 256, 300, 320, 384, 416, 448,
                             512, 640)
-#: the probe budget the host's shipped tables and the benchmarks use (a few minutes per runtime,
-#: dtype and thread count on a workstation core)
-DEFAULT_PROBES = 2000
+#: the probe budget the benchmarks use (5-10 minutes per runtime, dtype and thread count on a
+#: workstation core). On a shared host one probe's time moves by up to x1.5 between runs, so a
+#: forest's leaf needs several neighbours: at 2,000 the large INT8 convolutions had too few
+DEFAULT_PROBES = 4000
 MAX_MACS = 2.5e9  # per probe: about 0.1 s on one core of a workstation
 MAX_ELEMS = 6 * 2**20  # activation elements per tensor (24 MB at FP32)
 MAX_WEIGHTS = 24 * 2**20  # weight elements (96 MB at FP32)
