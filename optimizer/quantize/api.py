@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections import Counter
@@ -199,7 +200,7 @@ def memory_budget_warning(peak_bytes: int | None, budget_bytes: int, stage: str 
     where = f" during {stage}" if stage else " before quantizing began"
     return (f"peak memory {peak_bytes / 1e9:.2f} GB{where}, more than --memory-budget {budget_bytes / 1e9:.2f} GB "
             "(the budget sizes calibration; TensorFlow's conversions hold several copies of the model's float "
-            f"weights): quantize where {peak_bytes / 1e9:.1f} GB is free (and give --memory-budget "
+            f"weights): quantize where {math.ceil(peak_bytes / 1e8) / 10:.1f} GB is free (and give --memory-budget "
             f"{-(-peak_bytes // 10**9)}GB)")
 
 
