@@ -4,12 +4,14 @@ parent alone handles it (stops its workers, prints one line) and workers ignore 
 Used by the batch runner's process pool and Dask LocalCluster and the parallel calibration of
 ``quantize``. The batch runner's pool workers also end when the process they serve ends
 (:func:`worker_init`). :func:`proc_kb_bytes` reads the kernel's memory figures of a process or
-the machine.
+the machine; :func:`release_free_memory` and :func:`collect_and_release` hand memory a process
+no longer uses back to the system.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -127,3 +129,29 @@ def proc_kb_bytes(path: str, field: str) -> int | None:
     except OSError:
         pass
     return None
+
+
+def release_free_memory() -> None:
+    """Hand memory this process has freed back to the system (glibc's ``malloc_trim(0)``):
+    TensorFlow's CPU tensors come from ``malloc``, and after a large Keras call the freed
+    blocks otherwise stay resident in the allocator's arenas, so the process's resident bytes
+    would count them as held. No-op where glibc is not the C library."""
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass
+
+
+def collect_and_release() -> None:
+    """Free what only reference cycles still hold (``gc.collect``), then :func:`release_free_memory`.
+
+    A TensorFlow conversion leaves its frozen graphs and converter state in cycles: after
+    converting VGG-16 (553 MB of float weights) the process holds 5.3 GB, 1.9 GB once collected
+    and trimmed, and the next stage would otherwise start, and peak, that much higher."""
+    gc.collect()
+    release_free_memory()

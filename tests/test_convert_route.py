@@ -36,3 +36,29 @@ def test_the_frozen_route_gives_the_savedmodel_routes_model(dtype):
     runner = litert_interpreter()(model_content=new).get_signature_runner("serving_default")
     assert set(runner.get_input_details()) == {"img", "aux"}
     assert set(runner.get_output_details()) == {"output_0", "output_1"}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])
+def test_letting_the_frozen_function_go_changes_no_byte(dtype, monkeypatch):
+    """The converter holds only stand-ins of the frozen function's tensors through the MLIR
+    conversion, calibration and quantization (``DROP_FROZEN_GRAPH``): the same flatbuffer as
+    TensorFlow's own flow, which keeps the frozen function (and a copy of every weight) alive."""
+    import bench_tflite_convert_route as route
+
+    from optimizer.graph import convert as graph_convert
+
+    made = []
+    real_init = graph_convert.TensorStandIn.__init__
+
+    def spy(self, tensor):
+        made.append(tensor.name)
+        real_init(self, tensor)
+
+    monkeypatch.setattr(graph_convert.TensorStandIn, "__init__", spy)
+    model = route.build("two_in_two_out")
+    dropped, _, _ = route.convert("frozen", model, dtype)
+    assert len(made) == 4  # two inputs, two outputs stood in for
+    monkeypatch.setattr(graph_convert, "DROP_FROZEN_GRAPH", False)
+    kept, _, _ = route.convert("frozen", model, dtype)
+    assert len(made) == 4
+    assert dropped == kept

@@ -136,3 +136,50 @@ def test_helpers_end_before_the_quantizer(tmp_path, monkeypatch):
                    measure_latency_=False)
     assert rep.calibration.workers == 2
     assert alive == [0]
+
+
+# ---------------------------------------------------------------- peak memory against the budget
+
+def test_budget_warning_says_what_peaked_how_much_and_what_to_do():
+    from optimizer.quantize.api import memory_budget_warning
+
+    line = memory_budget_warning(12_460_000_000, 4_000_000_000, "the per-channel TFLite conversion")
+    assert line is not None and "\n" not in line
+    assert "peak memory 12.46 GB during the per-channel TFLite conversion" in line
+    assert "more than --memory-budget 4.00 GB" in line
+    assert "quantize where 12.5 GB is free" in line and "--memory-budget 13GB" in line
+    assert "before quantizing began" in memory_budget_warning(5e9, 4e9, None)
+    assert memory_budget_warning(4_000_000_000, 4_000_000_000, "x") is None  # at the budget: fine
+    assert memory_budget_warning(None, 4_000_000_000, None) is None
+
+
+def test_peak_stages_name_the_stage_that_last_raised_the_peak(monkeypatch):
+    from optimizer.quantize import api
+
+    marks = iter([100, 100, 300, 300, 250, 900, 900])  # VmHWM read at start and after each stage
+    monkeypatch.setattr(api, "peak_rss_bytes", lambda: next(marks))
+    peaks = api.PeakStages()
+    assert peaks.after("loading") == 100 and peaks.stage is None  # the peak predates the stages
+    assert peaks.after("fp32") == 300 and peaks.stage == "fp32"
+    assert peaks.after("fidelity") == 300 and peaks.stage == "fp32"
+    assert peaks.after("odd read") == 300 and peaks.stage == "fp32"  # never lower
+    assert peaks.after("int8") == 900 and peaks.stage == "int8"
+    assert peaks.after("latency") == 900 and peaks.stage == "int8"
+
+
+@pytest.mark.slow
+def test_quantize_warns_once_when_its_peak_exceeds_the_budget(run_cli, tmp_path):
+    from optimizer.quantize import quantize
+
+    model = _tiny_keras(tmp_path / "tiny.keras")
+    common = ("--samples", "8", "--heldout", "2", "--calib-workers", "1", "--no-latency")
+    res = run_cli("quantize", model, "--out", tmp_path / "q.tflite", "--memory-budget", "50MB", *common)
+    assert res.exit_code == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if "more than --memory-budget 0.05 GB" in ln
+             and ln.startswith("warning: peak memory")]
+    assert len(lines) == 1, res.stderr
+    assert "resident" in res.stdout  # the table's peak memory row
+    rep = quantize(model, tmp_path / "r.tflite", samples=8, heldout=2, calib_workers=1, measure_latency_=False,
+                   memory_budget="1TB")
+    assert rep.peak_rss_bytes and rep.peak_rss_bytes < 1e12
+    assert not [w for w in rep.warnings if "--memory-budget" in w]

@@ -88,7 +88,11 @@ def _print_summary(rep) -> None:
     if rep.peak_rss_bytes:
         helper = (f"; largest calibrating helper {human_count(rep.helper_peak_rss_bytes)}B"
                   if rep.helper_peak_rss_bytes else "")
-        t.add_row("peak memory", f"{human_count(rep.peak_rss_bytes)}B resident{helper}")
+        during = f" during {rep.peak_stage}" if rep.peak_stage else ""
+        budget = c.memory_budget_bytes
+        over = (f" (over --memory-budget {human_count(budget)}B)" if budget and rep.peak_rss_bytes > budget
+                else "")
+        t.add_row("peak memory", f"{human_count(rep.peak_rss_bytes)}B resident{during}{over}{helper}")
     o = rep.ops
     floats = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.float_ops).items()) or "none"
     ios = ", ".join(f"{k} x{v}" for k, v in _count(e.op for e in o.conversion_ops).items()) or "none"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections import Counter
@@ -171,6 +172,36 @@ class Prepared:
     seed: int
     warnings: list[str] = field(default_factory=list)
     memory_budget: int = field(default_factory=lambda: parse_memory_budget(DEFAULT_MEMORY_BUDGET))
+    peaks: PeakStages = field(default_factory=lambda: PeakStages())
+
+
+class PeakStages:
+    """Which stage last raised this process's peak resident memory (``VmHWM``, read after each
+    stage by :meth:`after`); ``stage`` stays None while the peak is one reached before the first."""
+
+    def __init__(self) -> None:
+        self.peak = peak_rss_bytes()
+        self.stage: str | None = None
+
+    def after(self, stage: str) -> int:
+        """Record that ``stage`` just ended; returns the peak so far."""
+        now = peak_rss_bytes()
+        if now > self.peak:
+            self.peak, self.stage = now, stage
+        return self.peak
+
+
+def memory_budget_warning(peak_bytes: int | None, budget_bytes: int, stage: str | None) -> str | None:
+    """One line when the quantizing process's peak resident memory exceeded ``--memory-budget``
+    (what peaked, how much, the budget, what to do), else None. The budget plans calibration;
+    TensorFlow's conversions hold several copies of a model's float weights whatever it says."""
+    if not peak_bytes or peak_bytes <= budget_bytes:
+        return None
+    where = f" during {stage}" if stage else " before quantizing began"
+    return (f"peak memory {peak_bytes / 1e9:.2f} GB{where}, more than --memory-budget {budget_bytes / 1e9:.2f} GB "
+            "(the budget sizes calibration; TensorFlow's conversions hold several copies of the model's float "
+            f"weights): quantize where {math.ceil(peak_bytes / 1e8) / 10:.1f} GB is free (and give --memory-budget "
+            f"{-(-peak_bytes // 10**9)}GB)")
 
 
 def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
@@ -187,6 +218,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     say = progress or (lambda _msg: None)
     warnings: list[str] = []
     budget = parse_memory_budget(memory_budget)
+    peaks = PeakStages()
     say("loading model")
     if isinstance(model, (str, os.PathLike)):
         src = open_model(model, workdir, seed=seed, input_shapes=input_shapes)
@@ -198,6 +230,7 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
     cal = load_calibration(calib, src.inputs, src.preprocess, samples=samples, heldout=heldout,
                            seed=seed, workdir=workdir)
     warnings.extend(cal.notes)
+    peaks.after("loading the model")
     weights = "from the model file"
     if src.tflite_weights == "fp16":
         weights = "from the model file (FP16 weights; the FP16 file is the float reference)"
@@ -210,11 +243,14 @@ def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synth
                    f"estimated on {n_bn_batch} calibration samples")
         warnings.append(f"{src.name} has random weights (no downloads): fidelity figures measure "
                         "quantization noise, not task accuracy")
+        peaks.after("the batch-norm statistics passes")
     say("converting to FP32 TFLite")
     fp32 = convert_float(src)
+    peaks.after("the FP32 TFLite conversion")
     if src.source_path is not None and src.source_path.suffix.lower() == ".onnx" and cal.size("heldout"):
         weights = _onnx_conversion_note(src.source_path, fp32, cal, warnings)
-    return Prepared(src, cal, fp32, weights, samples, seed, warnings, budget)
+        peaks.after("the ONNX comparison")
+    return Prepared(src, cal, fp32, weights, samples, seed, warnings, budget, peaks)
 
 
 def _bn_frames_per_pass(src: ModelSource, budget: int) -> int:
@@ -265,8 +301,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     """Quantize a :class:`Prepared` model with one scheme, write ``out`` and report (see :func:`quantize`)."""
     io = check_options(scheme, io, threads, runs, warmup, calib_workers, mixed)
     say = progress or (lambda _msg: None)
-    src, cal = prep.src, prep.cal
-    fp32 = compact_model(prep.fp32, f"{src.name} (FP32)") if compact else prep.fp32
+    src, cal, peaks = prep.src, prep.cal, prep.peaks
     if scheme in INTEGER_SCHEMES:
         warnings = list(prep.warnings)
         say(f"quantizing ({scheme}, {cal.size()} calibration samples)")
@@ -288,6 +323,9 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
     quantized = functools.partial(_convert_int8, src, scheme, cal, io, plan, compact=compact, rewrite=rewrite,
                                   store=store)
     converted, as_converted, qbytes, rewrites, n_rsqrt = quantized(calib_info=calib_info)
+    peaks.after(f"the {scheme} TFLite conversion" + (" (calibration, quantization)" if integer else ""))
+    # compacted only now: a second copy of the FP32 reference is not held through the conversion
+    fp32 = compact_model(prep.fp32, f"{src.name} (FP32)") if compact else prep.fp32
     if n_rsqrt:
         warnings.append(f"{n_rsqrt} integer DIV(1, SQRT(x)) rewritten as RSQRT(x) (LiteRT's integer DIV "
                         "refuses a zero divisor; RSQRT takes it)")
@@ -301,19 +339,26 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         qbytes, mixed_info = _mixed_precision(src, cal, fp32, qbytes, lambda names: quantized(float_nodes=names)[2],
                                               threads, runs, warmup, as_converted, warnings)
         ops = analyse_tflite(qbytes, src.name)
+        peaks.after("the mixed-precision trials")
     say("comparing with FP32 on held-out inputs")
     fidelity = _fidelity(src, fp32, qbytes, cal, threads) if cal.size("heldout") else None
+    peaks.after("the fidelity comparison")
     if fidelity is None:
         warnings.append("no held-out samples: fidelity not measured")
     if measure_latency_:
         say("timing FP32 vs quantized inference")
     latency = _latency_report(fp32, qbytes, cal, threads, runs, warmup) if measure_latency_ else None
+    peaks.after("the latency measurement")
     delegation, summary, slow_or_split = None, None, False
     if integer:
         say("reading which operators XNNPACK runs")
         delegation = delegation_report(fp32, as_converted, qbytes, rewrites, threads,
                                        runs if measure_latency_ else 0, warmup)
         summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed, rewrite)
+    peak = peaks.after("the delegate analysis")
+    over = memory_budget_warning(peak, prep.memory_budget, peaks.stage)
+    if over:
+        warnings.append(over)
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
@@ -330,7 +375,7 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
         ops=_ops_info(ops), fidelity=fidelity, latency=latency, warnings=warnings,
-        peak_rss_bytes=peak_rss_bytes(), helper_peak_rss_bytes=calib_info.get("helper_peak_rss"),
+        peak_rss_bytes=peak, peak_stage=peaks.stage, helper_peak_rss_bytes=calib_info.get("helper_peak_rss"),
         transposes=TransposeInfo(fp32=analyse_tflite(fp32, f"{src.name} (FP32)").op_counts().get("TRANSPOSE", 0),
                                  quantized=ops.op_counts().get("TRANSPOSE", 0)),
         delegation=delegation, mixed=mixed_info, summary=summary, summary_warns=slow_or_split)

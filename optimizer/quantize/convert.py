@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, ModelFormatError, UnsupportedOperatorError
 from ..graph.convert import quiet_conversion
 from ..graph.convert import keras_tflite_converter, savedmodel_tflite_converter
+from ..workers import collect_and_release
 from .calibration import CalibrationSet, InputSpec
 from .parallel_calibration import CalibrationPlan, RepresentativeData, parallel_calibration
 
@@ -229,10 +230,14 @@ def convert_float(src: ModelSource) -> bytes:
     converter = src.converter()
     try:
         with quiet():
-            return bytes(converter.convert())
+            result = bytes(converter.convert())
     except Exception as exc:  # converter raises ConverterError/RuntimeError/ValueError
         raise UnsupportedOperatorError(f"{src.name}: TFLite cannot convert the model "
                                        f"({_converter_error(exc)})") from None
+    finally:  # the converter and what TensorFlow left in reference cycles, handed back
+        del converter
+        collect_and_release()
+    return result
 
 
 def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_type: str,
@@ -306,6 +311,9 @@ def convert_quantized(src: ModelSource, scheme: str, calib: CalibrationSet, io_t
         what = f"operator {match.group(1)}" if match and "quantiz" in msg.lower() else "the model"
         raise UnsupportedOperatorError(f"{src.name}: TFLite cannot quantize {what} with scheme "
                                        f"{scheme} ({msg})") from None
+    finally:  # the converter and its leftovers, handed back before the next stage (convert_float)
+        del converter
+        collect_and_release()
 
 
 @contextlib.contextmanager

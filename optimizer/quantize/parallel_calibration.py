@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..workers import proc_kb_bytes, stop_pool
+from ..workers import collect_and_release, proc_kb_bytes, release_free_memory, stop_pool
 from .calibration import CalibrationSet
 from .flatbuffer import merge_calibration
 
@@ -203,23 +203,6 @@ def rss_bytes() -> int:
     return proc_kb_bytes("/proc/self/status", "VmRSS") or 0
 
 
-def release_free_memory() -> None:
-    """Hand memory this process has freed back to the system (glibc's ``malloc_trim(0)``):
-    TensorFlow's CPU tensors come from ``malloc``, and after a large Keras call the freed
-    blocks otherwise stay resident in the allocator's arenas, so :func:`rss_bytes` would
-    count them as held. No-op where glibc is not the C library."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "malloc_trim"):
-            libc.malloc_trim(0)
-    except OSError:
-        pass
-
-
 def peak_rss_bytes() -> int:
     """Peak resident bytes of this process: ``VmHWM`` of ``/proc/self/status`` (the high-water
     mark of its own address space), else ``getrusage`` max RSS. (``ru_maxrss`` of a spawned child
@@ -311,7 +294,10 @@ def parallel_calibration(workers: int, batch: int = CALIB_BATCH,
             except Exception:  # noqa: BLE001 — e.g. a batch-1 graph: calibrate sample by sample
                 if batch == 1:
                     raise
-                return run(self._model_content, cal, 1)
+            # outside the handler: the failed attempt's frames (its recorder, its batch) go with
+            # the exception instead of staying alive through the second attempt
+            collect_and_release()
+            return run(self._model_content, cal, 1)
 
     module.Calibrator = ParallelCalibrator
     try:

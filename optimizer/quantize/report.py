@@ -169,6 +169,9 @@ class QuantizeReport(_Strict):
     #: since it started) and of its largest calibrating helper process (None without helpers)
     peak_rss_bytes: int | None = None
     helper_peak_rss_bytes: int | None = None
+    #: the stage during which ``peak_rss_bytes`` was reached (e.g. "the per-channel TFLite
+    #: conversion (calibration, quantization)"); None when reached before quantizing began
+    peak_stage: str | None = None
     transposes: TransposeInfo | None = None
     delegation: DelegationReport | None = None
     mixed: MixedInfo | None = None
