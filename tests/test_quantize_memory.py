@@ -141,7 +141,7 @@ def test_helpers_end_before_the_quantizer(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- peak memory against the budget
 
 def test_budget_warning_says_what_peaked_how_much_and_what_to_do():
-    from optimizer.quantize.api import memory_budget_warning
+    from optimizer.quantize.peak_memory import memory_budget_warning
 
     line = memory_budget_warning(12_460_000_000, 4_000_000_000, "the per-channel TFLite conversion")
     assert line is not None and "\n" not in line
@@ -154,7 +154,7 @@ def test_budget_warning_says_what_peaked_how_much_and_what_to_do():
 
 
 def test_peak_stages_name_the_stage_that_last_raised_the_peak(monkeypatch):
-    from optimizer.quantize import api
+    from optimizer.quantize import peak_memory as api
 
     marks = iter([100, 100, 300, 300, 250, 900, 900])  # VmHWM read at start and after each stage
     monkeypatch.setattr(api, "peak_rss_bytes", lambda: next(marks))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 from collections import Counter
@@ -27,7 +26,8 @@ from .delegation import FEW_PARTITIONS, host_delegation, time_segments
 from .evaluate import FidelityStats, TfliteRunner, measure_latency_pair
 from .mixed import MIXED_MODES, choose_float_ops, int8_mac_share
 from .rewrites import rewrite_for_xnnpack
-from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, peak_rss_bytes, plan_calibration
+from .parallel_calibration import MAIN_PROCESS_BYTES, frame_bytes_of, plan_calibration
+from .peak_memory import PeakStages
 from .inspect import OpsAnalysis, analyse_tflite
 from .report import (CalibrationInfo, DelegateInfo, DelegationReport, FidelityInfo, LatencyInfo, LatencyReport,
                      MixedInfo, MixedTrialInfo, OpEntry, OpsInfo, OutputFidelity, QuantizeReport, SegmentTime,
@@ -173,35 +173,6 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
     memory_budget: int = field(default_factory=lambda: parse_memory_budget(DEFAULT_MEMORY_BUDGET))
     peaks: PeakStages = field(default_factory=lambda: PeakStages())
-
-
-class PeakStages:
-    """Which stage last raised this process's peak resident memory (``VmHWM``, read after each
-    stage by :meth:`after`); ``stage`` stays None while the peak is one reached before the first."""
-
-    def __init__(self) -> None:
-        self.peak = peak_rss_bytes()
-        self.stage: str | None = None
-
-    def after(self, stage: str) -> int:
-        """Record that ``stage`` just ended; returns the peak so far."""
-        now = peak_rss_bytes()
-        if now > self.peak:
-            self.peak, self.stage = now, stage
-        return self.peak
-
-
-def memory_budget_warning(peak_bytes: int | None, budget_bytes: int, stage: str | None) -> str | None:
-    """One line when the quantizing process's peak resident memory exceeded ``--memory-budget``
-    (what peaked, how much, the budget, what to do), else None. The budget plans calibration;
-    TensorFlow's conversions hold several copies of a model's float weights whatever it says."""
-    if not peak_bytes or peak_bytes <= budget_bytes:
-        return None
-    where = f" during {stage}" if stage else " before quantizing began"
-    return (f"peak memory {peak_bytes / 1e9:.2f} GB{where}, more than --memory-budget {budget_bytes / 1e9:.2f} GB "
-            "(the budget sizes calibration; TensorFlow's conversions hold several copies of the model's float "
-            f"weights): quantize where {math.ceil(peak_bytes / 1e8) / 10:.1f} GB is free (and give --memory-budget "
-            f"{-(-peak_bytes // 10**9)}GB)")
 
 
 def prepare(model: Any, workdir: Path, *, calib: str | os.PathLike[str] = "synthetic",
@@ -356,21 +327,11 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
                                        runs if measure_latency_ else 0, warmup)
         summary, slow_or_split = speed_summary(delegation, latency, mixed_info, mixed, rewrite)
     peak = peaks.after("the delegate analysis")
-    over = memory_budget_warning(peak, prep.memory_budget, peaks.stage)
-    if over:
-        warnings.append(over)
+    warnings.extend(peaks.over_budget(prep.memory_budget))
     report = QuantizeReport(
         model=src.name, weights=prep.weights, scheme=scheme, io=io, output=str(out_path),
         output_sha256=sha256_bytes(qbytes), conversion_s=conversion_s,
-        calibration=CalibrationInfo(source=cal.source, samples_requested=prep.samples_requested,
-                                    samples_used=cal.size() if scheme in INTEGER_SCHEMES else 0,
-                                    heldout=cal.size("heldout"), seed=prep.seed,
-                                    batch=calib_info.get("batch"), workers=calib_info.get("workers"),
-                                    threads=calib_info.get("threads"),
-                                    memory_budget_bytes=prep.memory_budget,
-                                    frame_bytes=plan.frame_bytes if plan else None,
-                                    estimated_peak_bytes=(plan.estimate(calib_info.get("workers"), calib_info.get("batch"))
-                                                          if plan else None)),
+        calibration=_calibration_info(prep, scheme, calib_info, plan),
         sizes=SizeInfo(fp32_bytes=len(fp32), quantized_bytes=len(qbytes), ratio=len(qbytes) / len(fp32),
                        converter_bytes=len(converted), compacted=compact,
                        weight_bytes_by_type=ops.weight_types, per_channel_tensors=ops.per_channel_tensors),
@@ -381,6 +342,19 @@ def quantize_prepared(prep: Prepared, out: str | os.PathLike[str], *, scheme: st
         delegation=delegation, mixed=mixed_info, summary=summary, summary_warns=slow_or_split)
     atomic_write_bytes(out_path, qbytes)
     return report
+
+
+def _calibration_info(prep: Prepared, scheme: str, calib_info: dict[str, Any], plan: Any) -> CalibrationInfo:
+    """The report's calibration section: what was asked, used and planned within the budget."""
+    cal = prep.cal
+    return CalibrationInfo(source=cal.source, samples_requested=prep.samples_requested,
+                           samples_used=cal.size() if scheme in INTEGER_SCHEMES else 0,
+                           heldout=cal.size("heldout"), seed=prep.seed,
+                           batch=calib_info.get("batch"), workers=calib_info.get("workers"),
+                           threads=calib_info.get("threads"), memory_budget_bytes=prep.memory_budget,
+                           frame_bytes=plan.frame_bytes if plan else None,
+                           estimated_peak_bytes=(plan.estimate(calib_info.get("workers"), calib_info.get("batch"))
+                                                 if plan else None))
 
 
 def _calibration_plan(prep: Prepared, scheme: str, calib_workers: int | None, warnings: list[str]) -> Any:
