@@ -79,8 +79,7 @@ def channel_alignment(c: KernelConfig) -> int:
     Kernels vectorised over channels take another path for a count that does not fill their
     vector lanes: onnxruntime's INT8 depthwise convolution runs 56 x 56 x 144 in 0.42 ms and
     56 x 56 x 136 in 1.10 ms (0.9 against 2.6 ns per output, any count not a multiple of 16)."""
-    g = math.gcd(c.c_in, c.c_out) or 1
-    return min((g & -g).bit_length() - 1, MAX_ALIGN.bit_length() - 1)
+    return _power_of_two_exponent(math.gcd(c.c_in, c.c_out), MAX_ALIGN)
 
 
 def row_alignment(c: KernelConfig, nb: int) -> int:
@@ -92,8 +91,12 @@ def row_alignment(c: KernelConfig, nb: int) -> int:
     convolution runs at 500 GMAC/s for C = 192, 256, 320 and at 260-330 GMAC/s for C = 224, 240,
     248, 264, 272, 288; a 1 x 1 at 410-440 against 290-310; at two threads 1,410-1,450 against
     1,080-1,120. The output channels, FP32 and onnxruntime's INT8 kernels showed no such step."""
-    v = c.c_in * nb
-    return min((v & -v).bit_length() - 1, LINE_BYTES.bit_length() - 1) if v > 0 else 0
+    return _power_of_two_exponent(c.c_in * nb, LINE_BYTES)
+
+
+def _power_of_two_exponent(v: int, cap: int) -> int:
+    """log2 of the largest power of two, up to ``cap`` (a power of two), dividing ``v`` (0 for 0)."""
+    return min((v & -v).bit_length() - 1, cap.bit_length() - 1) if v > 0 else 0
 
 
 def reference_s(configs: Sequence[KernelConfig], dtype: str, runs: bool = False) -> np.ndarray:

@@ -37,11 +37,12 @@ def frames_per_call(graph: LayerGraph, first: int = 0, end: int | None = None,
 
     The call gets :data:`EXPORT_CALL_SHARE` of ``budget`` bytes (default: quantize's 4 GB) less
     what this process already holds beyond the TensorFlow runtime (its resident bytes after
-    freed memory is handed back, :func:`~optimizer.quantize.parallel_calibration.release_free_memory`):
+    freed memory is handed back, :func:`~optimizer.workers.release_free_memory`):
     the Keras model, the converter's state and the blocks earlier calls left, which at 640x640
     reach 1-1.5 GB."""
     from ..quantize.api import DEFAULT_MEMORY_BUDGET, frames_within, parse_memory_budget
-    from ..quantize.parallel_calibration import MAIN_PROCESS_BYTES, release_free_memory, rss_bytes
+    from ..quantize.parallel_calibration import MAIN_PROCESS_BYTES, rss_bytes
+    from ..workers import release_free_memory
 
     total = parse_memory_budget(DEFAULT_MEMORY_BUDGET) if budget is None else budget
     release_free_memory()
