@@ -92,8 +92,9 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     """Every layer's kernels after the fusion rules of ``rules``, the layer each folded layer
     folded into, and every layer's kind."""
     conv_acts = CONV_ACTIVATIONS.get(rules, frozenset())
-    clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     kinds = [canonical_kind(la.op_type) for la in graph.layers]
+    nchwc = rules == "onnxruntime" and dtype != "int8" and not _quantized(kinds)
+    clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     # an op type every importer spells differently: its kernel's kind; of a layer of several
     # kernels, the last's, which writes its output (a separable convolution's pointwise one takes
     # its batch norm and ReLU)
@@ -122,8 +123,13 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
                                             or (kind in conv_acts and base_kind in ("conv", "dwconv"))):
                 fold = True
                 activated.add(base)  # type: ignore[arg-type]
+                if nchwc and kind != "relu" and _nchwc_blocked(graph, base, channels_first(graph.fmt)):
+                    out[base] = out[base] + kernels  # type: ignore[index]  # MLAS's pass over the output
         if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds):
             fold = True
+        if not fold and kind == "add" and nchwc:
+            summed = _summing_convolution(graph, i, kinds, folded_into, activated)
+            fold, base = summed is not None, summed
         if fold:
             folded_into[i] = base if base is not None else i
             out.append([])
@@ -189,10 +195,8 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]
         if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
-            c_in = hwc_dims(graph.tensors[acts[0]].shape, first)[2]
-            c_out = hwc_dims(la.output_shapes[0], first)[2]
-            blocked[i] = c_out % NCHWC_ALIGN == 0 and (c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0)
-            wide_input[i] = blocked[i] and c_in >= NCHWC_BLOCK  # fewer channels: read NCHW directly
+            blocked[i] = _nchwc_blocked(graph, i, first)
+            wide_input[i] = blocked[i] and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
             if wide_input[i] and not producer_blocked(acts[0]):
                 extra.setdefault(i, []).append(reorder(acts[0]))
         elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
@@ -244,6 +248,53 @@ def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:
     if not keep or len(keep) == len(la.inputs):
         return la
     return replace(la, inputs=tuple(la.inputs[k] for k in keep), input_shapes=tuple(la.input_shapes[k] for k in keep))
+
+
+def _summing_convolution(graph: LayerGraph, i: int, kinds: list[str], folded_into: list[int | None],
+                         activated: set[int]) -> int | None:
+    """The NCHWc convolution that the addition ``i`` of two same-shaped activations folds into as
+    its sum input (onnxruntime's ``NchwcConvSumFusion``): the first operand's, else the second's,
+    producing convolution whose output only this addition reads and that took no activation yet
+    (a ReLU after the addition then fuses into it). ``None`` when neither operand qualifies."""
+    la = graph.layers[i]
+    acts = [t for t in la.inputs if t in graph.tensors]
+    if len(acts) != 2 or len({graph.tensors[t].shape for t in acts}) != 1:
+        return None
+    first = channels_first(graph.fmt)
+    for t in acts:
+        tensor = graph.tensors[t]
+        p = tensor.producer
+        if p < 0 or len(tensor.consumers) != 1 or len(graph.layers[p].outputs) != 1:
+            continue
+        k = folded_into[p] if folded_into[p] is not None else p
+        if (kinds[k] in ("conv", "dwconv") and k not in activated and _nchwc_blocked(graph, k, first)
+                and not _reads_a_channel_scaling(graph, k, kinds)):
+            return k
+    return None
+
+
+def _reads_a_channel_scaling(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
+    """Whether layer ``i`` reads a product by a per-channel activation (a squeeze-and-excitation's
+    scale): onnxruntime cannot prove that such a convolution's output has its addend's shape (the
+    scale's batch dimension comes from a reshape) and adds the two as reshaped blocked tensors
+    instead of fusing the sum (efficientnet_b0's ten additions; onnxruntime's ``TransformBinary``)."""
+    acts = [t for t in graph.layers[i].inputs if t in graph.tensors]
+    if not acts or graph.tensors[acts[0]].producer < 0:
+        return False
+    scale = graph.layers[graph.tensors[acts[0]].producer]
+    return (kinds[graph.tensors[acts[0]].producer] == "mul" and len(scale.input_shapes) == 2
+            and scale.input_shapes[0] != scale.input_shapes[1])
+
+
+def _nchwc_blocked(graph: LayerGraph, i: int, first: bool) -> bool:
+    """Whether onnxruntime runs the convolution or pooling ``i`` in its NCHWc layout (module doc)."""
+    la = graph.layers[i]
+    acts = [t for t in la.inputs if t in graph.tensors]
+    if not la.output_shapes or not acts:
+        return False
+    c_in = hwc_dims(graph.tensors[acts[0]].shape, first)[2]
+    c_out = hwc_dims(la.output_shapes[0], first)[2]
+    return c_out % NCHWC_ALIGN == 0 and (c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0)
 
 
 def _producer_kernel(graph: LayerGraph, i: int, folded_into: list[int | None]) -> int | None:
