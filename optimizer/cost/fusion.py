@@ -82,7 +82,9 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None, dtype: str = "fp32")
                 else [] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
                 for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
     if rules == "onnxruntime" and dtype != "int8":  # quantized, a model's convolutions are NHWC QLinearConv
-        for i, extra in nchwc_reorders(graph, kinds, folded_into).items():
+        layout = nchwc_layout(graph, kinds, folded_into)
+        fuse_nchwc_sums(graph, kinds, out, folded_into, layout[0])
+        for i, extra in nchwc_reorders(graph, kinds, layout).items():
             out[i] = out[i] + extra
     return out
 
@@ -123,13 +125,10 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
                                             or (kind in conv_acts and base_kind in ("conv", "dwconv"))):
                 fold = True
                 activated.add(base)  # type: ignore[arg-type]
-                if nchwc and kind != "relu" and _nchwc_blocked(graph, base, channels_first(graph.fmt)):
+                if nchwc and kind != "relu" and base is not None and _nchwc_blocked(graph, base, channels_first(graph.fmt)):
                     out[base] = out[base] + kernels  # type: ignore[index]  # MLAS's pass over the output
         if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds):
             fold = True
-        if not fold and kind == "add" and nchwc:
-            summed = _summing_convolution(graph, i, kinds, folded_into, activated)
-            fold, base = summed is not None, summed
         if fold:
             folded_into[i] = base if base is not None else i
             out.append([])
@@ -174,19 +173,40 @@ def _quantized(kinds: list[str]) -> bool:
     return any(k in QDQ_KINDS for k in kinds)
 
 
-def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | None]
-                   ) -> dict[int, list[KernelConfig]]:
-    """The layout conversions onnxruntime adds around its NCHWc layers (module doc), as
-    transpose kernels per layer index."""
+def nchwc_layout(graph: LayerGraph, kinds: list[str], folded_into: list[int | None]
+                 ) -> tuple[list[bool], list[bool]]:
+    """Which layers onnxruntime runs in its NCHWc layout (module doc), and which of those read
+    their input blocked (a convolution of at least one block of input channels)."""
     first = channels_first(graph.fmt)
     n = len(graph.layers)
     blocked = [False] * n
-    wide_input = [False] * n  # a blocked convolution or pooling that reads its input blocked
-    extra: dict[int, list[KernelConfig]] = {}
+    wide_input = [False] * n
 
     def producer_blocked(t: str) -> bool:
         p = graph.tensors[t].producer
         return p >= 0 and blocked[p]
+
+    for i, la in enumerate(graph.layers):
+        acts = [t for t in la.inputs if t in graph.tensors]
+        if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
+            blocked[i] = _nchwc_blocked(graph, i, first)
+            wide_input[i] = blocked[i] and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
+        elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
+            blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
+        elif kinds[i] in NCHWC_READERS and acts:
+            same = len({graph.tensors[t].shape for t in acts}) == 1 or kinds[i] == "concat"
+            blocked[i] = same and all(producer_blocked(t) for t in acts)
+    return blocked, wide_input
+
+
+def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool], list[bool]]
+                   ) -> dict[int, list[KernelConfig]]:
+    """The layout conversions onnxruntime adds around its NCHWc layers (:func:`nchwc_layout`), as
+    transpose kernels per layer index."""
+    first = channels_first(graph.fmt)
+    n = len(graph.layers)
+    blocked, wide_input = layout
+    extra: dict[int, list[KernelConfig]] = {}
 
     def reorder(t: str) -> KernelConfig:
         h, w, c = hwc_dims(graph.tensors[t].shape, first)
@@ -194,16 +214,8 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
 
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]
-        if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
-            blocked[i] = _nchwc_blocked(graph, i, first)
-            wide_input[i] = blocked[i] and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
-            if wide_input[i] and not producer_blocked(acts[0]):
-                extra.setdefault(i, []).append(reorder(acts[0]))
-        elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
-            blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
-        elif kinds[i] in NCHWC_READERS and acts:
-            same = len({graph.tensors[t].shape for t in acts}) == 1 or kinds[i] == "concat"
-            blocked[i] = same and all(producer_blocked(t) for t in acts)
+        if wide_input[i] and not (graph.tensors[acts[0]].producer >= 0 and blocked[graph.tensors[acts[0]].producer]):
+            extra.setdefault(i, []).append(reorder(acts[0]))
     for i, la in enumerate(graph.layers):
         if not blocked[i]:
             continue
@@ -213,6 +225,45 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], folded_into: list[int | 
                    for c in readers):
                 extra.setdefault(i, []).append(reorder(t))
     return extra
+
+
+def fuse_nchwc_sums(graph: LayerGraph, kinds: list[str], out: list[list[KernelConfig]],
+                    folded_into: list[int | None], blocked: list[bool]) -> None:
+    """Fold, in place, each addition of two same-shaped NCHWc tensors into the convolution that
+    produces one of them, and a ReLU after it too (onnxruntime's ``TransformBinary`` and
+    ``TransformActivation``): the convolution accumulates into its sum input and clamps. The
+    first operand's convolution is tried first; it must write only this addition's input, not
+    have taken an activation, and not read a per-channel scaling (:func:`_reads_a_channel_scaling`)."""
+    n = len(graph.layers)
+    activations = _CLAMPS | CONV_ACTIVATIONS["onnxruntime"]
+    activated = {folded_into[j] for j in range(n) if folded_into[j] not in (None, j) and kinds[j] in activations}
+    for i, la in enumerate(graph.layers):
+        acts = [t for t in la.inputs if t in graph.tensors]
+        if (kinds[i] != "add" or folded_into[i] is not None or not blocked[i] or len(acts) != 2
+                or len({graph.tensors[t].shape for t in acts}) != 1):
+            continue
+        for t in acts:
+            tensor = graph.tensors[t]
+            p = tensor.producer
+            if p < 0 or len(tensor.consumers) != 1 or len(graph.layers[p].outputs) != 1:
+                continue
+            k: int = folded_into[p] if folded_into[p] is not None else p  # type: ignore[assignment]
+            if kinds[k] in ("conv", "dwconv") and k not in activated and not _reads_a_channel_scaling(graph, k, kinds):
+                folded_into[i], out[i] = k, []
+                _fold_relu_after(graph, i, k, kinds, out, folded_into)
+                activated.add(k)
+                break
+
+
+def _fold_relu_after(graph: LayerGraph, i: int, k: int, kinds: list[str], out: list[list[KernelConfig]],
+                     folded_into: list[int | None]) -> None:
+    """Fold a ReLU reading only the output of the addition ``i``, now summed by ``k``, into ``k``."""
+    la = graph.layers[i]
+    if len(la.outputs) != 1 or la.outputs[0] not in graph.tensors:
+        return
+    readers = graph.tensors[la.outputs[0]].consumers
+    if len(readers) == 1 and readers[0] < len(graph.layers) and kinds[readers[0]] == "relu":
+        folded_into[readers[0]], out[readers[0]] = k, []
 
 
 def _dequantized_for_a_shape(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
@@ -248,29 +299,6 @@ def _weights_as_constants(graph: LayerGraph, la: Layer) -> Layer:
     if not keep or len(keep) == len(la.inputs):
         return la
     return replace(la, inputs=tuple(la.inputs[k] for k in keep), input_shapes=tuple(la.input_shapes[k] for k in keep))
-
-
-def _summing_convolution(graph: LayerGraph, i: int, kinds: list[str], folded_into: list[int | None],
-                         activated: set[int]) -> int | None:
-    """The NCHWc convolution that the addition ``i`` of two same-shaped activations folds into as
-    its sum input (onnxruntime's ``NchwcConvSumFusion``): the first operand's, else the second's,
-    producing convolution whose output only this addition reads and that took no activation yet
-    (a ReLU after the addition then fuses into it). ``None`` when neither operand qualifies."""
-    la = graph.layers[i]
-    acts = [t for t in la.inputs if t in graph.tensors]
-    if len(acts) != 2 or len({graph.tensors[t].shape for t in acts}) != 1:
-        return None
-    first = channels_first(graph.fmt)
-    for t in acts:
-        tensor = graph.tensors[t]
-        p = tensor.producer
-        if p < 0 or len(tensor.consumers) != 1 or len(graph.layers[p].outputs) != 1:
-            continue
-        k = folded_into[p] if folded_into[p] is not None else p
-        if (kinds[k] in ("conv", "dwconv") and k not in activated and _nchwc_blocked(graph, k, first)
-                and not _reads_a_channel_scaling(graph, k, kinds)):
-            return k
-    return None
 
 
 def _reads_a_channel_scaling(graph: LayerGraph, i: int, kinds: list[str]) -> bool:

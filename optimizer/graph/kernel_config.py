@@ -98,7 +98,10 @@ _KINDS: dict[str, str] = {
     "quantizelinear": "quantize", "dequantizelinear": "dequantize", "nonmaxsuppression": "postprocess",
     # one-operand element-wise passes of every format (tf2onnx writes a PReLU as Relu, Neg, Mul, Add)
     **{op: "unary" for op in ("neg", "abs", "floor", "ceil", "round", "sign", "reciprocal", "log", "erf", "sin",
-                              "cos", "not", "logical_not", "square", "softplus", "softsign")},
+                              "cos", "not", "logical_not", "square", "softplus", "softsign",
+                              # a power by a constant (a GELU's cube): a per-element pass, which no runtime
+                              # quantizes (onnxruntime runs it in float between conversions), not an addition
+                              "pow")},
 }
 #: op types of every importer's spelling -> canonical kind (keys: lower case, no separators but ``_``)
 KIND_OF_OP_TYPE: dict[str, str] = {**{k: k for k in OP_KINDS}, **_KINDS}
