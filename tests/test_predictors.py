@@ -542,6 +542,63 @@ def test_onnxruntime_nchwc_reorders_are_those_of_its_optimized_graph(tmp_path):
         assert (theirs == 0) == qdq
 
 
+def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimized_graph(tmp_path):
+    """onnxruntime FP32 folds an addition of two blocked tensors into the convolution writing one
+    of them (its sum input), with the ReLU after it, unless that convolution took an activation or
+    the other operand is not blocked; a convolution's Clip (ReLU6) is a pass over its output, priced
+    as a ReLU6 kernel on the convolution (MLAS fuses only ReLU into the kernel itself)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    rng = np.random.default_rng(0)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    inits = [w("w1", 32, 3, 3, 3), w("w2", 32, 32, 1, 1), w("w3", 32, 32, 1, 1), w("w4", 32, 32, 1, 1),
+             w("w5", 32, 32, 1, 1), w("slope", 32, 1, 1), numpy_helper.from_array(np.float32(0), "lo"),
+             numpy_helper.from_array(np.float32(6), "hi")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["c"]),
+             helper.make_node("Add", ["c", "b"], ["d"]),  # summed into w2's convolution ...
+             helper.make_node("Relu", ["d"], ["e"]),  # ... which then takes this ReLU
+             helper.make_node("Conv", ["e", "w3"], ["f"]),
+             helper.make_node("Relu", ["f"], ["g"]),
+             helper.make_node("Add", ["g", "e"], ["h"]),  # w3's convolution has its ReLU: stays an Add
+             helper.make_node("PRelu", ["h", "slope"], ["i"]),  # not blocked
+             helper.make_node("Conv", ["h", "w4"], ["j"]),
+             helper.make_node("Add", ["j", "i"], ["k"]),  # one operand not blocked: stays an Add
+             helper.make_node("Conv", ["k", "w5"], ["m"]),
+             helper.make_node("Clip", ["m", "lo", "hi"], ["y"])]
+    graph = helper.make_graph(nodes, "sums", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "sums.onnx"
+    onnx.save(model, str(path))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    theirs = onnx.load(str(tmp_path / "opt.onnx")).graph.node
+    summed = [n for n in theirs if n.op_type == "Conv" and len(n.input) > 3 and n.input[3]]
+    g = load_graph(str(path))
+    kernels = runtime_kernels(g, "onnxruntime")
+    kinds = {la.name: [k.kind for k in ks if k.kind != "transpose"] for la, ks in zip(g.layers, kernels, strict=True)}
+    adds = [la.name for la in g.layers if la.op_type == "Add"]
+    assert [kinds[a] for a in adds] == [[], ["add"], ["add"]]
+    assert len(summed) == 1 and sum(n.op_type == "Add" for n in theirs) == 2
+    relus = [la.name for la in g.layers if la.op_type == "Relu"]
+    assert [kinds[r] for r in relus] == [[], [], []]  # into their convolutions, the second through the sum
+    assert kinds[g.layers[-2].name] == ["conv", "relu6"] and kinds[g.layers[-1].name] == []
+    assert {a.s for n in theirs if n.op_type == "Conv" for a in n.attribute if a.name == "activation"} == {b"Relu",
+                                                                                                      b"Clip"}
+
+
 def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
     """tf2onnx writes a PReLU as Relu, Neg, Mul and Add: the Neg is work, probed as the kind
     ``unary`` (NEG / Neg); kinds the probes do not sample stand in for probed kinds of their family."""
@@ -549,7 +606,7 @@ def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_the
     from optimizer.measure.probes import prior_sample
     from optimizer.graph.kernel_config import KIND_FAMILY, canonical_kind
 
-    assert {canonical_kind(op) for op in ("Neg", "NEG", "Abs", "Erf", "Reciprocal")} == {"unary"}
+    assert {canonical_kind(op) for op in ("Neg", "NEG", "Abs", "Erf", "Reciprocal", "Pow", "POW")} == {"unary"}
     assert "unary" in PROBE_KINDS and "unary" in {c.kind for c in prior_sample(2000)}
     for kind, stand_in in (*STAND_IN_KINDS.items(), *QDQ_STAND_IN_KINDS.items()):
         assert stand_in in PROBE_KINDS and kind not in PROBE_KINDS
