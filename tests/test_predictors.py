@@ -599,6 +599,51 @@ def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimiz
                                                                                                       b"Clip"}
 
 
+def test_a_qdq_network_converts_its_float_input_and_output_in_kernels_of_their_own(tmp_path):
+    """An INT8 probe reads and writes 8-bit tensors, so the QuantizeLinear of a QDQ file's float
+    input and the DequantizeLinear of its float output are priced as kernels (a quantization as its
+    inverse pass, a probed kind); the conversions between operators stay in their operators."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.cost.predicted import QDQ_STAND_IN_KINDS
+    from optimizer.graph import load_graph
+
+    def const(name, value, dtype):
+        return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+    inits = [const("s", 0.05, np.float32), const("z", 128, np.uint8), const("ws", 0.01, np.float32),
+             const("wz", 0, np.int8), const("w", np.ones((8, 3, 3, 3)), np.int8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="in_q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="in_dq"),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], name="w_dq"),
+             helper.make_node("Conv", ["xd", "wd"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"], name="out_q"),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"], name="out_dq")]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "qdq.onnx"))
+    g = load_graph(str(tmp_path / "qdq.onnx"))
+    kinds = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime", "int8"),
+                                                             strict=True)}
+    assert kinds == {"in_q": ["quantize"], "in_dq": [], "w_dq": [], "conv": ["conv"], "out_q": [],
+                     "out_dq": ["dequantize"]}
+    assert QDQ_STAND_IN_KINDS["quantize"] == "dequantize"
+
+
+def test_a_split_is_the_slices_that_write_its_parts():
+    """A split copies each part out of its input: one slice kernel per output (not a free layer)."""
+    from optimizer.graph.layergraph import Layer
+
+    split = Layer(index=0, name="s", op="reshape", op_type="Split", block="", inputs=("x",), outputs=("a", "b"),
+                  input_shapes=((32, 80, 80),), output_shapes=((16, 80, 80), (16, 80, 80)), macs=0, params=0)
+    ks = layer_kernels(split, "onnx")
+    assert [(k.kind, k.c_in, k.c_out, k.h_out) for k in ks] == [("slice", 32, 16, 80)] * 2
+
+
 def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
     """tf2onnx writes a PReLU as Relu, Neg, Mul and Add: the Neg is work, probed as the kind
     ``unary`` (NEG / Neg); kinds the probes do not sample stand in for probed kinds of their family."""
@@ -865,7 +910,12 @@ def test_a_quantized_tensor_a_shape_reads_is_dequantized_by_a_kernel_of_its_own(
     g = _qdq_conv_transpose_shape(tmp_path, monkeypatch)
     kernels = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)}
     assert kernels["t_DequantizeLinear"] == ["dequantize"]
-    assert all(ks == [] for name, ks in kernels.items() if name.endswith("Linear") and name != "t_DequantizeLinear")
+    # the float input's quantization and the float output's dequantization are kernels too (the
+    # network's boundary, which no 8-bit probe converts); every other conversion is in an operator
+    boundary = {la.name for la in g.layers if set(la.inputs) & set(g.inputs) or set(la.outputs) & set(g.outputs)}
+    conversions = [name for name in kernels if name.endswith("Linear") and name != "t_DequantizeLinear"]
+    assert all(kernels[n] == [] for n in conversions if n not in boundary)
+    assert sorted(k for n in conversions if n in boundary for k in kernels[n]) == ["dequantize", "quantize"]
 
 
 def test_measured_conversions_are_charged_to_the_operator_they_serve(tmp_path, monkeypatch):

@@ -80,7 +80,8 @@ STAND_IN_KINDS: dict[str, str] = {
 #: ``DequantizeLinear`` and a ``QuantizeLinear``, so it is priced as a probed kind that does so too
 #: (a division as a subtraction, an exponential as a tanh), not as one onnxruntime runs quantized
 #: (a product: ``QLinearMul``; a sigmoid: ``QLinearSigmoid``'s table)
-QDQ_STAND_IN_KINDS: dict[str, str] = {**STAND_IN_KINDS, "div": "sub", "exp": "tanh", "elu": "tanh"}
+QDQ_STAND_IN_KINDS: dict[str, str] = {**STAND_IN_KINDS, "div": "sub", "exp": "tanh", "elu": "tanh",
+                                       "quantize": "dequantize"}  # a network's input conversion, the inverse pass
 #: a probed kind's stand-in in tables measured before it was probed (a negation as a ReLU)
 OLDER_TABLE_STAND_INS: dict[str, str] = {"unary": "relu"}
 

@@ -309,6 +309,9 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
         return [replace(base, kind="sigmoid", n_in=1), replace(base, kind="mul", n_in=2)]
     if kind == "concat":
         return [replace(base, c_in=max(c_out // max(base.n_in, 1), 1))]
+    if kind == "split" and layer.output_shapes:  # a copy of each part: the slices that write them
+        return [replace(base, kind="slice", n_in=1, h_out=h, w_out=w, c_out=c)
+                for h, w, c in (hwc_dims(o, first) for o in layer.output_shapes)]
     if kind == "gather":
         vocab = max(layer.params // max(c_out, 1), 1)
         rows = int(math.prod(out[:-1])) if len(out) > 1 else 1
