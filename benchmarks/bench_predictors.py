@@ -510,19 +510,27 @@ def decisions(configs: list[str], args: argparse.Namespace) -> None:
     def stages(k):
         return modeled.decode(modeled.encode(k[:2], [p if p >= 0 else None for p in k[2:]]))["stages"]
 
-    plans = {"predicted": host.plan(stages(pick)), "measured": host.plan(stages(best))}
-    again: dict[str, list[float]] = {n: [] for n in plans}
+    # one sweep's ranking is noise-led (a 2-stage pipeline on both cores moves by +-10 to 30 % between
+    # measurements): the sweep's best few and the predicted choice are re-measured, interleaved, and the
+    # best of them by its median is the measured optimum
+    top = sorted(measured, key=lambda k: -measured[k])[:args.top]
+    keys = list(dict.fromkeys([pick, *top]))
+    plans = {k: host.plan(stages(k)) for k in keys}
+    again: dict = {k: [] for k in keys}
     for _ in range(args.rounds):  # fresh, interleaved
-        for n, plan in plans.items():
-            again[n].append(host.measure_plan(plan)[0])
-    med = {n: statistics.median(v) for n, v in again.items()}
+        for k, plan in plans.items():
+            again[k].append(host.measure_plan(plan)[0])
+    med = {k: statistics.median(v) for k, v in again.items()}
+    best_again = max(med, key=lambda k: med[k])
     print(f"{args.model} @ {args.input_size} px, {len(graph)} {args.granularity}s, fp32 on host_cores: "
           f"{len(measured)} mappings measured")
     print(f"  chosen on predicted costs: {stages(pick)} -> {measured[pick]:.1f} fps measured in the sweep")
-    print(f"  best measured:             {stages(best)} -> {measured[best]:.1f} fps")
-    print(f"  re-measured interleaved ({args.rounds} rounds): predicted choice {med['predicted']:.1f}, measured "
-          f"choice {med['measured']:.1f} fps; ratio {med['predicted'] / med['measured']:.3f} (target >= 0.97); "
-          f"in the sweep {measured[pick] / measured[best]:.3f}")
+    print(f"  best in the sweep:         {stages(best)} -> {measured[best]:.1f} fps (sweep ratio "
+          f"{measured[pick] / measured[best]:.3f})")
+    for k in keys:
+        print(f"  re-measured ({args.rounds} rounds, interleaved): {stages(k)} {med[k]:.1f} fps"
+              + ("  <- predicted choice" if k == pick else "") + ("  <- best re-measured" if k == best_again else ""))
+    print(f"  predicted choice / best re-measured: {med[pick] / med[best_again]:.3f} (target >= 0.97)")
 
 
 REPORTS = {"report": report, "time": time_campaign, "transfer": transfer, "decisions": decisions}
@@ -571,6 +579,7 @@ def main() -> None:
     ap.add_argument("--input-size", type=int, default=96, help="decisions: its input size")
     ap.add_argument("--granularity", default="kernel", help="decisions: search granularity")
     ap.add_argument("--rounds", type=int, default=5, help="decisions: interleaved re-measurements")
+    ap.add_argument("--top", type=int, default=5, help="decisions: the sweep's best mappings re-measured")
     ap.add_argument("--prepare", action="store_true", help="decisions: convert every mapping's stage files only")
     ap.add_argument("--networks", default="", help="comma-separated networks to restrict every step to")
     args = ap.parse_args()
