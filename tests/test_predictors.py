@@ -594,7 +594,7 @@ def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimiz
     assert len(summed) == 1 and sum(n.op_type == "Add" for n in theirs) == 2
     relus = [la.name for la in g.layers if la.op_type == "Relu"]
     assert [kinds[r] for r in relus] == [[], [], []]  # into their convolutions, the second through the sum
-    assert kinds[g.layers[-2].name] == ["conv", "relu6"] and kinds[g.layers[-1].name] == []
+    assert kinds[g.layers[-2].name] == ["conv", "activation_pass"] and kinds[g.layers[-1].name] == []
     assert {a.s for n in theirs if n.op_type == "Conv" for a in n.attribute if a.name == "activation"} == {b"Relu",
                                                                                                       b"Clip"}
 
@@ -642,6 +642,37 @@ def test_a_split_is_the_slices_that_write_its_parts():
                   input_shapes=((32, 80, 80),), output_shapes=((16, 80, 80), (16, 80, 80)), macs=0, params=0)
     ks = layer_kernels(split, "onnx")
     assert [(k.kind, k.c_in, k.c_out, k.h_out) for k in ks] == [("slice", 32, 16, 80)] * 2
+
+
+def test_an_onnxruntime_fp32_campaign_times_the_activation_pass_that_prices_fused_activations(tmp_path):
+    """onnxruntime FP32 campaigns time one convolution with a ReLU and with a Clip: the difference
+    per output element prices a fused activation's pass (``activation_pass`` kernels); a table
+    without it prices the pass as a ReLU6 kernel, and other runtimes time no such pair."""
+    from types import SimpleNamespace
+
+    from optimizer.cost.predicted import family_layer_seconds
+    from optimizer.cost.predictor import predictors_for
+    from optimizer.measure.probe_campaign import ACTIVATION_PASS, InProcess, activation_pass_pair, run_campaign
+    from optimizer.measure.probe_runner import in_process_runner
+
+    fast = {"sample_s": 2e-4, "min_rounds": 2, "max_rounds": 3}
+    table = run_campaign(InProcess(in_process_runner("ort", 1), fast), "fp32", 12, tmp_path / "t.csv.gz",
+                         families=["eltwise"], adaptive_rounds=0)
+    rate = table.activation_pass_s_per_element
+    assert rate is not None and 1e-11 < rate < 1e-8  # 0.01 to 10 ns per element (0.39 on the dev host)
+    assert len(table.meta["activation_pass_samples_s"]) >= 1
+    assert activation_pass_pair("tflite", "fp32") == [] and activation_pass_pair("onnx", "int8") == []
+    assert ACTIVATION_PASS.out_elems == 56 * 56 * 64
+    fused = KernelConfig("activation_pass", 20, 20, 64, 20, 20, 64)
+    graph = SimpleNamespace(layers=[None])
+    seconds, analytic = family_layer_seconds(graph, [[fused]], predictors_for(table))
+    assert not analytic and seconds["eltwise"][0] == pytest.approx(rate * 20 * 20 * 64)
+    older = table.with_rows([], {"activation_pass_s_per_element": None})  # a table from before the pair
+    older.meta.pop("activation_pass_s_per_element")
+    relu6 = predictors_for(older).predictor("eltwise")
+    if relu6 is not None and "relu6" in relu6.kinds:
+        seconds, _ = family_layer_seconds(graph, [[fused]], predictors_for(older))
+        assert seconds["eltwise"][0] == pytest.approx(relu6.predict([replace(fused, kind="relu6")])[0])
 
 
 def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
@@ -1047,7 +1078,8 @@ class _Counting:
 
         if self.stop_after is not None and self.timed >= self.stop_after:
             raise KeyboardInterrupt
-        self.timed += sum(name not in ("overhead", "node-chain") and not is_reference(name) for name, _ in models)
+        self.timed += sum(name not in ("overhead", "node-chain") and not name.startswith("activation-")
+                          and not is_reference(name) for name, _ in models)
         return self.inner.measure(models, seed)
 
 

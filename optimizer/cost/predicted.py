@@ -75,6 +75,8 @@ def load_predictor_table(entry: Predictor, where: str = "") -> ProbeTable:
 STAND_IN_KINDS: dict[str, str] = {
     "sqrt": "unary", "rsqrt": "unary", "div": "mul", "minimum": "maximum",
     "squared_difference": "sub", "exp": "sigmoid", "elu": "sigmoid", "gelu": "tanh", "hard_sigmoid": "hard_swish",
+    # a fused activation's pass, where the table did not time the activation-pass pair: a ReLU6 kernel
+    "activation_pass": "relu6",
 }
 #: onnxruntime INT8 (QDQ) stand-ins: an operator without a quantized kernel runs in float between a
 #: ``DequantizeLinear`` and a ``QuantizeLinear``, so it is priced as a probed kind that does so too
@@ -105,7 +107,15 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     analytic: dict[int, str] = {}
     out: dict[str, np.ndarray] = {}
     stand_in = stand_in_kinds(predictors.table)
+    per_element = predictors.table.activation_pass_s_per_element
     for family, items in by_family.items():
+        if per_element is not None:  # a fused activation's pass: the table's measured time per element
+            passes = [(i, k) for i, k in items if k.kind == "activation_pass"]
+            items = [(i, k) for i, k in items if k.kind != "activation_pass"]
+            if passes:
+                out[family] = np.zeros(len(graph.layers))
+                np.add.at(out[family], np.array([i for i, _ in passes]),
+                          [per_element * k.out_elems for _, k in passes])
         pred = predictors.predictor(family)
         if pred is not None:
             items = [(i, replace(k, kind=stand_in[k.kind]))
@@ -118,9 +128,8 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
                 analytic.setdefault(i, f"no {k.kind} probes")
         ok = [(i, k) for i, k in items if pred is not None and k.kind in pred.kinds]
         if ok:
-            seconds = np.zeros(len(graph.layers))
+            seconds = out.setdefault(family, np.zeros(len(graph.layers)))
             np.add.at(seconds, np.array([i for i, _ in ok]), pred.predict([k for _, k in ok]))  # type: ignore[union-attr]
-            out[family] = seconds
     for seconds in out.values():
         seconds[list(analytic)] = 0.0
     return out, analytic
@@ -139,7 +148,8 @@ def price_layers(graph: LayerGraph, kernels: list[list[KernelConfig]], predictor
     or ``analytic_s`` where a kernel has no predictor; and the reason of every layer priced
     analytically."""
     by_family, analytic = family_layer_seconds(graph, kernels, predictors)
-    seconds = predictors.table.node_overhead_s * np.array([len(ks) for ks in kernels], dtype=np.float64)
+    nodes = [sum(k.kind != "activation_pass" for k in ks) for ks in kernels]  # a fused pass is no node
+    seconds = predictors.table.node_overhead_s * np.array(nodes, dtype=np.float64)
     for family, s in by_family.items():
         seconds += s * correction_of(corrections or {}, family)
     for i in analytic:

@@ -49,6 +49,9 @@ KIND_FAMILY: dict[str, str] = {
     "postprocess": "postprocess", "identity": "other", "other": "other",
     # appended, so that the kinds before keep their codes (a predictor's feature)
     "unary": "eltwise",
+    # a convolution's fused activation that onnxruntime's MLAS runs as a pass over its output
+    # (:mod:`optimizer.cost.fusion`), priced per element where the table measured it
+    "activation_pass": "eltwise",
 }
 OP_KINDS: tuple[str, ...] = tuple(KIND_FAMILY)
 #: element-wise kinds with two (or more) operands

@@ -12,7 +12,10 @@ spends per node of a network beyond the kernel's work (``node_overhead_s``, adde
 the predictor: onnxruntime's is about 0.7 us, which a 200-node detector pays 200 times); and the speed
 reference's kernels (:mod:`~.speed_reference`), timed at checkpoints between the samples, whose
 level each sample is divided by; the group's median level is kept per row (``reference_s``).
-Where the runtime wraps
+On onnxruntime FP32 each group also times one convolution with a ReLU and with a Clip(0, 6): MLAS
+runs an activation other than a ReLU as a pass over a convolution's output, whose time per output
+element the pair's difference gives (``activation_pass_s_per_element``, priced per fused
+activation by the predictor). Where the runtime wraps
 a lone kernel in layout conversions that a network's consecutive kernels do not need
 (onnxruntime's NCHWc ``ReorderInput``/``ReorderOutput`` around a convolution), their share of the
 operator time, read from the runtime's node profiler, is left out of the kernel's time.
@@ -41,6 +44,8 @@ from .speed_reference import REFERENCE_VERSION, is_reference, level_timings, ref
 #: the overhead probe: the smallest kernel a runtime can run
 OVERHEAD = KernelConfig("add", n_in=2)
 NODE_CHAIN = 17  # overhead kernels chained in the node-chain probe
+#: the activation-pass pair's convolution (onnxruntime FP32): 200,704 output elements, 0.8 MB
+ACTIVATION_PASS = KernelConfig("conv", 56, 56, 64, 56, 56, 64, k=1, stride=1)
 GROUP_PROBES = 16  # probes loaded and timed together (interleaved)
 GROUP_BYTES = 384 * 2**20  # and at most this many weight and activation bytes among them
 ADAPTIVE_SHARE = 0.25  # of the budget kept for adaptive sampling
@@ -166,6 +171,16 @@ def open_table(path: Path, meta: dict[str, Any], fmt: str = "") -> ProbeTable:
     return table
 
 
+def activation_pass_pair(fmt: str, dtype: str, seed: int = 0) -> list[tuple[str, bytes]]:
+    """The activation-pass pair (module doc) where a runtime has one (onnxruntime FP32), else none."""
+    if fmt != "onnx" or dtype != "fp32":
+        return []
+    from .probe_onnx import with_clip_activation
+
+    relu = probe_model(ACTIVATION_PASS, fmt, dtype, seed)
+    return [("activation-relu", relu), ("activation-clip", with_clip_activation(relu))]
+
+
 def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources: Sequence[str], runner: ProbeRunner,
                     dtype: str, path: Path, *, seed: int = 0, progress: Progress | None = None,
                     stage: str = "probes") -> ProbeTable:
@@ -179,9 +194,12 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
     overheads = list(table.meta.get("overhead_samples_s", []))
     nodes = list(table.meta.get("node_overhead_samples_s", []))
     levels = list(table.meta.get("reference_levels_s", []))
+    passes = list(table.meta.get("activation_pass_samples_s", []))
     references = reference_models(runner.fmt, dtype, seed)
+    pair = activation_pass_pair(runner.fmt, dtype, seed)
     fixed = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)),
-             ("node-chain", probe_model(OVERHEAD, runner.fmt, dtype, seed, repeat=NODE_CHAIN)), *references]
+             ("node-chain", probe_model(OVERHEAD, runner.fmt, dtype, seed, repeat=NODE_CHAIN)), *pair, *references]
+    lead = 2 + len(pair)  # the fixed probes timed for themselves, before the references
     for group in _groups([c for c, _ in todo], dtype):
         models = fixed + [(probe_id(todo[i][0], dtype), probe_model(todo[i][0], runner.fmt, dtype, seed))
                           for i in group]
@@ -189,13 +207,16 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
         done += len(group)
         if any(t is None for t in timings[:len(fixed)]):  # a phone's script has yet to time this group
             continue
-        levelled = level_timings(timings, range(2, len(fixed)))
+        levelled = level_timings(timings, range(lead, len(fixed)))
         over = levelled.timings[0].median_s
         overheads.append(over)
         nodes.append(max(levelled.timings[1].median_s - over, 0.0) / (NODE_CHAIN - 1))
+        if pair:
+            relu, clip = levelled.timings[2].median_s, levelled.timings[3].median_s
+            passes.append(max(clip - relu, 0.0) / ACTIVATION_PASS.out_elems)
         levels.append(_sig(levelled.level_s))
         records = []
-        for i, t in zip(group, levelled.timings[2:], strict=True):
+        for i, t in zip(group, levelled.timings[lead:], strict=True):
             if not t.samples:
                 continue
             cfg, source = todo[i]
@@ -208,7 +229,10 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
                                           "overhead_samples_s": [round(v, 9) for v in overheads[-64:]],
                                           "node_overhead_s": float(np.median(nodes)),
                                           "node_overhead_samples_s": [round(v, 9) for v in nodes[-64:]],
-                                          "reference_version": REFERENCE_VERSION, "reference_levels_s": levels})
+                                          "reference_version": REFERENCE_VERSION, "reference_levels_s": levels,
+                                          **({"activation_pass_s_per_element": float(np.median(passes)),
+                                              "activation_pass_samples_s": [float(f"{v:.4g}") for v in passes[-64:]]}
+                                             if passes else {})})
         write_probe_table(table, path)
         if progress is not None:
             progress(done, total, stage)

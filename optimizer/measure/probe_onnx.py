@@ -104,6 +104,24 @@ def onnx_probe(cfg: KernelConfig, group: str, dtype: str, rng: np.random.Generat
     return bytes(model.SerializeToString())
 
 
+def with_clip_activation(model: bytes) -> bytes:
+    """An FP32 convolution probe (``model``, which ends in the ReLU every convolution probe takes)
+    with a Clip(0, 6) in place of that ReLU: MLAS fuses a ReLU into its NCHWc kernel and runs any
+    other activation as a pass over the output, which the pair's difference times."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load_from_string(bytes(model))
+    last = m.graph.node[-1]
+    if last.op_type != "Relu":
+        raise ValueError(f"expected a probe ending in a Relu, not {last.op_type}")
+    m.graph.initializer.extend([numpy_helper.from_array(np.array(0.0, np.float32), "clip_min"),
+                                numpy_helper.from_array(np.array(6.0, np.float32), "clip_max")])
+    last.op_type = "Clip"
+    last.input.extend(["clip_min", "clip_max"])
+    return bytes(m.SerializeToString())
+
+
 def _onnx_conv(b: _Onnx, cfg: KernelConfig) -> str:
     x = b.input((1, cfg.c_in, cfg.h_in, cfg.w_in))
     window = {"kernel_shape": [cfg.k, cfg.k], "strides": [cfg.stride] * 2}
