@@ -107,15 +107,15 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     analytic: dict[int, str] = {}
     out: dict[str, np.ndarray] = {}
     stand_in = stand_in_kinds(predictors.table)
-    per_element = predictors.table.activation_pass_s_per_element
+    points = predictors.table.activation_pass_points
     for family, items in by_family.items():
-        if per_element is not None:  # a fused activation's pass: the table's measured time per element
+        if points is not None:  # a fused activation's pass: the table's time per element at its size
             passes = [(i, k) for i, k in items if k.kind == "activation_pass"]
             items = [(i, k) for i, k in items if k.kind != "activation_pass"]
             if passes:
                 out[family] = np.zeros(len(graph.layers))
                 np.add.at(out[family], np.array([i for i, _ in passes]),
-                          [per_element * k.out_elems for _, k in passes])
+                          [activation_pass_seconds(points, k.out_elems) for _, k in passes])
         pred = predictors.predictor(family)
         if pred is not None:
             items = [(i, replace(k, kind=stand_in[k.kind]))
@@ -133,6 +133,13 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     for seconds in out.values():
         seconds[list(analytic)] = 0.0
     return out, analytic
+
+
+def activation_pass_seconds(points: list[tuple[int, float]], elements: int) -> float:
+    """Seconds of a fused activation's pass over ``elements`` outputs: the per-element time the
+    table measured, interpolated in the logarithm of the size between its points (held beyond)."""
+    sizes, rates = zip(*points, strict=True)
+    return elements * float(np.interp(np.log(elements), np.log(sizes), rates))
 
 
 def correction_of(corrections: dict[str, float], family: str) -> float:

@@ -32,8 +32,9 @@ per-invocation overhead, added once per network run by the predictor) and ``seed
 1 when absent: a campaign refuses to resume a table whose probes have changed since) and
 ``node_overhead_s`` (what the runtime spends per node of a network beyond the kernel's work, which
 a probe's time less the invocation overhead leaves out; added per kernel by the predictor; 0 when
-absent) and, for onnxruntime FP32, ``activation_pass_s_per_element`` (a convolution's fused
-activation other than a ReLU, per output element; the ``relu6`` predictor stands in when absent).
+absent) and, for onnxruntime FP32, ``activation_pass_points`` (a convolution's fused activation
+other than a ReLU: seconds per output element at two output sizes; the ``relu6`` predictor stands
+in when absent).
 """
 
 from __future__ import annotations
@@ -101,11 +102,12 @@ class ProbeTable:
         return float(self.meta.get("node_overhead_s", 0.0))
 
     @property
-    def activation_pass_s_per_element(self) -> float | None:
-        """Seconds per output element of a convolution's fused non-ReLU activation (onnxruntime FP32's
-        activation-pass pair, :mod:`optimizer.measure.probe_campaign`); None where not measured."""
-        v = self.meta.get("activation_pass_s_per_element")
-        return None if v is None else float(v)
+    def activation_pass_points(self) -> list[tuple[int, float]] | None:
+        """(output elements, seconds per element) of a convolution's fused non-ReLU activation at the
+        sizes onnxruntime FP32's activation-pass pairs timed (:mod:`optimizer.measure.probe_campaign`),
+        smallest first; None where not measured."""
+        points = self.meta.get("activation_pass_points")
+        return sorted((int(n), float(v)) for n, v in points) if points else None
 
     @property
     def columns(self) -> list[str]:
@@ -231,7 +233,7 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
     threads = meta["threads"]
     if not isinstance(threads, int) or threads < 1:
         raise SchemaError(f"{where}: threads {threads!r}; expected a positive integer")
-    for key in ("invoke_overhead_s", "node_overhead_s", "activation_pass_s_per_element"):
+    for key in ("invoke_overhead_s", "node_overhead_s"):
         over = meta.get(key, 0.0)
         if not isinstance(over, (int, float)) or isinstance(over, bool) or not math.isfinite(over) or over < 0:
             raise SchemaError(f"{where}: {key} {over!r}; expected non-negative seconds")

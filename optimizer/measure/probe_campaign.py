@@ -12,10 +12,11 @@ spends per node of a network beyond the kernel's work (``node_overhead_s``, adde
 the predictor: onnxruntime's is about 0.7 us, which a 200-node detector pays 200 times); and the speed
 reference's kernels (:mod:`~.speed_reference`), timed at checkpoints between the samples, whose
 level each sample is divided by; the group's median level is kept per row (``reference_s``).
-On onnxruntime FP32 each group also times one convolution with a ReLU and with a Clip(0, 6): MLAS
-runs an activation other than a ReLU as a pass over a convolution's output, whose time per output
-element the pair's difference gives (``activation_pass_s_per_element``, priced per fused
-activation by the predictor). Where the runtime wraps
+On onnxruntime FP32 each group also times two convolutions (:data:`ACTIVATION_PASSES`: an output
+that fits a core's cache, one that does not) each with a ReLU and with a Clip(0, 6): MLAS runs an
+activation other than a ReLU as a pass over a convolution's output, whose time per output element
+each pair's difference gives (``activation_pass_points``, interpolated by output size and priced
+per fused activation by the predictor). Where the runtime wraps
 a lone kernel in layout conversions that a network's consecutive kernels do not need
 (onnxruntime's NCHWc ``ReorderInput``/``ReorderOutput`` around a convolution), their share of the
 operator time, read from the runtime's node profiler, is left out of the kernel's time.
@@ -44,8 +45,10 @@ from .speed_reference import REFERENCE_VERSION, is_reference, level_timings, ref
 #: the overhead probe: the smallest kernel a runtime can run
 OVERHEAD = KernelConfig("add", n_in=2)
 NODE_CHAIN = 17  # overhead kernels chained in the node-chain probe
-#: the activation-pass pair's convolution (onnxruntime FP32): 200,704 output elements, 0.8 MB
-ACTIVATION_PASS = KernelConfig("conv", 56, 56, 64, 56, 56, 64, k=1, stride=1)
+#: the activation-pass pairs' convolutions (onnxruntime FP32): 200,704 output elements (0.8 MB) and
+#: 1,204,224 (4.8 MB); on the development host the pass costs 0.2 and 0.4 ns per element
+ACTIVATION_PASSES = (KernelConfig("conv", 56, 56, 64, 56, 56, 64, k=1, stride=1),
+                     KernelConfig("conv", 112, 112, 32, 112, 112, 96, k=1, stride=1))
 GROUP_PROBES = 16  # probes loaded and timed together (interleaved)
 GROUP_BYTES = 384 * 2**20  # and at most this many weight and activation bytes among them
 ADAPTIVE_SHARE = 0.25  # of the budget kept for adaptive sampling
@@ -171,14 +174,18 @@ def open_table(path: Path, meta: dict[str, Any], fmt: str = "") -> ProbeTable:
     return table
 
 
-def activation_pass_pair(fmt: str, dtype: str, seed: int = 0) -> list[tuple[str, bytes]]:
-    """The activation-pass pair (module doc) where a runtime has one (onnxruntime FP32), else none."""
+def activation_pass_pairs(fmt: str, dtype: str, seed: int = 0) -> list[tuple[str, bytes]]:
+    """The activation-pass pairs (module doc), a ReLU then a Clip probe per size of
+    :data:`ACTIVATION_PASSES`, where a runtime has them (onnxruntime FP32), else none."""
     if fmt != "onnx" or dtype != "fp32":
         return []
     from .probe_onnx import with_clip_activation
 
-    relu = probe_model(ACTIVATION_PASS, fmt, dtype, seed)
-    return [("activation-relu", relu), ("activation-clip", with_clip_activation(relu))]
+    out = []
+    for cfg in ACTIVATION_PASSES:
+        relu = probe_model(cfg, fmt, dtype, seed)
+        out += [(f"activation-relu-{cfg.out_elems}", relu), (f"activation-clip-{cfg.out_elems}", with_clip_activation(relu))]
+    return out
 
 
 def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources: Sequence[str], runner: ProbeRunner,
@@ -194,9 +201,10 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
     overheads = list(table.meta.get("overhead_samples_s", []))
     nodes = list(table.meta.get("node_overhead_samples_s", []))
     levels = list(table.meta.get("reference_levels_s", []))
-    passes = list(table.meta.get("activation_pass_samples_s", []))
+    passes: dict[str, list[float]] = {str(c.out_elems): [] for c in ACTIVATION_PASSES}
+    passes.update(table.meta.get("activation_pass_samples_s", {}))
     references = reference_models(runner.fmt, dtype, seed)
-    pair = activation_pass_pair(runner.fmt, dtype, seed)
+    pair = activation_pass_pairs(runner.fmt, dtype, seed)
     fixed = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)),
              ("node-chain", probe_model(OVERHEAD, runner.fmt, dtype, seed, repeat=NODE_CHAIN)), *pair, *references]
     lead = 2 + len(pair)  # the fixed probes timed for themselves, before the references
@@ -211,9 +219,9 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
         over = levelled.timings[0].median_s
         overheads.append(over)
         nodes.append(max(levelled.timings[1].median_s - over, 0.0) / (NODE_CHAIN - 1))
-        if pair:
-            relu, clip = levelled.timings[2].median_s, levelled.timings[3].median_s
-            passes.append(max(clip - relu, 0.0) / ACTIVATION_PASS.out_elems)
+        for j, cfg in enumerate(ACTIVATION_PASSES if pair else ()):
+            relu, clip = levelled.timings[2 + 2 * j].median_s, levelled.timings[3 + 2 * j].median_s
+            passes[str(cfg.out_elems)].append(max(clip - relu, 0.0) / cfg.out_elems)
         levels.append(_sig(levelled.level_s))
         records = []
         for i, t in zip(group, levelled.timings[lead:], strict=True):
@@ -230,9 +238,11 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
                                           "node_overhead_s": float(np.median(nodes)),
                                           "node_overhead_samples_s": [round(v, 9) for v in nodes[-64:]],
                                           "reference_version": REFERENCE_VERSION, "reference_levels_s": levels,
-                                          **({"activation_pass_s_per_element": float(np.median(passes)),
-                                              "activation_pass_samples_s": [float(f"{v:.4g}") for v in passes[-64:]]}
-                                             if passes else {})})
+                                          **({"activation_pass_points": [[int(n), float(np.median(v))]
+                                                                         for n, v in passes.items() if v],
+                                              "activation_pass_samples_s": {n: [float(f"{x:.4g}") for x in v[-64:]]
+                                                                            for n, v in passes.items()}}
+                                             if pair else {})})
         write_probe_table(table, path)
         if progress is not None:
             progress(done, total, stage)
