@@ -674,6 +674,12 @@ def test_an_onnxruntime_fp32_campaign_times_the_activation_pass_that_prices_fuse
     lo, hi = sorted(rate for _, rate in points)
     assert lo * middle.out_elems <= seconds["eltwise"][0] <= hi * middle.out_elems
     fused = middle
+    from optimizer.cost.probe_table import read_probe_table, write_probe_table
+
+    bad = table.with_rows([], {"activation_pass_points": [[200704, "fast"]]})
+    write_probe_table(bad, tmp_path / "bad.csv.gz")
+    with pytest.raises(SchemaError, match="activation_pass_points"):
+        read_probe_table(tmp_path / "bad.csv.gz")
     older = table.with_rows([], {"activation_pass_points": None})  # a table from before the pairs
     older.meta.pop("activation_pass_points")
     relu6 = predictors_for(older).predictor("eltwise")

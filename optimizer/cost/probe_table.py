@@ -237,6 +237,13 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
         over = meta.get(key, 0.0)
         if not isinstance(over, (int, float)) or isinstance(over, bool) or not math.isfinite(over) or over < 0:
             raise SchemaError(f"{where}: {key} {over!r}; expected non-negative seconds")
+    points = meta.get("activation_pass_points")
+    if points is not None and not (isinstance(points, list) and all(
+            isinstance(pt, list) and len(pt) == 2 and isinstance(pt[0], int) and not isinstance(pt[0], bool)
+            and pt[0] > 0 and isinstance(pt[1], (int, float)) and not isinstance(pt[1], bool)
+            and math.isfinite(pt[1]) and pt[1] >= 0 for pt in points)):
+        raise SchemaError(f"{where}: activation_pass_points {points!r}; expected [[output elements, "
+                          "seconds per element], ...] with positive counts and non-negative seconds")
 
 
 def read_probe_table(path: str | os.PathLike[str]) -> ProbeTable:

@@ -46,7 +46,7 @@ from .speed_reference import REFERENCE_VERSION, is_reference, level_timings, ref
 OVERHEAD = KernelConfig("add", n_in=2)
 NODE_CHAIN = 17  # overhead kernels chained in the node-chain probe
 #: the activation-pass pairs' convolutions (onnxruntime FP32): 200,704 output elements (0.8 MB) and
-#: 1,204,224 (4.8 MB); on the development host the pass costs 0.2 and 0.4 ns per element
+#: 1,204,224 (4.8 MB); on the development host the pass costs 0.21 and 0.28 ns per element
 ACTIVATION_PASSES = (KernelConfig("conv", 56, 56, 64, 56, 56, 64, k=1, stride=1),
                      KernelConfig("conv", 112, 112, 32, 112, 112, 96, k=1, stride=1))
 GROUP_PROBES = 16  # probes loaded and timed together (interleaved)
@@ -202,7 +202,8 @@ def measure_configs(table: ProbeTable, configs: Sequence[KernelConfig], sources:
     nodes = list(table.meta.get("node_overhead_samples_s", []))
     levels = list(table.meta.get("reference_levels_s", []))
     passes: dict[str, list[float]] = {str(c.out_elems): [] for c in ACTIVATION_PASSES}
-    passes.update(table.meta.get("activation_pass_samples_s", {}))
+    kept = table.meta.get("activation_pass_samples_s", {})
+    passes.update(kept if isinstance(kept, dict) else {})
     references = reference_models(runner.fmt, dtype, seed)
     pair = activation_pass_pairs(runner.fmt, dtype, seed)
     fixed = [("overhead", probe_model(OVERHEAD, runner.fmt, dtype, seed)),
