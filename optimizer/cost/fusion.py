@@ -87,7 +87,7 @@ def runtime_kernels(graph: LayerGraph, runtime: str | None, dtype: str = "fp32")
                 if _dequantized_for_a_shape(graph, i, kinds) or _converts_at_the_boundary(graph, i, kinds)
                 else [] if k in QDQ_KINDS or _clamps_into_quantize(graph, i, kinds) else ks
                 for i, (k, ks) in enumerate(zip(kinds, out, strict=True))]
-    if rules == "onnxruntime" and dtype != "int8":  # quantized, a model's convolutions are NHWC QLinearConv
+    if _runs_nchwc(rules, dtype, kinds):
         layout = nchwc_layout(graph, kinds, folded_into)
         fuse_nchwc_sums(graph, kinds, out, folded_into, layout[0])
         for i, extra in nchwc_reorders(graph, kinds, layout).items():
@@ -101,7 +101,7 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
     folded into, and every layer's kind."""
     conv_acts = CONV_ACTIVATIONS.get(rules, frozenset())
     kinds = [canonical_kind(la.op_type) for la in graph.layers]
-    nchwc = rules == "onnxruntime" and dtype != "int8" and not _quantized(kinds)
+    nchwc = _runs_nchwc(rules, dtype, kinds)
     clamp_into = CLAMP_PRODUCERS.get(rules, _DEFAULT_CLAMP_PRODUCERS)
     # an op type every importer spells differently: its kernel's kind; of a layer of several
     # kernels, the last's, which writes its output (a separable convolution's pointwise one takes
@@ -180,6 +180,18 @@ def _quantized(kinds: list[str]) -> bool:
     return any(k in QDQ_KINDS for k in kinds)
 
 
+def _runs_nchwc(rules: str, dtype: str, kinds: list[str]) -> bool:
+    """Whether onnxruntime runs the graph's convolutions in NCHWc (FP32; a QDQ file's or an INT8
+    model's convolutions are NHWC ``QLinearConv``)."""
+    return rules == "onnxruntime" and dtype != "int8" and not _quantized(kinds)
+
+
+def _producer_blocked(graph: LayerGraph, t: str, blocked: list[bool]) -> bool:
+    """Whether the layer writing tensor ``t`` (none for a graph input) runs NCHWc."""
+    p = graph.tensors[t].producer
+    return p >= 0 and blocked[p]
+
+
 def nchwc_layout(graph: LayerGraph, kinds: list[str], folded_into: list[int | None]
                  ) -> tuple[list[bool], list[bool]]:
     """Which layers onnxruntime runs in its NCHWc layout (module doc), and which of those read
@@ -188,11 +200,6 @@ def nchwc_layout(graph: LayerGraph, kinds: list[str], folded_into: list[int | No
     n = len(graph.layers)
     blocked = [False] * n
     wide_input = [False] * n
-
-    def producer_blocked(t: str) -> bool:
-        p = graph.tensors[t].producer
-        return p >= 0 and blocked[p]
-
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]
         if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
@@ -202,7 +209,7 @@ def nchwc_layout(graph: LayerGraph, kinds: list[str], folded_into: list[int | No
             blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
         elif kinds[i] in NCHWC_READERS and acts:
             same = len({graph.tensors[t].shape for t in acts}) == 1 or kinds[i] == "concat"
-            blocked[i] = same and all(producer_blocked(t) for t in acts)
+            blocked[i] = same and all(_producer_blocked(graph, t, blocked) for t in acts)
     return blocked, wide_input
 
 
@@ -221,7 +228,7 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool]
 
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]
-        if wide_input[i] and not (graph.tensors[acts[0]].producer >= 0 and blocked[graph.tensors[acts[0]].producer]):
+        if wide_input[i] and not _producer_blocked(graph, acts[0], blocked):
             extra.setdefault(i, []).append(reorder(acts[0]))
     for i, la in enumerate(graph.layers):
         if not blocked[i]:
@@ -325,11 +332,11 @@ def _reads_a_channel_scaling(graph: LayerGraph, i: int, kinds: list[str]) -> boo
     scale's batch dimension comes from a reshape) and adds the two as reshaped blocked tensors
     instead of fusing the sum (efficientnet_b0's ten additions; onnxruntime's ``TransformBinary``)."""
     acts = [t for t in graph.layers[i].inputs if t in graph.tensors]
-    if not acts or graph.tensors[acts[0]].producer < 0:
+    p = graph.tensors[acts[0]].producer if acts else -1
+    if p < 0:
         return False
-    scale = graph.layers[graph.tensors[acts[0]].producer]
-    return (kinds[graph.tensors[acts[0]].producer] == "mul" and len(scale.input_shapes) == 2
-            and scale.input_shapes[0] != scale.input_shapes[1])
+    shapes = graph.layers[p].input_shapes
+    return kinds[p] == "mul" and len(shapes) == 2 and shapes[0] != shapes[1]
 
 
 def _nchwc_blocked(graph: LayerGraph, i: int, first: bool) -> bool:
