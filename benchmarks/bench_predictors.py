@@ -77,9 +77,22 @@ BOUND = 0.10
 WORST = 0.25
 
 
+#: a configuration's runner -> (in-process runner, delegate): ``litertcpu`` is LiteRT's built-in kernels
+#: (``benchmark_model --use_xnnpack=false``), not a scored configuration (``transfer`` uses it)
+BENCH_RUNNERS = {"litert": ("litert", "xnnpack"), "litertcpu": ("litert", "cpu"), "ort": ("ort", "xnnpack")}
+
+
 def parse_config(config: str) -> tuple[str, str, int]:
     runner, dtype, t = config.split("-")
     return runner, dtype, int(t[1:])
+
+
+def config_runner(runner: str, threads: int):
+    """The in-process runner of a configuration's runner name (:data:`BENCH_RUNNERS`)."""
+    from optimizer.measure.probe_runner import in_process_runner
+
+    name, delegate = BENCH_RUNNERS[runner]
+    return in_process_runner(name, threads, delegate)
 
 
 #: ``--networks``: the networks every step is restricted to (empty: all)
@@ -89,7 +102,7 @@ ONLY: set[str] = set()
 def networks(runner: str) -> dict[str, tuple[str, dict | None]]:
     """name -> (model reference for load_graph, input shapes) of CONFIG's runner."""
     out: dict[str, tuple[str, dict | None]] = {m: (m, None) for m in ZOO}
-    for name, (rel, shapes) in PUBLIC[runner].items():
+    for name, (rel, shapes) in PUBLIC[BENCH_RUNNERS[runner][0]].items():
         out[name] = (str(THIRD / rel), shapes)
     return {k: v for k, v in out.items() if not ONLY or k in ONLY}
 
@@ -108,13 +121,12 @@ def host_device(config: str, table: Path):
     """The shipped host device with this configuration's predictor (cores = threads)."""
     from optimizer.hardware import load_device
     from optimizer.hardware.schema import Predictor
-    from optimizer.measure.probe_runner import IN_PROCESS
-
     runner, dtype, threads = parse_config(config)
+    runtime = config_runner(runner, threads).runtime
     dev = load_device("host")
-    entry = Predictor(runtime=IN_PROCESS[runner][0], dtype=dtype, threads=threads, table=str(table.resolve()))
+    entry = Predictor(runtime=runtime, dtype=dtype, threads=threads, table=str(table.resolve()))
     cpu = dev.processors[0].model_copy(update={"predictors": [entry], "cores": threads, "clusters": None})
-    return dev.model_copy(update={"processors": [cpu], "runtime": IN_PROCESS[runner][0]})
+    return dev.model_copy(update={"processors": [cpu], "runtime": runtime})
 
 
 # ------------------------------------------------------------------------------------------- steps
@@ -122,12 +134,11 @@ def host_device(config: str, table: Path):
 def step_probes(config: str, budget: int, near: bool = True) -> None:
     from optimizer.cost.probe_table import write_probe_table
     from optimizer.measure.probe_campaign import InProcess, run_campaign
-    from optimizer.measure.probe_runner import in_process_runner
 
     runner, dtype, threads = parse_config(config)
     path = probe_table_path(config)
     t0 = time.perf_counter()
-    r = InProcess(in_process_runner(runner, threads))
+    r = InProcess(config_runner(runner, threads))
     table = run_campaign(r, dtype, budget, path, progress=_progress)
     print(f"{config}: {len(table.rows)} default probes in {time.perf_counter() - t0:.0f} s", flush=True)
     default = OUT / "probes" / f"{config}-default.csv.gz"
@@ -146,7 +157,6 @@ def _progress(done: int, total: int, stage: str) -> None:
 
 
 def step_measure(config: str, process: int) -> None:
-    from optimizer.measure.probe_runner import in_process_runner
     from optimizer.measure.validate import environment, runtime_artifact, time_networks
 
     runner, dtype, threads = parse_config(config)
@@ -154,7 +164,7 @@ def step_measure(config: str, process: int) -> None:
     if out.is_file():
         print(f"{out} exists")
         return
-    r = in_process_runner(runner, threads)
+    r = config_runner(runner, threads)
     names, paths, shapes = [], [], []
     for name, (ref, sh) in networks(runner).items():
         try:
@@ -181,11 +191,10 @@ def step_measure(config: str, process: int) -> None:
 def step_layers(config: str) -> None:
     from optimizer.cost.probe_table import read_probe_table
     from optimizer.measure.device_predictors import measured_layer_times
-    from optimizer.measure.probe_runner import in_process_runner
     from optimizer.measure.validate import runtime_artifact
 
     runner, dtype, threads = parse_config(config)
-    r = in_process_runner(runner, threads)
+    r = config_runner(runner, threads)
     table = read_probe_table(probe_table_path(config))
     overhead, level = table.invoke_overhead_s, table.reference_s
     for name, (ref, sh) in networks(runner).items():
@@ -303,7 +312,7 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
                 g = load(ref, shapes)
                 # the file the runner executes (a zoo network's export, the quantized file at INT8) is what is
                 # priced: its operators are what runs (tf2onnx decompositions, float operators the quantizer kept)
-                fg = load(str(runtime_artifact(ref, g, "tflite" if runner == "litert" else "onnx", dtype)), shapes)
+                fg = load(str(runtime_artifact(ref, g, config_runner(runner, 1).fmt, dtype)), shapes)
                 pred = float(build_cost_table(fg, dev, dtype).whole_network_latency()[0])
             except Exception as exc:  # noqa: BLE001 - one network the importer cannot read is reported, not fatal
                 print(f"  {name:28s} not priced ({type(exc).__name__}: {str(exc)[:160]})", flush=True)
@@ -541,7 +550,7 @@ def step_artifacts(config: str) -> None:
     from optimizer.measure.validate import runtime_artifact
 
     runner, dtype, _ = parse_config(config)
-    fmt = "tflite" if runner == "litert" else "onnx"
+    fmt = config_runner(runner, 1).fmt
     for name, (ref, shapes) in networks(runner).items():
         t0 = time.perf_counter()
         try:

@@ -67,3 +67,8 @@ def keras() -> ModuleType:
 def litert_interpreter() -> type:
     """The LiteRT interpreter class (``ai_edge_litert.interpreter.Interpreter``)."""
     return _quiet_import("ai_edge_litert.interpreter").Interpreter
+
+
+def litert_builtin_resolver() -> object:
+    """The LiteRT op resolver of TFLite's built-in kernels without the default (XNNPACK) delegate."""
+    return _quiet_import("ai_edge_litert.interpreter").OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES

@@ -55,7 +55,7 @@ def calibrate(
     measure_cmd: Optional[str] = typer.Option(None, "--measure-cmd", help="With --runner cmd: the measurement command (PROTOCOL.md)."),
     runtime: Optional[str] = typer.Option(None, "--runtime", help="With --runner cmd: the runtime the command runs (default: the device's)."),
     probe_format: str = typer.Option("tflite", "--format", help="With --runner cmd: probe model format, tflite or onnx."),
-    delegate: str = typer.Option("xnnpack", "--delegate", help="With --runner adb: benchmark_model delegate: xnnpack, cpu, gpu or nnapi."),
+    delegate: str = typer.Option("xnnpack", "--delegate", help="With --runner litert: xnnpack (default) or cpu (TFLite's built-in kernels, as benchmark_model --use_xnnpack=false); with --runner adb: benchmark_model delegate: xnnpack, cpu, gpu or nnapi."),
     serial: Optional[str] = typer.Option(None, "--serial", help="With --runner adb: the phone's adb serial."),
 ) -> None:
     """Fidelity report of the device models (docs/METHODS.md sections 1-8); exit 1 when a row fails that

@@ -43,7 +43,7 @@ class RunnerSettings:
     measure_cmd: str | None = None
     runtime: str | None = None  # cmd: the runtime the command runs
     fmt: str = "tflite"  # cmd: probe model format
-    delegate: str = "xnnpack"  # adb: benchmark_model delegate
+    delegate: str = "xnnpack"  # litert: xnnpack or cpu (built-in kernels); adb: benchmark_model delegate
     serial: str | None = None  # adb: device serial
 
 
@@ -52,7 +52,7 @@ def make_runner(settings: RunnerSettings, device: Device, processor: str, folder
     if settings.threads < 1:
         raise ConfigError(f"--threads {settings.threads}: need at least 1")
     if settings.runner in IN_PROCESS:
-        return InProcess(in_process_runner(settings.runner, settings.threads))
+        return InProcess(in_process_runner(settings.runner, settings.threads, settings.delegate))
     from .probe_remote import AdbProbeRunner, CmdProbeRunner
 
     if settings.runner == "adb":
@@ -68,7 +68,7 @@ def make_runner(settings: RunnerSettings, device: Device, processor: str, folder
 def runner_runtime(settings: RunnerSettings, device: Device) -> str:
     """The runtime name a runner's tables and device entries carry."""
     if settings.runner in IN_PROCESS:
-        return IN_PROCESS[settings.runner][0]
+        return in_process_runner(settings.runner, settings.threads, settings.delegate).runtime
     if settings.runner == "adb":
         from .probe_remote import DELEGATES
 

@@ -14,7 +14,8 @@ inter-quartile range over the median is recorded as the spread. One-thread runs 
 calling thread's CPU time (:func:`clock_for`), which preemption by other processes cannot inflate.
 
 Runners hold the loaded models: :class:`LiteRTRunner` (``ai_edge_litert`` interpreter, whose
-default delegate is XNNPACK, at ``threads``) and :class:`OrtRunner` (onnxruntime's CPU execution
+default delegate is XNNPACK, at ``threads``; ``delegate="cpu"`` runs TFLite's built-in kernels
+instead, as ``benchmark_model --use_xnnpack=false`` does) and :class:`OrtRunner` (onnxruntime's CPU execution
 provider at ``threads`` intra-op threads, sequential execution, inputs and outputs bound once
 through ``IOBinding`` so no run allocates).
 """
@@ -36,6 +37,9 @@ from ..errors import ConfigError, MeasurementError
 Invoke = Callable[[], None]
 #: in-process runners: name -> (runtime name recorded in tables and device files, model format)
 IN_PROCESS: dict[str, tuple[str, str]] = {"litert": ("tflite_xnnpack", "tflite"), "ort": ("onnxruntime", "onnx")}
+#: the in-process LiteRT runner's delegates -> runtime name (the names ``benchmark_model``'s tables carry,
+#: :data:`optimizer.measure.probe_remote.DELEGATES`)
+LITERT_DELEGATES: dict[str, str] = {"xnnpack": "tflite_xnnpack", "cpu": "tflite_cpu"}
 
 
 @dataclass(frozen=True)
@@ -181,9 +185,19 @@ class _ThreadedRunner:
 
 
 class LiteRTRunner(_ThreadedRunner):
-    """Models run by the LiteRT interpreter (default XNNPACK delegate) at ``threads`` threads."""
+    """Models run by the LiteRT interpreter at ``threads`` threads: with its default XNNPACK
+    delegate, or (``delegate="cpu"``) with TFLite's built-in kernels only (the interpreter's
+    ``BUILTIN_WITHOUT_DEFAULT_DELEGATES`` op resolver, ``benchmark_model --use_xnnpack=false``)."""
 
-    name, runtime, fmt = "litert", "tflite_xnnpack", "tflite"
+    name, fmt = "litert", "tflite"
+
+    def __init__(self, threads: int = 1, delegate: str = "xnnpack") -> None:
+        super().__init__(threads)
+        if delegate not in LITERT_DELEGATES:
+            raise ConfigError(f"--delegate {delegate!r} with --runner litert; expected one of "
+                              f"{', '.join(LITERT_DELEGATES)} (gpu and nnapi run on a phone: --runner adb)")
+        self.delegate = delegate
+        self.runtime = LITERT_DELEGATES[delegate]
 
     @staticmethod
     def version() -> str:
@@ -199,13 +213,15 @@ class LiteRTRunner(_ThreadedRunner):
         MeasurementError
             LiteRT cannot load or run the model (one line naming the cause).
         """
-        from ..lazy import litert_interpreter, silenced_stderr
+        from ..lazy import litert_builtin_resolver, litert_interpreter, silenced_stderr
 
         interp_cls = litert_interpreter()
         try:
             with silenced_stderr():
                 kw: dict[str, Any] = ({"model_content": bytes(model)} if isinstance(model, (bytes, bytearray))
                                       else {"model_path": str(model)})
+                if self.delegate == "cpu":
+                    kw["experimental_op_resolver_type"] = litert_builtin_resolver()
                 interp = interp_cls(num_threads=self.threads, **kw)
                 interp.allocate_tensors()
             rng = np.random.default_rng(seed)
@@ -339,11 +355,15 @@ def _what(model: bytes | str | os.PathLike[str]) -> str:
     return "the probe model" if isinstance(model, (bytes, bytearray)) else str(model)
 
 
-def in_process_runner(name: str, threads: int) -> LiteRTRunner | OrtRunner:
-    """The in-process runner ``litert`` or ``ort`` at ``threads`` threads."""
+def in_process_runner(name: str, threads: int, delegate: str = "xnnpack") -> LiteRTRunner | OrtRunner:
+    """The in-process runner ``litert`` (with ``delegate``, :data:`LITERT_DELEGATES`) or ``ort`` at
+    ``threads`` threads."""
     if name == "litert":
-        return LiteRTRunner(threads)
+        return LiteRTRunner(threads, delegate)
     if name == "ort":
+        if delegate != "xnnpack":
+            raise ConfigError(f"--delegate {delegate!r} applies to --runner litert and adb, not ort "
+                              "(onnxruntime runs its CPU execution provider)")
         return OrtRunner(threads)
     raise ConfigError(f"unknown in-process runner {name!r}; expected {' or '.join(IN_PROCESS)}")
 
