@@ -247,6 +247,27 @@ def test_a_gather_of_fewer_rows_than_the_ids_range_builds_and_runs(fmt, runner):
         r.load(probe_model(KernelConfig("gather", rows=3, c_in=1, c_out=4), fmt, dtype))()
 
 
+def test_litert_cpu_delegate_runs_the_builtin_kernels():
+    """``--delegate cpu`` times TFLite's built-in kernels (``benchmark_model --use_xnnpack=false``, what
+    the public x86 logs ran): no delegate node in the interpreter, where the default has XNNPACK's;
+    its tables carry runtime ``tflite_cpu``. A delegate this process cannot run is refused."""
+    from optimizer.hardware import load_device
+    from optimizer.measure.device_predictors import RunnerSettings, runner_runtime
+    from optimizer.measure.probe_runner import in_process_runner
+
+    host = load_device("host")
+    blob = probe_model(KINDS["conv"], "tflite", "int8")
+    ops = {d: {o["op_name"] for o in in_process_runner("litert", 1, d).load(blob).__self__._get_ops_details()}
+           for d in ("xnnpack", "cpu")}
+    assert "DELEGATE" in ops["xnnpack"] and "DELEGATE" not in ops["cpu"] and "CONV_2D" in ops["cpu"], ops
+    assert runner_runtime(RunnerSettings(runner="litert", delegate="cpu"), host) == "tflite_cpu"
+    assert runner_runtime(RunnerSettings(runner="litert"), host) == "tflite_xnnpack"
+    with pytest.raises(ConfigError, match="--delegate 'gpu' with --runner litert; expected one of xnnpack, cpu"):
+        in_process_runner("litert", 1, "gpu")
+    with pytest.raises(ConfigError, match="applies to --runner litert and adb, not ort"):
+        in_process_runner("ort", 1, "cpu")
+
+
 def test_probe_bytes_are_seeded():
     cfg = KINDS["conv"]
     assert probe_model(cfg, "tflite", "int8", 3) == probe_model(cfg, "tflite", "int8", 3)
@@ -1224,7 +1245,7 @@ def test_onnxruntime_layer_times_of_a_quantized_file_are_its_kernels_inside_the_
 
 
 @pytest.mark.parametrize("case", ["other_runtime", "corrupt", "family", "validate_onnx", "other_dtype_entry",
-                                  "old_int8_probes"])
+                                  "old_int8_probes", "delegate", "builtin_table"])
 def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibrated, tmp_path, case):
     from optimizer.cost.probe_table import write_probe_table
 
@@ -1251,6 +1272,14 @@ def test_calibrate_bad_input_is_one_line_exit_2_nothing_written(run_cli, calibra
         write_probe_table(_synthetic_table([KINDS["conv"]], dtype="int8"), table)
         args += ["--probes", "20", "--table", str(table), "--dtype", "int8"]
         want = "old.csv.gz: its probes were built by probe models of version 1"
+    elif case == "delegate":  # a phone's delegate asked of the in-process runner
+        args += ["--probes", "20", "--delegate", "nnapi"]
+        want = "--delegate 'nnapi' with --runner litert; expected one of xnnpack, cpu"
+    elif case == "builtin_table":  # XNNPACK probes resumed by a built-in-kernel campaign
+        table = tmp_path / "xnn.csv.gz"
+        write_probe_table(_synthetic_table([KINDS["conv"]]).with_rows([], {"runner": "litert"}), table)
+        args += ["--probes", "20", "--table", str(table), "--delegate", "cpu"]
+        want = "measured with runtime 'tflite_xnnpack', this campaign uses 'tflite_cpu'"
     elif case == "validate_onnx":
         onnx = tmp_path / "m.onnx"
         onnx.write_bytes(probe_model(KINDS["conv"], "onnx", "fp32"))
