@@ -1372,6 +1372,34 @@ def test_a_profile_corrects_the_predictor_per_family_and_reports_what_it_cannot_
     assert abs(by["conv1x1"].after_s / by["conv1x1"].profile_s - 1) < 0.1
 
 
+def test_a_family_profiled_far_from_its_prediction_keeps_its_factor_without_moving_the_common_one(
+        host_with_table, zoo_graph):
+    """A family whose profiled kernel is not the one priced (the public quantized MobileNet's
+    AVERAGE_POOL_2D, 9 us, against the zoo network's MEAN, which TFLite's built-in INT8 kernel runs
+    in 0.84 ms here) gets its own factor; the common factor, which every family the profile does
+    not time takes, stays where the other families put it (a quadratic prior moved it x0.55)."""
+    import dataclasses
+    import warnings
+
+    from optimizer.graph.kernel_families import kernel_family
+    from optimizer.hardware import load_device
+    from optimizer.measure.profile_corrections import fit_corrections
+    from optimizer.measure.profile_import import import_profile
+
+    dev = load_device(host_with_table)
+    g = zoo_graph("mobilenet_v1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, match = import_profile(PROFILES / "tflite_x86_avx2_mobilenet_v1_float_1t_tflitesoc.txt", g, dev, "cpu",
+                                  "fp32")
+    pool = np.array([kernel_family(la) == "pool" for la in g.layers])
+    assert pool.any() and match.covered[pool].all()
+    off = dataclasses.replace(match, latency_s=np.where(pool, match.latency_s * 0.01, match.latency_s))
+    base, skewed = (fit_corrections(dev, "cpu", [m], "fp32").corrections for m in (match, off))
+    assert skewed["pool"] == pytest.approx(base["pool"] * 0.01, rel=0.2)
+    assert skewed["default"] == pytest.approx(base["default"], rel=0.1)
+
+
 def test_calibrate_from_profile_writes_corrections_the_cost_table_uses(run_cli, host_with_table, tmp_path):
     from optimizer.hardware import load_device
 

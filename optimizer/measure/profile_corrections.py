@@ -10,9 +10,11 @@ penalised least squares in logs (ridge regression towards a group mean, Gelman e
 Data Analysis*, ch. 5),
 
     minimise  sum_{p,f} (log(s_f Q_pf / P_pf) / sigma_f)^2 + sum_p (log(sum_f s_f Q_pf / P_p) / sigma_w)^2
-              + sum_f (log(s_f / g) / tau)^2
+              + sum_f rho(log(s_f / g) / tau),   rho(z) = log(1 + z^2)
 
-over ``s_f`` and the common factor ``g``, where ``Q_pf`` is the predicted and ``P_pf`` the
+over ``s_f`` and the common factor ``g``, with Cauchy's robust loss ``rho`` on the prior so that a
+family profiled far from its prediction (a different kernel than the one priced) keeps its own
+factor without moving ``g`` (Huber & Ronchetti, *Robust Statistics*, 2009, ch. 4), where ``Q_pf`` is the predicted and ``P_pf`` the
 profiled time of family ``f`` in profile ``p`` and ``P_p`` the profile's total. A family no profile
 times keeps ``g`` (the ``default`` correction) and is reported, never set from nothing; ``g``
 itself is fitted to everything the profiles time.
@@ -122,7 +124,11 @@ def fit_corrections(device: Device, processor: str, matches: list[ProfileMatch],
             after = sum(math.exp(x[index[f]]) * pred[f] for f in families if f in pred) + fallback
             if total > 0 and after > 0:
                 res.append(math.log(after / total) / WHOLE_SD)
-        res += [(x[index[f]] - x[0]) / PRIOR_SD for f in families]
+        # Cauchy's robust loss on the prior (log(1 + z^2) in place of z^2): a family whose profiled
+        # kernel is not the one priced (a MEAN priced, an AVERAGE_POOL_2D profiled: x0.011) takes its
+        # own factor without dragging the common one the unprofiled families get
+        z = np.array([(x[index[f]] - x[0]) / PRIOR_SD for f in families])
+        res += list(np.sign(z) * np.sqrt(np.log1p(z * z)))
         return np.asarray(res)
 
     fit = least_squares(residuals, np.zeros(len(families) + 1), method="lm")
