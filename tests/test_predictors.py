@@ -943,6 +943,48 @@ def test_the_node_overhead_is_charged_per_kernel(prior_configs, zoo_graph):
     assert np.allclose(more - base, 1e-3 * counts) and counts.max() == 2 and (counts == 0).any()
 
 
+def test_tiles_are_copies_and_onnxruntime_shape_nodes_cost_a_node(prior_configs, tmp_path):
+    """tf2onnx's nearest up-sampling (Reshape, Tile, Reshape) writes the larger tensor: the Tile is a
+    ``tile`` kernel of its output, priced as the concatenation writing it (it was priced as a free
+    reshape); the Shape, Cast and Unsqueeze of shape arithmetic and the Reshapes run as onnxruntime
+    nodes without a kernel, each charged a node's overhead (not under TFLite's rules)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels, runtime_nodes
+    from optimizer.cost.predicted import STAND_IN_KINDS, price_layers
+    from optimizer.cost.predictor import predictors_for
+    from optimizer.graph import load_graph
+    from optimizer.graph.kernel_config import canonical_kind
+
+    assert {canonical_kind(op) for op in ("Tile", "TILE", "Expand", "BROADCAST_TO")} == {"tile"}
+    assert STAND_IN_KINDS["tile"] == "concat"
+    init = [numpy_helper.from_array(np.array(v, dtype=np.int64), n) for n, v in
+            (("s6", [1, 8, 1, 20, 1, 20]), ("reps", [1, 1, 2, 1, 2, 1]), ("s4", [1, 8, 40, 40]), ("ax", [0]))]
+    nodes = [helper.make_node("Reshape", ["x", "s6"], ["r6"]), helper.make_node("Tile", ["r6", "reps"], ["t6"]),
+             helper.make_node("Reshape", ["t6", "s4"], ["y"]), helper.make_node("Shape", ["y"], ["shp"]),
+             helper.make_node("Cast", ["shp"], ["shpf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["shpf", "ax"], ["z"])]
+    graph = helper.make_graph(nodes, "ups", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 20, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 40, 40]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])], init)
+    path = tmp_path / "ups.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    g = load_graph(str(path))
+    op = g.op_view if g.op_view is not None else g
+    kernels = runtime_kernels(op, "onnxruntime")
+    types = [la.op_type for la in op.layers]
+    (tile,) = kernels[types.index("Tile")]
+    assert tile.kind == "tile" and tile.family == "layout" and tile.out_elems == 8 * 40 * 40 and 2 <= tile.n_in <= 4
+    assert dict(zip(types, runtime_nodes(op, "onnxruntime", kernels))) == {
+        "Reshape": 1, "Tile": 1, "Shape": 1, "Cast": 1, "Unsqueeze": 1}
+    assert sum(runtime_nodes(op, "tflite_xnnpack", runtime_kernels(op, "tflite_xnnpack"))) == 1  # the tile
+    table = _synthetic_table(prior_configs, runtime="onnxruntime").with_rows([], {"node_overhead_s": 1e-3})
+    seconds, analytic = price_layers(op, kernels, predictors_for(table), np.zeros(len(op.layers)))
+    assert not analytic and seconds[types.index("Tile")] > 1e-3
+    assert np.allclose([seconds[i] for i, t in enumerate(types) if t != "Tile"], 1e-3)
+
+
 def _qdq_conv_transpose_shape(tmp_path, monkeypatch):
     """A QDQ file of Conv -> Transpose -> {Shape, Relu}, quantized with a validation file's settings
     (without onnxruntime's optimizations first, which would fold this static ``Shape``)."""

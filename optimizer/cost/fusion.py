@@ -75,6 +75,22 @@ def runtime_family(runtime: str | None) -> str:
     return "onnxruntime" if runtime and ("onnx" in runtime or runtime.startswith("ort")) else "tflite"
 
 
+#: onnxruntime operators that run as nodes of their own without moving data a probe times (shape
+#: arithmetic, views): each costs a node's overhead (retinaface's INT8 file runs 56 of them)
+ORT_BARE_NODES = frozenset({"shape", "cast", "reshape", "squeeze", "unsqueeze", "flatten", "size", "range",
+                            "constantofshape"})
+
+
+def runtime_nodes(graph: LayerGraph, runtime: str | None, kernels: list[list[KernelConfig]]) -> list[int]:
+    """Nodes the runtime runs for each layer of ``graph`` given its ``kernels``
+    (:func:`runtime_kernels`): one per kernel (a fused activation's pass is none), and one for an
+    onnxruntime operator of :data:`ORT_BARE_NODES` that runs no priced kernel."""
+    bare = runtime_family(runtime) == "onnxruntime"
+    return [sum(k.kind != "activation_pass" for k in ks)
+            or int(bare and la.op_type.lower() in ORT_BARE_NODES)
+            for la, ks in zip(graph.layers, kernels, strict=True)]
+
+
 def runtime_kernels(graph: LayerGraph, runtime: str | None, dtype: str = "fp32") -> list[list[KernelConfig]]:
     """Kernels ``runtime`` runs for each layer of the op-view ``graph`` at ``dtype`` (module doc):
     an empty list for a layer folded away or moving no data."""

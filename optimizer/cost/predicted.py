@@ -38,7 +38,7 @@ from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Predictor
 from .analytic import analytic_costs, block_sums, with_fallback
 from .backends import BackendCosts, BackendInputs
-from .fusion import runtime_family, runtime_kernels
+from .fusion import runtime_family, runtime_kernels, runtime_nodes
 from .predictor import KernelPredictors, predictors_for
 from .probe_table import ProbeTable, check_table_for, read_probe_table
 
@@ -77,6 +77,8 @@ STAND_IN_KINDS: dict[str, str] = {
     "squared_difference": "sub", "exp": "sigmoid", "elu": "sigmoid", "gelu": "tanh", "hard_sigmoid": "hard_swish",
     # a fused activation's pass, where the table did not time the activation-pass pair: a ReLU6 kernel
     "activation_pass": "relu6",
+    # a copy into a larger output (no probe times one): the concatenation writing that output
+    "tile": "concat",
 }
 #: onnxruntime INT8 (QDQ) stand-ins: an operator without a quantized kernel runs in float between a
 #: ``DequantizeLinear`` and a ``QuantizeLinear``, so it is priced as a probed kind that does so too
@@ -151,11 +153,11 @@ def price_layers(graph: LayerGraph, kernels: list[list[KernelConfig]], predictor
                  analytic_s: np.ndarray, corrections: dict[str, float] | None = None
                  ) -> tuple[np.ndarray, dict[int, str]]:
     """Seconds [L] of every op-view layer: the sum of its kernels' predictions (times the
-    family's correction, :func:`correction_of`) plus the table's ``node_overhead_s`` per kernel,
-    or ``analytic_s`` where a kernel has no predictor; and the reason of every layer priced
-    analytically."""
+    family's correction, :func:`correction_of`) plus the table's ``node_overhead_s`` per node the
+    table's runtime runs for it (:func:`~optimizer.cost.fusion.runtime_nodes`), or ``analytic_s``
+    where a kernel has no predictor; and the reason of every layer priced analytically."""
     by_family, analytic = family_layer_seconds(graph, kernels, predictors)
-    nodes = [sum(k.kind != "activation_pass" for k in ks) for ks in kernels]  # a fused pass is no node
+    nodes = runtime_nodes(graph, predictors.table.runtime, kernels)
     seconds = predictors.table.node_overhead_s * np.array(nodes, dtype=np.float64)
     for family, s in by_family.items():
         seconds += s * correction_of(corrections or {}, family)

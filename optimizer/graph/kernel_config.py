@@ -52,6 +52,9 @@ KIND_FAMILY: dict[str, str] = {
     # a convolution's fused activation that onnxruntime's MLAS runs as a pass over its output
     # (:mod:`optimizer.cost.fusion`), priced per element where the table measured it
     "activation_pass": "eltwise",
+    # copies of an input into a larger output (Tile, Expand, BROADCAST_TO; tf2onnx's nearest
+    # up-sampling is a Reshape, a Tile and a Reshape), priced as the concatenation writing that output
+    "tile": "layout",
 }
 OP_KINDS: tuple[str, ...] = tuple(KIND_FAMILY)
 #: element-wise kinds with two (or more) operands
@@ -99,6 +102,7 @@ _KINDS: dict[str, str] = {
     "cast": "identity", "constant": "identity", "depthtospace": "depth_to_space",
     "spacetodepth": "space_to_depth", "upsample": "resize_nearest", "resize": "resize_nearest",
     "quantizelinear": "quantize", "dequantizelinear": "dequantize", "nonmaxsuppression": "postprocess",
+    "expand": "tile", "broadcast_to": "tile",
     # one-operand element-wise passes of every format (tf2onnx writes a PReLU as Relu, Neg, Mul, Add)
     **{op: "unary" for op in ("neg", "abs", "floor", "ceil", "round", "sign", "reciprocal", "log", "erf", "sin",
                               "cos", "not", "logical_not", "square", "softplus", "softsign",
@@ -310,6 +314,9 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
         return [_binary_kernel(layer, base, out, first)]
     if kind == "swish":
         return [replace(base, kind="sigmoid", n_in=1), replace(base, kind="mul", n_in=2)]
+    if kind == "tile":  # the output written from copies of the input, as a concatenation of 2 to 4 parts
+        parts = min(max(round(h_out * w_out * c_out / max(h_in * w_in * c_in, 1)), 2), 4)
+        return [replace(base, h_in=h_out, w_in=w_out, c_in=max(c_out // parts, 1), n_in=parts)]
     if kind == "concat":
         return [replace(base, c_in=max(c_out // max(base.n_in, 1), 1))]
     if kind == "split" and layer.output_shapes:  # a copy of each part: the slices that write them
