@@ -12,7 +12,8 @@ into the kernel that produces its input (or, for a padding, that consumes its ou
   ``fused_activation_function``, XNNPACK's output clamps; onnxruntime's ``FusedConv`` and
   ``FusedGemm``, for convolutions and matrix products only); a zero padding read only by a
   convolution or pooling becomes that kernel's padding (the TFLite converter; onnxruntime's
-  ``PadFusion``); reshapes, dropout and identities move no data;
+  ``PadFusion``); reshapes, dropout and identities move no data (onnxruntime still runs a
+  reshape, a shape or a cast as a node, charged a node's overhead: :func:`runtime_nodes`);
 * onnxruntime also fuses sigmoid, tanh, leaky ReLU and hard sigmoid into a convolution
   (``FusedConv``'s MLAS activations).
 
