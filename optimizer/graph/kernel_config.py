@@ -326,6 +326,10 @@ def layer_kernels(layer: Layer, fmt: str = "") -> list[KernelConfig]:
         vocab = max(layer.params // max(c_out, 1), 1)
         rows = int(math.prod(out[:-1])) if len(out) > 1 else 1
         return [KernelConfig("gather", rows=rows, c_in=vocab, c_out=c_out)]
+    if kind in ("softmax", "layer_norm"):
+        # rows normalised along their last axis, however the rows are laid out (bert's attention
+        # softmax: 8 heads x 128 tokens of 128), as the probes sample them (rows, 1, c)
+        return [replace(base, h_in=h_in * w_in, w_in=1, h_out=h_out * w_out, w_out=1, n_in=1)]
     return [replace(base, n_in=1)]
 
 
