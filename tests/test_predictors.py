@@ -881,6 +881,31 @@ def test_channels_that_fill_the_vector_lanes_are_a_path_of_their_own():
     assert [channel_alignment(KernelConfig("conv", c_in=c, c_out=32)) for c in (3, 24, 48, 64, 1024)] == [0, 3, 4, 5, 5]
 
 
+def test_a_well_probed_element_wise_kind_has_a_forest_of_its_own():
+    """In a family of unlike kernels, a kind with enough probes in one broadcast mode is predicted by
+    its own forest: the family's split on the channel alignment before the kind, so a softmax on
+    aligned rows (bert's 128 tokens) fell among cheap aligned passes (onnxruntime INT8: predicted
+    130 us where probes of that size take 430). A mode with few probes stays with the family."""
+    from optimizer.cost.predictor import MIN_KIND_PROBES, fit_family
+
+    rng = np.random.default_rng(0)
+    passes = [KernelConfig(k, s, s, c, s, s, c) for k in ("relu", "add", "sigmoid")
+              for s, c in zip(rng.integers(8, 160, 40).tolist(), (8 * rng.integers(1, 64, 40)).tolist(), strict=True)]
+    softmax = [KernelConfig("softmax", r, 1, c, r, 1, c)  # odd channel counts, as the prior draws them
+               for r, c in zip(rng.integers(16, 1024, 30).tolist(), (rng.integers(20, 2000, 30) | 1).tolist(),
+                               strict=True)]
+    scaled = [KernelConfig("sub", s, s, c, s, s, c, n_in=2, bcast=1) for s, c in ((64, 3), (96, 1), (128, 3))]
+    configs = passes + softmax + scaled
+    ns = {"relu": 0.3e-9, "add": 0.5e-9, "sigmoid": 0.8e-9, "softmax": 4.5e-9, "sub": 2e-9}
+    lat = np.array([c.out_elems * ns[c.kind] + 2e-6 for c in configs])
+    model = fit_family(configs, lat, "int8", "eltwise", seed=0)
+    assert set(model.by_kind) == {("relu", 0), ("add", 0), ("sigmoid", 0), ("softmax", 0)} and len(softmax) >= MIN_KIND_PROBES
+    query = KernelConfig("softmax", 1024, 1, 128, 1024, 1, 128)  # aligned rows: no softmax probe has them
+    assert model.predict([query])[0] == pytest.approx(query.out_elems * 4.5e-9, rel=0.3)
+    family_only = replace(model, by_kind={})
+    assert family_only.predict([query])[0] < 0.7 * model.predict([query])[0]
+
+
 def test_an_input_pixel_of_whole_cache_lines_is_a_path_of_its_own():
     """XNNPACK's INT8 convolution runs an input of whole 64-byte pixels 1.5-2x faster per MAC
     (56 x 56 x 256 -> 256 at 500 GMAC/s, x 288 at 280): the pixel's alignment is a feature, which

@@ -13,7 +13,7 @@ predictors here do the same, with two changes measured on this project's probe t
   and large kernels, and ``kind`` (which operator of the family) is a feature; so is the channel
   counts' alignment (:func:`channel_alignment`), which decides a vectorised kernel's path; in the
   families of unlike kernels (element-wise, layout) a well-probed kind has a forest of its own
-  (:data:`PER_KIND_FAMILIES`);
+  per broadcast mode (:data:`PER_KIND_FAMILIES`);
 * where a runtime lays out a per-channel operand innermost (onnxruntime's INT8 kernels, NHWC),
   it reads the operand in ``h x w`` runs of ``c`` values, each a loop of its own: ``t_ref`` then
   counts :data:`RUN_S` per run (:func:`broadcast_runs`), so that the forest does not have to learn
@@ -56,11 +56,14 @@ RUN_S = 30e-9
 FOREST: dict[str, Any] = {"n_estimators": 60, "max_features": 0.6, "min_samples_leaf": 1}
 MIN_PROBES = 4  # fewer probes than this and a family is not fitted (priced analytically)
 #: families that gather unlike kernels (a softmax's exponentials and row sums beside a ReLU's clamp;
-#: a gather beside a transpose): in them a kind with at least :data:`MIN_KIND_PROBES` probes gets a
-#: forest of its own. The family's forest split on the channel alignment before the kind and priced
-#: onnxruntime's INT8 softmax over 1024 rows of 128 at 130 us, where probes of that size take 430 us
-#: (held-out median error of the element-wise probes 13.7 -> 10.6 %, layout 24.9 -> 17.7 %, onnxruntime
-#: INT8; pooling and matrix products, whose kinds share their kernels, got no better)
+#: a gather beside a transpose): in them a kind with at least :data:`MIN_KIND_PROBES` probes in one
+#: broadcast mode (``bcast``) gets a forest of its own for that mode. The family's forest split on
+#: the channel alignment before the kind and priced onnxruntime's INT8 softmax over 1024 rows of 128
+#: at 130 us, where probes of that size take 430 us (held-out median error of the element-wise probes
+#: 13.7 -> 10.6 %, layout 24.9 -> 17.7 %, onnxruntime INT8; pooling and matrix products, whose kinds
+#: share their kernels, got no better). A mode with fewer probes stays with the family: a forest of
+#: 13 per-channel subtractions, nine of them image normalisations, priced ppocr_v4_det's per-channel
+#: divisions x4 their time.
 PER_KIND_FAMILIES = frozenset({"eltwise", "layout"})
 MIN_KIND_PROBES = 24
 
@@ -135,17 +138,17 @@ class FamilyPredictor:
     n_probes: int
     kinds: frozenset[str]
     runs: bool = False  # :func:`broadcast_runs`
-    #: kind -> its own forest (:data:`PER_KIND_FAMILIES`); other kinds use ``model``
-    by_kind: dict[str, Any] = field(default_factory=dict)
+    #: (kind, bcast) -> its own forest (:data:`PER_KIND_FAMILIES`); the others use ``model``
+    by_kind: dict[tuple[str, int], Any] = field(default_factory=dict)
 
     def predict(self, configs: Sequence[KernelConfig]) -> np.ndarray:
         if not configs:
             return np.zeros(0)
         x = features(configs, self.dtype)
         log_ratio = self.model.predict(x)
-        kinds = np.array([c.kind for c in configs])
-        for kind, model in self.by_kind.items():
-            own = kinds == kind
+        groups = [(c.kind, c.bcast) for c in configs]
+        for group, model in self.by_kind.items():
+            own = np.array([g == group for g in groups])
             if own.any():
                 log_ratio[own] = model.predict(x[own])
         return reference_s(configs, self.dtype, self.runs) * np.exp(log_ratio)
@@ -161,14 +164,14 @@ def fit_family(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: st
     x = features(configs, dtype)
     settings = {**FOREST, **({"n_estimators": trees} if trees else {})}
     model = RandomForestRegressor(random_state=seed, n_jobs=1, **settings).fit(x, y)
-    kinds = np.array([c.kind for c in configs])
+    groups = [(c.kind, c.bcast) for c in configs]
     by_kind = {}
     if family in PER_KIND_FAMILIES:
-        for kind in sorted(set(kinds)):
-            own = kinds == kind
+        for group in sorted(set(groups)):
+            own = np.array([g == group for g in groups])
             if MIN_KIND_PROBES <= own.sum() < len(configs):
-                by_kind[kind] = RandomForestRegressor(random_state=seed, n_jobs=1, **settings).fit(x[own], y[own])
-    return FamilyPredictor(family, dtype, model, len(configs), frozenset(kinds), runs, by_kind)
+                by_kind[group] = RandomForestRegressor(random_state=seed, n_jobs=1, **settings).fit(x[own], y[own])
+    return FamilyPredictor(family, dtype, model, len(configs), frozenset(c.kind for c in configs), runs, by_kind)
 
 
 def held_out_errors(configs: Sequence[KernelConfig], latency_s: np.ndarray, dtype: str, *, folds: int = 4,
