@@ -60,8 +60,8 @@ MIN_PROBES = 4  # fewer probes than this and a family is not fitted (priced anal
 #: broadcast mode (``bcast``) gets a forest of its own for that mode. The family's forest split on
 #: the channel alignment before the kind and priced onnxruntime's INT8 softmax over 1024 rows of 128
 #: at 130 us, where probes of that size take 430 us (held-out median error of the element-wise probes
-#: 13.7 -> 10.6 %, layout 24.9 -> 17.7 %, onnxruntime INT8; pooling and matrix products, whose kinds
-#: share their kernels, got no better). A mode with fewer probes stays with the family: a forest of
+#: 13.7 -> 11.1 %, layout 24.9 -> 17.2 %, onnxruntime INT8, one thread; LiteRT INT8 element-wise
+#: 14.8 -> 8.3 %; pooling and matrix products, whose kinds share their kernels, got no better). A mode with fewer probes stays with the family: a forest of
 #: 13 per-channel subtractions, nine of them image normalisations, priced ppocr_v4_det's per-channel
 #: divisions x4 their time.
 PER_KIND_FAMILIES = frozenset({"eltwise", "layout"})
