@@ -217,6 +217,20 @@ def step_layers(config: str) -> None:
 
 # ------------------------------------------------------------------------------------------ report
 
+def partial_table(config: str) -> str:
+    """Why CONFIG's probe table cannot be scored yet (an interrupted campaign: fewer default probes
+    than its budget), or "" when it can."""
+    from optimizer.cost.probe_table import read_probe_table
+
+    table = read_probe_table(probe_table_path(config))
+    done = int((table.rows["source"] != "near").sum())
+    budget = int(table.meta.get("budget", done))
+    if done < budget:
+        return (f"{config}: the probe table is partial ({done} of {budget} default probes; an interrupted "
+                f"campaign): finish it with `probes {config}` before scoring it")
+    return ""
+
+
 def filtered_table(config: str, near: str | None) -> Path:
     """The default probes of CONFIG (no ``near`` rows), or those plus the probes near one network."""
     from optimizer.cost.probe_table import probe_id, read_probe_table, write_probe_table
@@ -294,6 +308,9 @@ def report(configs: list[str], args: argparse.Namespace) -> None:
         runner, dtype, threads = parse_config(config)
         meas = {}
         if probe_table_path(config).is_file():
+            if why := partial_table(config):
+                print(why)
+                continue
             level_s = read_probe_table(filtered_table(config, None)).reference_s
             meas = measured(config, None if args.as_timed else level_s)
         if not meas:
@@ -448,6 +465,9 @@ def transfer(configs: list[str], args: argparse.Namespace) -> None:
         config = f"{runner}-{dtype}-t{min(t, 2)}"
         if not probe_table_path(config).is_file():
             print(f"{kind} {t}t: no {config} probe table yet (step probes {config}): not run")
+            continue
+        if why := partial_table(config):
+            print(f"{kind} {t}t: {why}")
             continue
         dev = host_device(config, filtered_table(config, None))
         matches = {}
