@@ -21,13 +21,13 @@ from pathlib import Path
 
 from ..errors import ConfigError, DnnplanError, MeasurementError
 from ..fileio import atomic_write_bytes, atomic_write_text
-from .probe_runner import Timing
+from .probe_runner import LITERT_DELEGATES, Timing
 from .profile_formats import benchmark_summary
 
 #: delegate of benchmark_model -> (runtime name of the probe table, benchmark_model flags)
 DELEGATES: dict[str, tuple[str, str]] = {
-    "xnnpack": ("tflite_xnnpack", "--use_xnnpack=true"),
-    "cpu": ("tflite_cpu", "--use_xnnpack=false"),
+    "xnnpack": (LITERT_DELEGATES["xnnpack"], "--use_xnnpack=true"),
+    "cpu": (LITERT_DELEGATES["cpu"], "--use_xnnpack=false"),
     "gpu": ("tflite_gpu", "--use_gpu=true"),
     "nnapi": ("tflite_nnapi", "--use_nnapi=true"),
 }

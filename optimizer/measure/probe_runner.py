@@ -35,10 +35,10 @@ import numpy as np
 from ..errors import ConfigError, MeasurementError
 
 Invoke = Callable[[], None]
-#: in-process runners: name -> (runtime name recorded in tables and device files, model format)
-IN_PROCESS: dict[str, tuple[str, str]] = {"litert": ("tflite_xnnpack", "tflite"), "ort": ("onnxruntime", "onnx")}
-#: the in-process LiteRT runner's delegates -> runtime name (the names ``benchmark_model``'s tables carry,
-#: :data:`optimizer.measure.probe_remote.DELEGATES`)
+#: in-process runners (:func:`in_process_runner`; each names its runtime and model format)
+IN_PROCESS: tuple[str, ...] = ("litert", "ort")
+#: the in-process LiteRT runner's delegates -> runtime name (the names ``benchmark_model``'s tables carry
+#: too: :data:`optimizer.measure.probe_remote.DELEGATES` reads them from here)
 LITERT_DELEGATES: dict[str, str] = {"xnnpack": "tflite_xnnpack", "cpu": "tflite_cpu"}
 
 
