@@ -1582,3 +1582,85 @@ def test_an_onnx_network_is_quantized_after_onnxruntime_folds_its_batch_norms_an
     assert "Conv" in ops and "Mul" not in ops and "Pad" not in ops, ops
     assert [p.name for p in out.parent.iterdir()] == [out.name]  # the optimized float file is not kept
     OrtRunner(1).load(out)()
+
+
+def test_an_onnxruntime_fp32_swish_is_one_quickgelu_kernel_named_back_to_its_product(tmp_path):
+    """onnxruntime FP32 fuses ``x * sigmoid(x)`` after a convolution into one ``QuickGelu`` node
+    (named ``<product>/QuickGeluFusion/``), with no reorder between it and the NCHWc convolutions:
+    the kernel view prices the product as the sigmoid's kernel and the sigmoid as nothing, adds
+    the reorders onnxruntime's optimized graph has, and the profiler's node is the product's. A
+    sigmoid read by another layer as well stays a kernel; at INT8 (QDQ) both stay."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+    from optimizer.measure.ort_profile import _layer_matcher, attribute_node, kernel_events, model_runs, profile_events
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.1).astype(np.float32), n)
+             for n, s in (("w1", (32, 3, 3, 3)), ("w2", (32, 32, 1, 1)), ("w3", (32, 32, 1, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="net/conv1"),
+             helper.make_node("Sigmoid", ["a"], ["s"], name="net/act1/sigmoid"),
+             helper.make_node("Mul", ["a", "s"], ["b"], name="net/act1/mul"),  # a swish: QuickGelu
+             helper.make_node("Conv", ["b", "w2"], ["c"], name="net/conv2"),
+             helper.make_node("Sigmoid", ["c"], ["t"], name="net/act2/sigmoid"),
+             helper.make_node("Mul", ["t", "c"], ["d"], name="net/act2/mul"),  # operands swapped: QuickGelu
+             helper.make_node("Conv", ["d", "w3"], ["e"], name="net/conv3"),
+             helper.make_node("Sigmoid", ["e"], ["u"], name="net/act3/sigmoid"),
+             helper.make_node("Mul", ["e", "u"], ["f"], name="net/act3/mul"),
+             helper.make_node("Add", ["f", "u"], ["y"], name="net/add")]  # the sigmoid read twice: no fusion
+    graph = helper.make_graph(nodes, "swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 24, 24])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "swish.onnx"
+    onnx.save(model, str(path))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    theirs = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert theirs.count("QuickGelu") == 2 and theirs.count("Sigmoid") == 1
+
+    g = load_graph(str(path))
+    kernels = runtime_kernels(g, "onnxruntime")
+    kinds = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, kernels, strict=True)}
+    assert kinds["net/act1/mul"] == ["sigmoid"] and kinds["net/act1/sigmoid"] == []
+    assert kinds["net/act2/mul"] == ["sigmoid"] and kinds["net/act2/sigmoid"] == []
+    assert kinds["net/act3/mul"][0] == "mul" and kinds["net/act3/sigmoid"][0] == "sigmoid"
+    assert sum(k == "transpose" for ks in kinds.values() for k in ks) == sum(op.startswith("Reorder") for op in theirs)
+    assert kinds["net/conv1"] == ["conv"] and kinds["net/conv2"] == ["conv"]  # no reorder around a QuickGelu
+    int8 = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime", "int8"),
+                                                               strict=True)}
+    assert int8["net/act1/mul"] == ["mul"] and int8["net/act1/sigmoid"] == ["sigmoid"]
+    assert [k.kind for k in runtime_kernels(g, "tflite_xnnpack")[2]] == ["mul"]  # TFLite: LOGISTIC and MUL
+
+    events, _ = profile_events(path, 1, 2, 0)
+    owners = {(name, op): attribute_node(name, op, g, _layer_matcher(g))
+              for _, name, op, *_ in kernel_events(events, model_runs(events))}
+    fused = {name: g.layers[i].name for (name, op), i in owners.items() if op == "QuickGelu"}
+    assert len(fused) == 2 and sorted(fused.values()) == ["net/act1/mul", "net/act2/mul"], fused
+    assert all(name.endswith("/QuickGeluFusion/") for name in fused)
+
+
+def test_a_depthwise_1x1_convolution_is_priced_as_a_channel_product_under_tflite(prior_configs):
+    """The probes sample depthwise windows of 3 to 7: a 1 x 1 one (an unfolded batch norm) is priced
+    under TFLite as the per-channel product of its tensor, which XNNPACK times alike, and under
+    onnxruntime (a grouped convolution, 2.5-7x slower) analytically, with the reason; a table that
+    probes 1 x 1 windows prices them with its own forest."""
+    from dataclasses import replace
+
+    from optimizer.cost.predicted import depthwise_1x1_stand_in, probes_depthwise_1x1
+    from optimizer.graph.kernel_config import BCAST_CHANNEL, KernelConfig
+
+    dw1 = KernelConfig("dwconv", 128, 128, 8, 128, 128, 8, k=1, stride=1)
+    assert depthwise_1x1_stand_in(dw1, "tflite_xnnpack", False) == replace(dw1, kind="mul", n_in=2, bcast=BCAST_CHANNEL)
+    assert "1x1 depthwise" in depthwise_1x1_stand_in(dw1, "onnxruntime", False)  # type: ignore[operator]
+    assert depthwise_1x1_stand_in(dw1, "tflite_xnnpack", True) == dw1
+    dw3 = replace(dw1, k=3)
+    assert depthwise_1x1_stand_in(dw3, "onnxruntime", False) == dw3
+    assert depthwise_1x1_stand_in(replace(dw1, stride=2, h_out=64, w_out=64), "tflite_xnnpack", False).kind == "dwconv"
+    table = _synthetic_table(prior_configs)
+    assert not probes_depthwise_1x1(table)
+    assert probes_depthwise_1x1(_synthetic_table(prior_configs + [dw1]))

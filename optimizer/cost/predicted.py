@@ -13,6 +13,11 @@ nn-Meter sums kernel predictions into a model's latency (Zhang et al., MobiSys 2
 A kind the probes do not sample is priced as the probed kind of its family that does the same
 work per element (:data:`STAND_IN_KINDS`: a division as a product, a square root as a negation;
 in an onnxruntime INT8 table, :data:`QDQ_STAND_IN_KINDS`, as float passes between conversions).
+A depthwise 1 x 1 convolution (a batch norm a converter left unfolded: the mediapipe models'), which
+the probes do not sample, is priced under TFLite as the per-channel product of its tensor
+(:func:`depthwise_1x1_stand_in`; XNNPACK times the two within 0.82-1.27x at FP32 and INT8, where
+the depthwise forest, fitted on 3 x 3 to 7 x 7 windows, priced it at half); onnxruntime runs it as a
+grouped convolution 2.5-7x slower than that product, and prices it analytically, said per layer.
 A layer whose kernel family or kind has no probes in the table is priced by the analytic
 roofline (:mod:`optimizer.cost.analytic`), and the cost table's metadata says so per layer
 (``meta["predicted"][processor]["analytic_layers"]``); so is every processor without a
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputFileError
-from ..graph.kernel_config import KernelConfig
+from ..graph.kernel_config import BCAST_CHANNEL, KernelConfig
 from ..graph.layergraph import LayerGraph
 from ..hardware.schema import Predictor
 from .analytic import analytic_costs, block_sums, with_fallback
@@ -103,10 +108,15 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     reason of every layer with a kernel the table cannot predict (no probes of its family or
     kind, nor of its :data:`STAND_IN_KINDS` kind), whose predictions are left out."""
     by_family: dict[str, list[tuple[int, KernelConfig]]] = defaultdict(list)
+    analytic: dict[int, str] = {}
+    probed_1x1 = probes_depthwise_1x1(predictors.table)
     for i, ks in enumerate(kernels):
         for k in ks:
-            by_family[k.family].append((i, k))
-    analytic: dict[int, str] = {}
+            priced = depthwise_1x1_stand_in(k, predictors.table.runtime, probed_1x1)
+            if isinstance(priced, str):
+                analytic.setdefault(i, priced)
+            else:
+                by_family[priced.family].append((i, priced))
     out: dict[str, np.ndarray] = {}
     stand_in = stand_in_kinds(predictors.table)
     points = predictors.table.activation_pass_points
@@ -135,6 +145,23 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
     for seconds in out.values():
         seconds[list(analytic)] = 0.0
     return out, analytic
+
+
+def depthwise_1x1_stand_in(kernel: KernelConfig, runtime: str | None, probed: bool) -> KernelConfig | str:
+    """``kernel``, or for a stride-1 depthwise 1 x 1 convolution where the table has no such probes
+    (``probed``, :func:`probes_depthwise_1x1`) its TFLite stand-in, the per-channel product of its
+    tensor, or under onnxruntime the reason it is priced analytically (module doc)."""
+    if kernel.kind != "dwconv" or kernel.k != 1 or kernel.stride != 1 or probed:
+        return kernel
+    if runtime_family(runtime) == "onnxruntime":
+        return "no 1x1 depthwise probes (onnxruntime runs a grouped convolution)"
+    return replace(kernel, kind="mul", n_in=2, bcast=BCAST_CHANNEL)
+
+
+def probes_depthwise_1x1(table: ProbeTable) -> bool:
+    """Whether ``table`` times depthwise 1 x 1 convolutions."""
+    rows = table.rows
+    return bool(((rows["kind"] == "dwconv") & (rows["k"] == 1)).any())
 
 
 def activation_pass_seconds(points: list[tuple[int, float]], elements: int) -> float:

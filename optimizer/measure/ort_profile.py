@@ -38,6 +38,9 @@ _HEAVY_FAMILIES = ("conv", "dwconv", "dense")
 _SUFFIX = re.compile(r"_\d+$")
 _LAYOUT_SUFFIX = re.compile(r"_nchwc$")  # onnxruntime's NCHWc layout transformer
 _TOKEN_SUFFIX = re.compile(r"_token_\d+$")  # onnxruntime's QDQ and layout rewrites (``<node>_token_13``)
+#: onnxruntime's graph fusions name their node after the node they replace plus ``/<Name>Fusion/``
+#: (``.../mul_1/QuickGeluFusion/`` for a swish, ``.../MatMul_1/MatmulTransposeFusion/``)
+_FUSION_SUFFIX = re.compile(r"/\w*Fusion/?$")
 _LOOKBACK = 4  # layers a fused node may reach back over (conv -> bn -> act -> pad)
 
 
@@ -62,9 +65,10 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
 
     The node's name, or a ``/``-separated part of it, names a layer; otherwise it names the
     tensor the node writes: onnxruntime names the nodes its layout optimizer rewrites after
-    their output tensor (``r_nchwc`` for a Conv fused with the Relu writing ``r``), and the nodes its
-    QDQ fusion and transpose optimizer rewrite after the node they replace plus ``_token_<n>``."""
-    node_name = _TOKEN_SUFFIX.sub("", node_name)
+    their output tensor (``r_nchwc`` for a Conv fused with the Relu writing ``r``), the nodes its
+    QDQ fusion and transpose optimizer rewrite after the node they replace plus ``_token_<n>``, and
+    those of its graph fusions after the node they replace plus ``/<Name>Fusion/``."""
+    node_name = _FUSION_SUFFIX.sub("", _TOKEN_SUFFIX.sub("", node_name))
     if node_name in by_name:
         return _heaviest(by_name[node_name], op_type, graph)
     hit = None
