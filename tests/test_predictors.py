@@ -1664,3 +1664,61 @@ def test_a_depthwise_1x1_convolution_is_priced_as_a_channel_product_under_tflite
     table = _synthetic_table(prior_configs)
     assert not probes_depthwise_1x1(table)
     assert probes_depthwise_1x1(_synthetic_table(prior_configs + [dw1]))
+
+
+def test_an_onnxruntime_fp32_tanh_gelu_is_one_fastgelu_kernel_found_in_the_profile(tmp_path):
+    """onnxruntime FP32 fuses the tanh approximation of a GELU (tf2onnx's export of a Keras
+    ``gelu(approximate=True)``: constants first) into one ``FastGelu`` node named ``GPT2Gelu``, but not
+    one writing a graph output: the kernel view prices the fused one as a tanh and a product on its
+    last product (the seven other layers none), leaves the other's eight passes, and the profiler's
+    unnamed node is given to that product."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+    from optimizer.measure.ort_profile import _node_times, model_runs, profile_events
+
+    def const(name, v):
+        return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+
+    def gelu(x, p, y):
+        n = helper.make_node
+        return [n("Mul", ["half", x], [f"{p}m"], name=f"{p}/mul"), n("Pow", [x, "three"], [f"{p}p"], name=f"{p}/Pow"),
+                n("Mul", ["k", f"{p}p"], [f"{p}m1"], name=f"{p}/mul_1"),
+                n("Add", [x, f"{p}m1"], [f"{p}a"], name=f"{p}/add"),
+                n("Mul", ["s", f"{p}a"], [f"{p}m2"], name=f"{p}/mul_2"),
+                n("Tanh", [f"{p}m2"], [f"{p}t"], name=f"{p}/Tanh"),
+                n("Add", ["one", f"{p}t"], [f"{p}a1"], name=f"{p}/add_1"),
+                n("Mul", [f"{p}m", f"{p}a1"], [y], name=f"{p}/mul_3")]
+
+    rng = np.random.default_rng(0)
+    nodes = ([helper.make_node("MatMul", ["x", "w"], ["h"], name="dense/MatMul")] + gelu("h", "g1", "g")
+             + [helper.make_node("MatMul", ["g", "w2"], ["h2"], name="dense2/MatMul")] + gelu("h2", "g2", "y"))
+    inits = [const("half", 0.5), const("three", 3.0), const("k", 0.044715), const("s", 0.7978845608), const("one", 1.0),
+             const("w", rng.standard_normal((64, 256)) * 0.1), const("w2", rng.standard_normal((256, 64)) * 0.1)]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 64])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    path = tmp_path / "gelu.onnx"
+    onnx.save(model, str(path))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    theirs = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    assert theirs.count("FastGelu") == 1 and theirs.count("Tanh") == 1  # the second writes the graph's output
+
+    g = load_graph(str(path))
+    kinds = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)}
+    first = {n: k for n, k in kinds.items() if n.startswith("g1/")}
+    assert first.pop("g1/mul_3") == ["tanh", "mul"] and all(k == [] for k in first.values()), first
+    assert all(k for n, k in kinds.items() if n.startswith("g2/")) and kinds["g2/Tanh"] == ["tanh"]
+    int8 = {la.name: ks for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime", "int8"), strict=True)}
+    assert all(int8[n] for n in first)  # a QDQ file keeps them
+
+    events, _ = profile_events(path, 1, 2, 0)
+    per_run, unattributed, _ = _node_times(events, model_runs(events), g)
+    names = [la.name for la in g.layers]
+    assert (per_run[:, names.index("g1/mul_3")] > 0).all() and (unattributed == 0).all()

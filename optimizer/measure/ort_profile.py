@@ -89,6 +89,18 @@ def attribute_node(node_name: str, op_type: str, graph: LayerGraph, by_name: dic
     return _heaviest(hit, op_type, graph)
 
 
+def unnamed_fused_owners(graph: LayerGraph) -> dict[str, list[int]]:
+    """op type -> the layers, in execution order, that carry the kernel of an onnxruntime fusion
+    whose node name keeps no layer's (``FastGeluFusion`` names its nodes ``GPT2Gelu``,
+    ``GPT2Gelu_token_1``, ...: the product writing each tanh GELU, :func:`~optimizer.cost.fusion.tanh_gelus`).
+    The profile's first node of that type not matched by name is the first of them, and so on."""
+    from ..cost.fusion import tanh_gelus
+    from ..graph.kernel_config import canonical_kind
+
+    kinds = [canonical_kind(la.op_type) for la in graph.layers]
+    return {"FastGelu": sorted(g for g, _ in tanh_gelus(graph, kinds))}
+
+
 def _heaviest(hit: int, op_type: str, graph: LayerGraph) -> int:
     """A fused compute node named after a later layer of its chain belongs to the compute layer
     just before that layer (module doc)."""
@@ -181,6 +193,7 @@ def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
     worse (BENCHMARKS.md, host calibration), so the one-thread rescale to the run's CPU time spreads
     them over the layers instead."""
     by_name = _layer_matcher(graph)
+    unnamed = unnamed_fused_owners(graph)
     per_run = np.zeros((len(runs), len(graph.layers)))
     unattributed = np.zeros(len(runs))
     total = np.zeros(len(runs))
@@ -189,6 +202,8 @@ def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
         key = (name, op)
         if key not in cache:
             cache[key] = attribute_node(key[0], key[1], graph, by_name)
+            if cache[key] is None and unnamed.get(op):
+                cache[key] = unnamed[op].pop(0)
         total[run] += dur
         if cache[key] is None:
             unattributed[run] += dur
