@@ -1722,3 +1722,36 @@ def test_an_onnxruntime_fp32_tanh_gelu_is_one_fastgelu_kernel_found_in_the_profi
     per_run, unattributed, _ = _node_times(events, model_runs(events), g)
     names = [la.name for la in g.layers]
     assert (per_run[:, names.index("g1/mul_3")] > 0).all() and (unattributed == 0).all()
+
+
+def test_an_onnxruntime_fp32_softmax_over_an_inner_axis_is_transposed_there_and_back(tmp_path):
+    """A Softmax (opset 13 on) over an axis other than the last keeps that axis (per sample) on its
+    layer; onnxruntime FP32 transposes it to the last axis and back inside the node, so its kernels
+    are a transpose, the softmax over the axis's rows and the transpose back; over the last axis, at
+    INT8, or under an older opset's 2-D semantics it stays one softmax."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    def net(axis, opset):
+        g = helper.make_graph([helper.make_node("Softmax", ["x"], ["s"], axis=axis), helper.make_node("Relu", ["s"], ["y"])],
+                              "sm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 16])])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8
+        path = tmp_path / f"sm{axis}_{opset}.onnx"
+        onnx.save(model, str(path))
+        return load_graph(str(path))
+
+    g = net(2, 15)
+    assert g.layers[0].axis == 1  # of the per-sample [8, 32, 16]
+    t1, sm, t2 = runtime_kernels(g, "onnxruntime")[0]
+    assert (t1.kind, sm.kind, t2.kind) == ("transpose", "softmax", "transpose")
+    assert (sm.h_in, sm.c_in) == (8 * 16, 32) and t1.in_elems == t2.in_elems == 8 * 32 * 16
+    assert [k.kind for k in runtime_kernels(g, "onnxruntime", "int8")[0]] == ["softmax"]
+    assert [k.kind for k in runtime_kernels(g, "tflite_xnnpack")[0]] == ["softmax"]
+    for axis, opset in ((-1, 15), (3, 15), (2, 11)):
+        g = net(axis, opset)
+        assert g.layers[0].axis == -1 and [k.kind for k in runtime_kernels(g, "onnxruntime")[0]] == ["softmax"]

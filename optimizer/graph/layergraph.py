@@ -83,6 +83,7 @@ class Layer:
     params: int
     members: tuple[str, ...] = ()  # op names merged into this unit (kernel and block views)
     heads: int = 0  # attention heads of a multi-head attention layer (its softmax rows), else 0
+    axis: int = -1  # the per-sample axis a softmax normalises when not the last (ONNX ``axis``), else -1
 
     @property
     def output_elements(self) -> int:
@@ -118,6 +119,7 @@ class LayerSpec:
     params: int = 0
     block: str = ""
     heads: int = 0
+    axis: int = -1
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -340,7 +342,7 @@ def build_graph(
             index=i, name=spec.name, op=spec.op, op_type=spec.op_type,
             block=spec.block or spec.name, inputs=tuple(spec.inputs), outputs=tuple(spec.outputs),
             input_shapes=tuple(in_shapes), output_shapes=tuple(tuple(int(d) for d in s) for s in spec.output_shapes),
-            macs=int(spec.macs), params=int(spec.params), members=(spec.name,), heads=spec.heads,
+            macs=int(spec.macs), params=int(spec.params), members=(spec.name,), heads=spec.heads, axis=spec.axis,
         ))
     for t in outputs:
         if t not in producer:

@@ -481,6 +481,7 @@ def _node_reads(node: Any) -> list[str]:
 def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, where: str, source: str,
               sha: str, block_of: Callable[[str], str] | None) -> LayerGraph:
     g = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     const_shape: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in g.initializer}
     for node in g.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -527,11 +528,24 @@ def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, w
             name=label, op=_family(node, full), op_type=node.op_type,
             inputs=tuple(t for t in reads if t not in const_shape), outputs=tuple(outs),
             output_shapes=out_shapes, macs=int(node_macs(node, full, out_elems)), params=int(params),
-            block=block_of(label) if block_of else label,
+            block=block_of(label) if block_of else label, axis=_softmax_axis(node, dims, opset),
         ))
     inputs = [(t, shape_of(t, "graph input")) for t in graph_inputs]
     return build_graph(name, specs, inputs, graph_outputs, source=source or name,
                        source_sha256=sha, fmt="onnx")
+
+
+def _softmax_axis(node: Any, dims: dict[str, list[int | None] | None], opset: int) -> int:
+    """The per-sample axis a ``Softmax`` (opset 13 on: one axis) normalises when it is not the last,
+    else -1 (and for every other node). onnxruntime transposes such an axis to the last and back
+    inside the node (bert_small's attention softmax over axis 2 of ``[1, 8, 128, 128]``: 275 us in
+    the network, 62 us over the last axis)."""
+    if node.op_type != "Softmax" or opset < 13 or not node.input or not dims.get(node.input[0]):
+        return -1
+    full = dims[node.input[0]] or []
+    axis = next((int(a.i) for a in node.attribute if a.name == "axis"), -1) % max(len(full), 1)
+    dropped = len(full) - len(_per_sample(full))
+    return -1 if axis == len(full) - 1 or axis < dropped else axis - dropped
 
 
 def _constant_shape(node: Any) -> tuple[int, ...]:
