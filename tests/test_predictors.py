@@ -563,14 +563,31 @@ def test_onnxruntime_nchwc_reorders_are_those_of_its_optimized_graph(tmp_path):
         assert (theirs == 0) == qdq
 
 
+def _saved_and_ort_optimized(tmp_path, name, nodes, x_shape, y_shape, inits, opset=17):
+    """Save a one-input, one-output FP32 ONNX graph as ``name``.onnx and return its path and the
+    nodes of the graph onnxruntime's own optimizer makes of it (``optimized_model_filepath``)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / f"{name}-opt.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return path, list(onnx.load(str(tmp_path / f"{name}-opt.onnx")).graph.node)
+
+
 def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimized_graph(tmp_path):
     """onnxruntime FP32 folds an addition of two blocked tensors into the convolution writing one
     of them (its sum input), with the ReLU after it, unless that convolution took an activation or
     the other operand is not blocked; a convolution's Clip (ReLU6) is a pass over its output, priced
     as a ReLU6 kernel on the convolution (MLAS fuses only ReLU into the kernel itself)."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from optimizer.cost.fusion import runtime_kernels
     from optimizer.graph import load_graph
@@ -596,16 +613,7 @@ def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimiz
              helper.make_node("Add", ["j", "i"], ["k"]),  # one operand not blocked: stays an Add
              helper.make_node("Conv", ["k", "w5"], ["m"]),
              helper.make_node("Clip", ["m", "lo", "hi"], ["y"])]
-    graph = helper.make_graph(nodes, "sums", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 16, 16])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp_path / "sums.onnx"
-    onnx.save(model, str(path))
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    theirs = onnx.load(str(tmp_path / "opt.onnx")).graph.node
+    path, theirs = _saved_and_ort_optimized(tmp_path, "sums", nodes, [1, 3, 16, 16], [1, 32, 16, 16], inits)
     summed = [n for n in theirs if n.op_type == "Conv" and len(n.input) > 3 and n.input[3]]
     g = load_graph(str(path))
     kernels = runtime_kernels(g, "onnxruntime")
@@ -1590,9 +1598,7 @@ def test_an_onnxruntime_fp32_swish_is_one_quickgelu_kernel_named_back_to_its_pro
     the kernel view prices the product as the sigmoid's kernel and the sigmoid as nothing, adds
     the reorders onnxruntime's optimized graph has, and the profiler's node is the product's. A
     sigmoid read by another layer as well stays a kernel; at INT8 (QDQ) both stay."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from optimizer.cost.fusion import runtime_kernels
     from optimizer.graph import load_graph
@@ -1611,16 +1617,8 @@ def test_an_onnxruntime_fp32_swish_is_one_quickgelu_kernel_named_back_to_its_pro
              helper.make_node("Sigmoid", ["e"], ["u"], name="net/act3/sigmoid"),
              helper.make_node("Mul", ["e", "u"], ["f"], name="net/act3/mul"),
              helper.make_node("Add", ["f", "u"], ["y"], name="net/add")]  # the sigmoid read twice: no fusion
-    graph = helper.make_graph(nodes, "swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 24, 24])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp_path / "swish.onnx"
-    onnx.save(model, str(path))
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    theirs = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    path, optimized = _saved_and_ort_optimized(tmp_path, "swish", nodes, [1, 3, 24, 24], [1, 32, 24, 24], inits)
+    theirs = [n.op_type for n in optimized]
     assert theirs.count("QuickGelu") == 2 and theirs.count("Sigmoid") == 1
 
     g = load_graph(str(path))
@@ -1672,9 +1670,7 @@ def test_an_onnxruntime_fp32_tanh_gelu_is_one_fastgelu_kernel_found_in_the_profi
     one writing a graph output: the kernel view prices the fused one as a tanh and a product on its
     last product (the seven other layers none), leaves the other's eight passes, and the profiler's
     unnamed node is given to that product."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     from optimizer.cost.fusion import runtime_kernels
     from optimizer.graph import load_graph
@@ -1698,16 +1694,8 @@ def test_an_onnxruntime_fp32_tanh_gelu_is_one_fastgelu_kernel_found_in_the_profi
              + [helper.make_node("MatMul", ["g", "w2"], ["h2"], name="dense2/MatMul")] + gelu("h2", "g2", "y"))
     inits = [const("half", 0.5), const("three", 3.0), const("k", 0.044715), const("s", 0.7978845608), const("one", 1.0),
              const("w", rng.standard_normal((64, 256)) * 0.1), const("w2", rng.standard_normal((256, 64)) * 0.1)]
-    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 64])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
-    model.ir_version = 8
-    path = tmp_path / "gelu.onnx"
-    onnx.save(model, str(path))
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    theirs = [n.op_type for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node]
+    path, optimized = _saved_and_ort_optimized(tmp_path, "gelu", nodes, [1, 32, 64], [1, 32, 64], inits, opset=15)
+    theirs = [n.op_type for n in optimized]
     assert theirs.count("FastGelu") == 1 and theirs.count("Tanh") == 1  # the second writes the graph's output
 
     g = load_graph(str(path))
