@@ -481,7 +481,7 @@ def _node_reads(node: Any) -> list[str]:
 def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, where: str, source: str,
               sha: str, block_of: Callable[[str], str] | None) -> LayerGraph:
     g = model.graph
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = onnx_opset(model)
     const_shape: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in g.initializer}
     for node in g.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -535,6 +535,11 @@ def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, w
                        source_sha256=sha, fmt="onnx")
 
 
+def onnx_opset(model: Any) -> int:
+    """The default-domain opset an ONNX ``model`` imports (0 when it imports none)."""
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
 def _softmax_axis(node: Any, dims: dict[str, list[int | None] | None], opset: int) -> int:
     """The per-sample axis a ``Softmax`` (opset 13 on: one axis) normalises when it is not the last,
     else -1 (and for every other node). onnxruntime transposes such an axis to the last and back
@@ -543,7 +548,7 @@ def _softmax_axis(node: Any, dims: dict[str, list[int | None] | None], opset: in
     if node.op_type != "Softmax" or opset < 13 or not node.input or not dims.get(node.input[0]):
         return -1
     full = dims[node.input[0]] or []
-    axis = next((int(a.i) for a in node.attribute if a.name == "axis"), -1) % max(len(full), 1)
+    axis = int(node_attr(node, "axis", -1)) % max(len(full), 1)
     dropped = len(full) - len(_per_sample(full))
     return -1 if axis == len(full) - 1 or axis < dropped else axis - dropped
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import ConfigError, MeasurementError
 from ..graph.layergraph import LayerGraph
+from ..graph.onnx_import import onnx_opset
 from .artifacts import cache_dir, export_artifact
 from .probe_runner import Timing, clock_for, time_interleaved
 from .speed_reference import Levelled, level_timings, reference_models
@@ -125,12 +126,8 @@ def _file_needs_preparing(path: str, mtime_ns: int, size: int) -> bool:
     import onnx
 
     model = onnx.load(path, load_external_data=False)
-    return _opset(model) < PER_CHANNEL_OPSET or any(
+    return onnx_opset(model) < PER_CHANNEL_OPSET or any(
         n.op_type == "Constant" and any(a.name == "value" for a in n.attribute) for n in model.graph.node)
-
-
-def _opset(model: Any) -> int:
-    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
 def constants_as_initializers(model: Any) -> Any:
@@ -188,7 +185,7 @@ def _quantize_onnx(src: Path, out: Path, graph: LayerGraph, samples: int, seed: 
 
     with quiet_quantizer():
         q = quantize_model_static(model, Reader(), quantize_static, QuantFormat, QuantType,
-                                  per_channel=_opset(model) >= PER_CHANNEL_OPSET)
+                                  per_channel=onnx_opset(model) >= PER_CHANNEL_OPSET)
     atomic_write_bytes(out, q.SerializeToString())
 
 
