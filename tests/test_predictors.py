@@ -628,6 +628,68 @@ def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimiz
                                                                                                       b"Clip"}
 
 
+def test_onnxruntime_nchwc_layout_rules_are_those_of_its_optimized_graph(tmp_path):
+    """The tensors onnxruntime FP32 reorders (ReorderOutput, ReorderInput) are those the kernel view
+    prices, on the rules its NCHWc transformer keeps: a depthwise convolution of 8 channels reads
+    blocks, a convolution's output channels need no alignment (10 here), a convolution of fewer
+    input channels than a block reads NCHW, concatenation and pooling need whole blocks, a constant
+    operand keeps an addition out, a one-element one is not folded into the convolution, and a
+    zero padding is not a max pooling's."""
+    from onnx import helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    rng = np.random.default_rng(0)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    inits = [w("w1", 8, 3, 3, 3), w("dw", 8, 1, 3, 3), w("w2", 10, 8, 1, 1), w("w3", 16, 10, 1, 1),
+             w("w4", 8, 16, 1, 1), w("w5", 8, 16, 1, 1), w("w6", 32, 16, 3, 3), w("w7", 32, 32, 1, 1),
+             w("w8", 16, 16, 1, 1),
+             numpy_helper.from_array(np.array([2.0], np.float32), "two"),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "dw"], ["c"], pads=[1, 1, 1, 1], group=8),  # blocked: no reorder
+             helper.make_node("Conv", ["c", "w2"], ["d"]),  # 8 channels in: reads NCHW, 10 out
+             helper.make_node("Conv", ["d", "w3"], ["e"]),  # 10 in: reads NCHW
+             helper.make_node("Conv", ["e", "w4"], ["f"]),
+             helper.make_node("Conv", ["e", "w5"], ["g"]),
+             helper.make_node("Concat", ["f", "g"], ["h"], axis=1),  # of 8-channel tensors: NCHW
+             helper.make_node("MaxPool", ["f"], ["i"], kernel_shape=[2, 2], strides=[2, 2]),  # 8 channels: NCHW
+             helper.make_node("Conv", ["h", "w6"], ["j"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["j", "two"], ["k"]),  # one element: not folded, not blocked
+             helper.make_node("Conv", ["k", "w7"], ["m"]),
+             helper.make_node("Relu", ["m"], ["n"]),
+             helper.make_node("Pad", ["n", "pads"], ["o"]),  # not folded into the max pooling
+             helper.make_node("MaxPool", ["o"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["i"], ["q"]),  # 8 channels: NCHW
+             helper.make_node("Conv", ["e", "w8"], ["v"]),
+             helper.make_node("Transpose", ["v"], ["t"], perm=[0, 2, 3, 1]),  # a channels-last ReorderOutput
+             helper.make_node("Flatten", ["p"], ["r"]), helper.make_node("Flatten", ["q"], ["s"]),
+             helper.make_node("Flatten", ["t"], ["u"]), helper.make_node("Concat", ["r", "s", "u"], ["y"], axis=1)]
+    path, theirs = _saved_and_ort_optimized(tmp_path, "layout", nodes, [1, 3, 16, 16],
+                                            [1, 32 * 8 * 8 + 8 + 16 * 16 * 16], inits)
+    g = load_graph(str(path))
+    shape = {t: tuple(g.tensors[t].shape) for t in g.tensors}
+    reordered = sorted([shape[n.output[0]] for n in theirs if n.op_type == "ReorderOutput" and n.output[0] != "t"]
+                       + [shape[n.input[0]] for n in theirs if n.op_type == "ReorderInput"])
+    kernels = runtime_kernels(g, "onnxruntime")
+    ours = sorted((k.c_in, k.h_in, k.w_in) for la, ks in zip(g.layers, kernels, strict=True) for k in ks
+                  if k.kind == "transpose" and la.op_type != "Transpose")
+    assert ours == reordered, (ours, reordered)
+    assert [n.output[0] for n in theirs if n.op_type == "Transpose"] == []  # the transpose is a reorder ...
+    assert [[k.kind for k in ks] for la, ks in zip(g.layers, kernels, strict=True) if la.op_type == "Transpose"] == [
+        ["transpose"]]  # ... priced as its own transpose kernel, with no reorder before it
+    assert (10, 16, 16) in ours and (8, 16, 16) in ours and (8, 8, 8) not in ours  # the NCHW readers' inputs
+    kinds = {la.op_type: [k.kind for k in ks if k.kind != "transpose"]
+             for la, ks in zip(g.layers, kernels, strict=True) if la.op_type in ("Mul", "Pad")}
+    assert kinds == {"Mul": ["mul"], "Pad": ["pad"]}
+    assert sum(n.op_type in ("Mul", "Pad") for n in theirs) == 2
+
+
 def test_a_qdq_network_converts_its_float_input_and_output_in_kernels_of_their_own(tmp_path):
     """An INT8 probe reads and writes 8-bit tensors, so the QuantizeLinear of a QDQ file's float
     input and the DequantizeLinear of its float output are priced as kernels (a quantization as its

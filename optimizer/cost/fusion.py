@@ -41,10 +41,14 @@ A ReLU on a float operator's output folds into the ``QuantizeLinear`` after it
 
 onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransformer``), and with
 them the pooling, additions, products, concatenations and fused activations that read only NCHWc
-tensors; every other reader of an NCHWc tensor (a negation, a PReLU, a resize, a reshape, the
-graph's output) gets a ``ReorderOutput``, and a convolution of at least one block of input
-channels whose input is not NCHWc gets a ``ReorderInput`` (:func:`nchwc_reorders`). Each reorder
-is priced as a transpose of its tensor, charged to the layer that needs it. A QDQ file's
+tensors (:func:`nchwc_layout`: a depthwise convolution of any channels, a convolution's output
+padded to the block, pooling and concatenation of whole blocks only); every other reader of an
+NCHWc tensor (a negation, a PReLU, a resize, a reshape, an addition of a constant, the graph's
+output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a convolution of at
+least one block of input channels whose input is not NCHWc gets a ``ReorderInput``
+(:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized graph but
+nudenet's two resizes). Each reorder is priced as a transpose of its tensor, charged to the layer
+that needs it. A QDQ file's
 convolutions are onnxruntime's NHWC ``QLinearConv`` and have none. MLAS fuses a ReLU into its NCHWc
 convolution kernel but runs any other fused activation (ReLU6's ``Clip``, a sigmoid, a leaky ReLU)
 as a pass over the convolution's output: a kernel of kind ``activation_pass`` charged to the
@@ -143,6 +147,9 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
         if kinds[i] == "other":
             ks = layer_kernels(la, graph.fmt)
             kinds[i] = ks[-1].kind if ks else kinds[i]
+        elif kinds[i] == "conv" and graph.fmt == "onnx":  # an ONNX Conv of one group per channel
+            ks = layer_kernels(la, graph.fmt)
+            kinds[i] = "dwconv" if ks and ks[-1].kind == "dwconv" else kinds[i]
     folded_into: list[int | None] = [None] * len(graph.layers)
     activated: set[int] = set()  # kernels that already took an activation (a kernel fuses one)
     out: list[list[KernelConfig]] = []
@@ -161,17 +168,19 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
         if kind in FREE_KINDS:
             fold = True
         elif base_kind is not None:
-            constant_operand = kind in BINARY_KINDS and len(la.input_shapes) == 1
+            # onnxruntime folds a per-channel constant into an NCHWc convolution, not a one-element one
+            constant_operand = kind in BINARY_KINDS and len(la.input_shapes) == 1 and not (nchwc and la.params == 1)
             if (kind == "batch_norm" or constant_operand) and base_kind in _COMPUTE:
                 fold = True
             elif base not in activated and ((kind in _CLAMPS and base_kind in clamp_into)
                                             or (kind in conv_acts and base_kind in ("conv", "dwconv"))):
                 fold = True
                 activated.add(base)  # type: ignore[arg-type]
-                if nchwc and kind != "relu" and base is not None and _nchwc_blocked(graph, base, channels_first(graph.fmt)):
+                if (nchwc and kind != "relu" and base is not None
+                        and _nchwc_blocked(graph, base, channels_first(graph.fmt), base_kind)):
                     # MLAS's pass over the output (module doc)
                     out[base] = out[base] + [replace(k, kind="activation_pass") for k in kernels]
-        if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds):
+        if not fold and kind == "pad" and _pads_for_consumer(graph, i, kinds, rules):
             fold = True
         if fold:
             folded_into[i] = base if base is not None else i
@@ -287,13 +296,16 @@ def exported_prelu(prelu: KernelConfig, rules: str, dtype: str) -> list[KernelCo
 
 
 #: kinds onnxruntime's NCHWc transformer runs blocked when every activation input is NCHWc
+#: (``TransformBinary``, ``TransformConcat``, ``TransformActivation``, ``TransformPool``,
+#: ``TransformBatchNormalization``; :func:`_reads_nchwc`); any other activation (a ReLU6's ``Clip``,
+#: a leaky ReLU) is blocked only fused into the convolution before it
 NCHWC_READERS = frozenset({"global_avg_pool", "global_max_pool", "add", "mul", "concat",
-                           "relu", "relu6", "sigmoid", "tanh", "leaky_relu", "hard_sigmoid", "hard_swish",
-                           "swish", "batch_norm", "pad"})  # swish: a Sigmoid and a Mul once exported
+                           "relu", "sigmoid", "tanh", "swish", "batch_norm", "pad"})  # swish: a Sigmoid and a Mul
 #: kinds onnxruntime converts to NCHWc whatever their input's layout (a ``ReorderInput`` when it is not)
 NCHWC_CONVERTERS = frozenset({"conv", "dwconv", "max_pool", "avg_pool"})
 #: MLAS's NCHWc block (16 channels with AVX-512, 8 with AVX2): a convolution with fewer input
-#: channels reads NCHW directly; output channels need a multiple of ``NCHWC_ALIGN``
+#: channels reads NCHW directly, one with more needs a multiple of ``NCHWC_ALIGN``; output channels
+#: are padded to the block; pooling and concatenation need whole blocks (:func:`_nchwc_blocked`)
 NCHWC_BLOCK, NCHWC_ALIGN = 16, 4
 
 
@@ -328,14 +340,38 @@ def nchwc_layout(graph: LayerGraph, kinds: list[str], folded_into: list[int | No
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]
         if kinds[i] in NCHWC_CONVERTERS and la.output_shapes and acts and folded_into[i] is None:
-            blocked[i] = _nchwc_blocked(graph, i, first)
-            wide_input[i] = blocked[i] and hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK
-        elif folded_into[i] not in (None, i) and kinds[i] in NCHWC_READERS:
+            blocked[i] = _nchwc_blocked(graph, i, first, kinds[i])
+            # a convolution of fewer channels than a block reads NCHW; the others read blocks
+            wide_input[i] = blocked[i] and (kinds[i] != "conv"
+                                            or hwc_dims(graph.tensors[acts[0]].shape, first)[2] >= NCHWC_BLOCK)
+        elif folded_into[i] not in (None, i) and kinds[i] not in FREE_KINDS:  # fused into its kernel
             blocked[i] = blocked[folded_into[i]]  # type: ignore[index]
         elif kinds[i] in NCHWC_READERS and acts:
-            same = len({graph.tensors[t].shape for t in acts}) == 1 or kinds[i] == "concat"
-            blocked[i] = same and all(_producer_blocked(graph, t, blocked) for t in acts)
+            blocked[i] = _reads_nchwc(graph, i, kinds, first) and all(_producer_blocked(graph, t, blocked)
+                                                                         for t in acts)
     return blocked, wide_input
+
+
+def _reads_nchwc(graph: LayerGraph, i: int, kinds: list[str], first: bool) -> bool:
+    """Whether the reader ``i`` (:data:`NCHWC_READERS`) can run on blocked inputs: an addition or
+    product of two or more tensors of one shape (one with a constant operand is not transformed), a
+    concatenation over channels of whole blocks, a global pooling of whole blocks, a padding that
+    onnxruntime fuses into the convolution reading it."""
+    la, kind = graph.layers[i], kinds[i]
+    if kind == "pad":
+        return _pads_for_consumer(graph, i, kinds, "onnxruntime")
+    shapes = [graph.tensors[t].shape for t in la.inputs if t in graph.tensors]
+    if kind in ("add", "mul"):
+        return len(shapes) >= 2 and len(shapes) == len(la.input_shapes) and len(set(shapes)) == 1
+    channels = [hwc_dims(s, first)[2] for s in shapes]
+    if kind == "concat":
+        spatial = {hwc_dims(s, first)[:2] for s in shapes}
+        out = hwc_dims(la.output_shapes[0], first) if la.output_shapes else None
+        return (len(spatial) == 1 and out is not None and out[2] == sum(channels)
+                and all(c % NCHWC_BLOCK == 0 for c in channels))
+    if kind in ("global_avg_pool", "global_max_pool"):
+        return all(c % NCHWC_BLOCK == 0 for c in channels)
+    return True
 
 
 def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool], list[bool]]
@@ -360,10 +396,22 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool]
             continue
         for t in la.outputs:
             readers = graph.tensors[t].consumers if t in graph.tensors else ()
-            if any(c >= n or not (blocked[c] and (kinds[c] not in NCHWC_CONVERTERS or wide_input[c]))
+            if any(c >= n or not (blocked[c] and (kinds[c] not in NCHWC_CONVERTERS or wide_input[c])
+                                  or _to_channels_last(graph, c, kinds))
                    for c in readers):
                 extra.setdefault(i, []).append(reorder(t))
     return extra
+
+
+def _to_channels_last(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
+    """A transpose of a ``(C, H, W)`` tensor to ``(H, W, C)``: onnxruntime writes it from the
+    blocked tensor as one channels-last ``ReorderOutput`` (``TransformTranspose``), the transpose
+    kernel it is priced as, with no reorder before it."""
+    la = graph.layers[i]
+    if kinds[i] != "transpose" or len(la.input_shapes) != 1 or not la.output_shapes:
+        return False
+    src, dst = la.input_shapes[0], la.output_shapes[0]
+    return len(src) == 3 and tuple(dst) == (src[1], src[2], src[0])
 
 
 def fuse_nchwc_sums(graph: LayerGraph, kinds: list[str], out: list[list[KernelConfig]],
@@ -464,15 +512,22 @@ def _reads_a_channel_scaling(graph: LayerGraph, i: int, kinds: list[str]) -> boo
     return kinds[p] == "mul" and len(shapes) == 2 and shapes[0] != shapes[1]
 
 
-def _nchwc_blocked(graph: LayerGraph, i: int, first: bool) -> bool:
-    """Whether onnxruntime runs the convolution or pooling ``i`` in its NCHWc layout (module doc)."""
+def _nchwc_blocked(graph: LayerGraph, i: int, first: bool, kind: str) -> bool:
+    """Whether onnxruntime runs the convolution or pooling ``i`` of kind ``kind`` in its NCHWc
+    layout (``TransformConv``, ``TransformPool``): a depthwise convolution of any channels, a
+    convolution of fewer input channels than a block or of a multiple of ``NCHWC_ALIGN`` (its
+    output channels padded to the block), a pooling of whole blocks (checked against onnxruntime's
+    optimized graphs in the tests)."""
     la = graph.layers[i]
     acts = [t for t in la.inputs if t in graph.tensors]
     if not la.output_shapes or not acts:
         return False
     c_in = hwc_dims(graph.tensors[acts[0]].shape, first)[2]
-    c_out = hwc_dims(la.output_shapes[0], first)[2]
-    return c_out % NCHWC_ALIGN == 0 and (c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0)
+    if kind == "dwconv":
+        return True
+    if kind in ("max_pool", "avg_pool"):
+        return c_in % NCHWC_BLOCK == 0
+    return c_in < NCHWC_BLOCK or c_in % NCHWC_ALIGN == 0
 
 
 def _producer_kernel(graph: LayerGraph, i: int, folded_into: list[int | None]) -> int | None:
@@ -488,11 +543,12 @@ def _producer_kernel(graph: LayerGraph, i: int, folded_into: list[int | None]) -
     return folded_into[p] if folded_into[p] is not None else p
 
 
-def _pads_for_consumer(graph: LayerGraph, i: int, kinds: list[str]) -> bool:
-    """A padding whose output only a convolution or pooling reads (that kernel's own padding)."""
+def _pads_for_consumer(graph: LayerGraph, i: int, kinds: list[str], rules: str = "tflite") -> bool:
+    """A padding whose output only a convolution or pooling reads (that kernel's own padding);
+    onnxruntime fuses one into a convolution only (a zero padding is not a max pooling's)."""
     la = graph.layers[i]
     if len(la.outputs) != 1:
         return False
     consumers = graph.tensors[la.outputs[0]].consumers
-    return len(consumers) == 1 and consumers[0] < len(graph.layers) and kinds[consumers[0]] in (
-        "conv", "dwconv", "max_pool", "avg_pool")
+    readers = ("conv", "dwconv") if rules == "onnxruntime" else ("conv", "dwconv", "max_pool", "avg_pool")
+    return len(consumers) == 1 and consumers[0] < len(graph.layers) and kinds[consumers[0]] in readers

@@ -127,12 +127,15 @@ def random_input_feed(session: Any, seed: int,
 
 
 def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int, seed: int = 0,
-                   shapes: dict[str, tuple[int, ...]] | None = None) -> tuple[list[dict[str, Any]], np.ndarray]:
+                   shapes: dict[str, tuple[int, ...]] | None = None,
+                   reorders: dict[str, tuple[str, str]] | None = None) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Run ``onnx_path`` ``runs`` times under the onnxruntime profiler (inputs of the served
     ``shapes`` where given, :func:`random_input_feed`).
 
     Returns the profiler's events and the calling thread's CPU time of every run (with one
-    intra-op thread onnxruntime runs every kernel on the calling thread).
+    intra-op thread onnxruntime runs every kernel on the calling thread). ``reorders``, when
+    given, is filled with the session's NCHWc reorder nodes (:func:`nchwc_reorder_tensors`; their
+    names are the session's own, so they come from its optimized graph).
     """
     import onnxruntime as ort
 
@@ -144,11 +147,18 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int, s
     so.log_severity_level = 3
     with tempfile.TemporaryDirectory(prefix="dnnplan-ort-") as tmp:
         so.profile_file_prefix = str(Path(tmp) / "profile")
+        optimized = Path(tmp) / "optimized.onnx"
+        if reorders is not None:  # the graph only, its weights in a file beside it
+            so.optimized_model_filepath = str(optimized)
+            so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+            so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "64")
         try:
             session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
                                    f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
+        if reorders is not None and optimized.is_file():
+            reorders.update(nchwc_reorder_tensors(optimized))
         feed = random_input_feed(session, seed, shapes)
         cpu = np.empty(runs)
         for i in range(runs):
@@ -158,6 +168,30 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int, s
         prof = session.end_profiling()
         with open(prof, encoding="utf-8") as fh:
             return json.load(fh), cpu
+
+
+def nchwc_reorder_tensors(optimized_path: str | os.PathLike[str]) -> dict[str, tuple[str, str]]:
+    """``node name -> (op type, tensor)`` of every NCHWc reorder in an onnxruntime optimized graph:
+    the tensor of the original graph it converts (a ``ReorderOutput``'s output, which a
+    channels-last one writes in place of a ``Transpose``; a ``ReorderInput``'s input)."""
+    import onnx
+
+    graph = onnx.load(str(optimized_path), load_external_data=False).graph
+    return {n.name: (n.op_type, n.output[0] if n.op_type == "ReorderOutput" else n.input[0])
+            for n in graph.node if n.op_type in ("ReorderOutput", "ReorderInput") and n.input and n.output}
+
+
+def _reorder_owner(graph: LayerGraph, op_type: str, tensor: str, by_name: dict[str, int]) -> int | None:
+    """The layer the kernel view charges an NCHWc reorder of ``tensor`` to
+    (:func:`optimizer.cost.fusion.nchwc_reorders`): a ``ReorderOutput`` to the layer writing the
+    tensor, a ``ReorderInput`` to the first layer reading it; a graph of other tensor names (a
+    Keras model measured through its ONNX form) by the layer the tensor's name names."""
+    t = graph.tensors.get(tensor)
+    if t is None:
+        return attribute_node(tensor.rsplit(":", 1)[0], op_type, graph, by_name)
+    if op_type == "ReorderOutput":
+        return t.producer if t.producer >= 0 else None
+    return next((c for c in t.consumers if c < len(graph.layers)), None)
 
 
 def model_runs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,23 +218,26 @@ def kernel_events(events: list[dict[str, Any]],
                str(args.get("provider", "CPUExecutionProvider")))
 
 
-def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]],
-                graph: LayerGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _node_times(events: list[dict[str, Any]], runs: list[dict[str, Any]], graph: LayerGraph,
+                reorders: dict[str, tuple[str, str]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel seconds per (run, layer), unattributed seconds per run and node seconds per run.
 
-    onnxruntime's NCHWc layout conversions (``ReorderInput``/``ReorderOutput``) belong to no
-    layer and stay unattributed: charging them to the neighbouring kernel made both host fits
-    worse (BENCHMARKS.md, host calibration), so the one-thread rescale to the run's CPU time spreads
-    them over the layers instead."""
+    onnxruntime's NCHWc layout conversions (``ReorderInput``/``ReorderOutput``) go to the layer
+    the kernel view charges them to when ``reorders`` names their tensors (:func:`_reorder_owner`),
+    else they stay unattributed (a profile read back from a file) and the one-thread rescale to
+    the run's CPU time spreads them over the layers."""
     by_name = _layer_matcher(graph)
     unnamed = unnamed_fused_owners(graph)
+    reorders = reorders or {}
     per_run = np.zeros((len(runs), len(graph.layers)))
     unattributed = np.zeros(len(runs))
     total = np.zeros(len(runs))
     cache: dict[tuple[str, str], int | None] = {}
     for run, name, op, dur, _, _ in kernel_events(events, runs):
         key = (name, op)
-        if key not in cache:
+        if key not in cache and name in reorders:
+            cache[key] = _reorder_owner(graph, *reorders[name], by_name)
+        elif key not in cache:
             cache[key] = attribute_node(key[0], key[1], graph, by_name)
             if cache[key] is None and unnamed.get(op):
                 cache[key] = unnamed[op].pop(0)
@@ -236,11 +273,12 @@ def measure_ort(graph: LayerGraph, onnx_path: str | os.PathLike[str], *, threads
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ConfigError(f"repeats={repeats}, warmup={warmup}, threads={threads}: need repeats >= 1, "
                           "warmup >= 0, threads >= 1")
-    events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed, graph.served_input_shapes)
+    reorders: dict[str, tuple[str, str]] = {}
+    events, cpu = profile_events(onnx_path, threads, warmup + repeats, seed, graph.served_input_shapes, reorders)
     runs = model_runs(events)
     if len(runs) != warmup + repeats:
         raise MeasurementError(f"{onnx_path}: the profile has {len(runs)} runs, expected {warmup + repeats}")
-    per_run, unattributed, total = _node_times(events, runs, graph)
+    per_run, unattributed, total = _node_times(events, runs, graph, reorders)
     kept = slice(warmup, None)
     layer_med = np.median(per_run[kept], axis=0)
     layer_std = np.std(per_run[kept], axis=0)
