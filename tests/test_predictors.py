@@ -92,7 +92,7 @@ def test_a_keras_swish_after_a_convolution_keeps_onnxruntime_blocked(zoo_graph):
 
     g = zoo_graph("efficientnet_b0")
     n = len(g.layers)
-    reorders = [sum(k.kind == "transpose" for k in ks) for ks in runtime_kernels(g, "onnxruntime")]
+    reorders = [sum(k.kind == "reorder" for k in ks) for ks in runtime_kernels(g, "onnxruntime")]
     before_swish = [i for i, la in enumerate(g.layers) if la.op_type == "BatchNormalization"
                     and {g.layers[c].op_type for t in la.outputs for c in g.tensors[t].consumers if c < n}
                     == {"Activation:silu"}]
@@ -558,7 +558,7 @@ def test_onnxruntime_nchwc_reorders_are_those_of_its_optimized_graph(tmp_path):
         theirs = sum(n.op_type.startswith("Reorder") for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node)
         g = load_graph(str(path))
         ours = [(la.op_type, k.c_in) for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime"), strict=True)
-                for k in ks if k.kind == "transpose"]
+                for k in ks if k.kind == "reorder"]
         assert len(ours) == theirs, (qdq, ours, theirs)
         assert (theirs == 0) == qdq
 
@@ -617,7 +617,7 @@ def test_onnxruntime_sums_and_activations_into_nchwc_convolutions_as_its_optimiz
     summed = [n for n in theirs if n.op_type == "Conv" and len(n.input) > 3 and n.input[3]]
     g = load_graph(str(path))
     kernels = runtime_kernels(g, "onnxruntime")
-    kinds = {la.name: [k.kind for k in ks if k.kind != "transpose"] for la, ks in zip(g.layers, kernels, strict=True)}
+    kinds = {la.name: [k.kind for k in ks if k.kind != "reorder"] for la, ks in zip(g.layers, kernels, strict=True)}
     adds = [la.name for la in g.layers if la.op_type == "Add"]
     assert [kinds[a] for a in adds] == [[], ["add"], ["add"]]
     assert len(summed) == 1 and sum(n.op_type == "Add" for n in theirs) == 2
@@ -678,16 +678,44 @@ def test_onnxruntime_nchwc_layout_rules_are_those_of_its_optimized_graph(tmp_pat
                        + [shape[n.input[0]] for n in theirs if n.op_type == "ReorderInput"])
     kernels = runtime_kernels(g, "onnxruntime")
     ours = sorted((k.c_in, k.h_in, k.w_in) for la, ks in zip(g.layers, kernels, strict=True) for k in ks
-                  if k.kind == "transpose" and la.op_type != "Transpose")
+                  if k.kind == "reorder")
     assert ours == reordered, (ours, reordered)
     assert [n.output[0] for n in theirs if n.op_type == "Transpose"] == []  # the transpose is a reorder ...
     assert [[k.kind for k in ks] for la, ks in zip(g.layers, kernels, strict=True) if la.op_type == "Transpose"] == [
         ["transpose"]]  # ... priced as its own transpose kernel, with no reorder before it
     assert (10, 16, 16) in ours and (8, 16, 16) in ours and (8, 8, 8) not in ours  # the NCHW readers' inputs
-    kinds = {la.op_type: [k.kind for k in ks if k.kind != "transpose"]
+    kinds = {la.op_type: [k.kind for k in ks if k.kind != "reorder"]
              for la, ks in zip(g.layers, kernels, strict=True) if la.op_type in ("Mul", "Pad")}
     assert kinds == {"Mul": ["mul"], "Pad": ["pad"]}
     assert sum(n.op_type in ("Mul", "Pad") for n in theirs) == 2
+
+
+@pytest.mark.parametrize("mode, ctm, blocked", [("nearest", "asymmetric", True), ("nearest", "half_pixel", False),
+                                                ("linear", "half_pixel", True), ("linear", "pytorch_half_pixel", False)])
+def test_onnxruntime_blocks_the_resizes_its_optimized_graph_blocks(tmp_path, mode, ctm, blocked):
+    """A resize reads onnxruntime FP32's blocked tensors as an NCHWc ``Upsample`` when its optimized
+    graph makes it one (a nearest one mapping asymmetrically and rounding down, a linear one but
+    PyTorch's half pixel): the importer keeps the interpolation, and the kernel view reorders
+    around the others only."""
+    from onnx import helper, numpy_helper
+
+    from optimizer.cost.fusion import runtime_kernels
+    from optimizer.graph import load_graph
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 16, 1, 1)).astype(np.float32), "w")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"]),
+             helper.make_node("Resize", ["a", "", "scales"], ["r"], mode=mode, coordinate_transformation_mode=ctm,
+                              nearest_mode="floor"),
+             helper.make_node("Conv", ["r", "w"], ["y"])]
+    path, theirs = _saved_and_ort_optimized(tmp_path, f"resize_{mode}_{ctm}", nodes, [1, 16, 8, 8], [1, 16, 16, 16],
+                                            [w, scales])
+    g = load_graph(str(path))
+    assert [la.interpolation for la in g.layers if la.op_type == "Resize"] == [f"{mode}/{ctm}/floor"]
+    reorders = sum(n.op_type.startswith("Reorder") for n in theirs)
+    ours = sum(k.kind == "reorder" for ks in runtime_kernels(g, "onnxruntime") for k in ks)
+    assert (any(n.op_type == "Upsample" for n in theirs), ours) == (blocked, reorders)
+    assert ours == (2 if blocked else 4)  # in and out, and around the resize when it is not blocked
 
 
 def test_a_qdq_network_converts_its_float_input_and_output_in_kernels_of_their_own(tmp_path):
@@ -777,6 +805,36 @@ def test_an_onnxruntime_fp32_campaign_times_the_activation_pass_that_prices_fuse
     if relu6 is not None and "relu6" in relu6.kinds:
         seconds, _ = family_layer_seconds(graph, [[fused]], predictors_for(older))
         assert seconds["eltwise"][0] == pytest.approx(relu6.predict([replace(fused, kind="relu6")])[0])
+
+
+def test_nchwc_reorders_are_priced_at_the_rate_the_tables_convolution_probes_spent_in_theirs(prior_configs):
+    """An onnxruntime FP32 convolution probe runs in NCHWc between its own reorders (its input's
+    when it reads blocks, its output's), which its timing less its kernel's time holds: the table's
+    per-element rate prices the kernel view's ``reorder`` kernels; elsewhere a reorder is a transpose."""
+    from types import SimpleNamespace
+
+    from optimizer.cost.predicted import family_layer_seconds
+    from optimizer.cost.predictor import predictors_for
+
+    rate = 0.4e-9
+    table = _synthetic_table(prior_configs, runtime="onnxruntime")
+    rows = table.rows.copy()
+    convs = rows["kind"].isin(["conv", "dwconv"])
+    reads = (rows["kind"] == "dwconv") | (rows["c_in"] >= 16)
+    elements = rows["h_out"] * rows["w_out"] * rows["c_out"] + reads * rows["h_in"] * rows["w_in"] * rows["c_in"]
+    rows.loc[convs, "raw_s"] = rows["latency_s"] + table.invoke_overhead_s + rate * elements
+    ort = type(table)(rows, table.meta)
+    points = ort.reorder_points
+    assert points and len(points) >= 3 and all(r == pytest.approx(rate) for _, r in points)
+    graph = SimpleNamespace(layers=[None])
+    reorder = KernelConfig("reorder", 40, 40, 64, 40, 40, 64)
+    seconds, analytic = family_layer_seconds(graph, [[reorder]], predictors_for(ort))
+    assert not analytic and seconds["layout"][0] == pytest.approx(rate * 40 * 40 * 64)
+    assert _synthetic_table(prior_configs).reorder_points is None  # TFLite: no reorders
+    plain = predictors_for(table)  # onnxruntime timings without reorder time: a transpose
+    seconds, _ = family_layer_seconds(graph, [[reorder]], plain)
+    assert table.reorder_points is None
+    assert seconds["layout"][0] == pytest.approx(plain.predictor("layout").predict([replace(reorder, kind="transpose")])[0])
 
 
 def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
@@ -1689,7 +1747,7 @@ def test_an_onnxruntime_fp32_swish_is_one_quickgelu_kernel_named_back_to_its_pro
     assert kinds["net/act1/mul"] == ["sigmoid"] and kinds["net/act1/sigmoid"] == []
     assert kinds["net/act2/mul"] == ["sigmoid"] and kinds["net/act2/sigmoid"] == []
     assert kinds["net/act3/mul"][0] == "mul" and kinds["net/act3/sigmoid"][0] == "sigmoid"
-    assert sum(k == "transpose" for ks in kinds.values() for k in ks) == sum(op.startswith("Reorder") for op in theirs)
+    assert sum(k == "reorder" for ks in kinds.values() for k in ks) == sum(op.startswith("Reorder") for op in theirs)
     assert kinds["net/conv1"] == ["conv"] and kinds["net/conv2"] == ["conv"]  # no reorder around a QuickGelu
     int8 = {la.name: [k.kind for k in ks] for la, ks in zip(g.layers, runtime_kernels(g, "onnxruntime", "int8"),
                                                                strict=True)}

@@ -47,8 +47,9 @@ NCHWc tensor (a negation, a PReLU, a resize, a reshape, an addition of a constan
 output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a convolution of at
 least one block of input channels whose input is not NCHWc gets a ``ReorderInput``
 (:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized graph but
-nudenet's two resizes). Each reorder is priced as a transpose of its tensor, charged to the layer
-that needs it. A QDQ file's
+nudenet's two resizes). Each reorder is a ``reorder`` kernel of its tensor, charged to the layer
+that needs it and priced per element at the rate the table's convolution probes spent in their own
+reorders (:attr:`optimizer.cost.probe_table.ProbeTable.reorder_points`; a transpose where none). A QDQ file's
 convolutions are onnxruntime's NHWC ``QLinearConv`` and have none. MLAS fuses a ReLU into its NCHWc
 convolution kernel but runs any other fused activation (ReLU6's ``Clip``, a sigmoid, a leaky ReLU)
 as a pass over the convolution's output: a kernel of kind ``activation_pass`` charged to the
@@ -299,8 +300,12 @@ def exported_prelu(prelu: KernelConfig, rules: str, dtype: str) -> list[KernelCo
 #: (``TransformBinary``, ``TransformConcat``, ``TransformActivation``, ``TransformPool``,
 #: ``TransformBatchNormalization``; :func:`_reads_nchwc`); any other activation (a ReLU6's ``Clip``,
 #: a leaky ReLU) is blocked only fused into the convolution before it
-NCHWC_READERS = frozenset({"global_avg_pool", "global_max_pool", "add", "mul", "concat",
-                           "relu", "sigmoid", "tanh", "swish", "batch_norm", "pad"})  # swish: a Sigmoid and a Mul
+NCHWC_READERS = frozenset({"global_avg_pool", "global_max_pool", "add", "mul", "concat", "relu", "sigmoid",
+                           "tanh", "swish", "batch_norm", "pad", "resize_nearest", "resize_bilinear"})
+#: the resizes onnxruntime runs as a blocked ``Upsample`` (``TransformResize``; integer spatial scales):
+#: ``mode/coordinate_transformation_mode/nearest_mode`` (``Layer.interpolation``), a nearest one only
+#: mapping asymmetrically and rounding down
+NCHWC_RESIZES = ("nearest/asymmetric/floor", "linear/half_pixel/", "linear/asymmetric/", "linear/align_corners/")
 #: kinds onnxruntime converts to NCHWc whatever their input's layout (a ``ReorderInput`` when it is not)
 NCHWC_CONVERTERS = frozenset({"conv", "dwconv", "max_pool", "avg_pool"})
 #: MLAS's NCHWc block (16 channels with AVX-512, 8 with AVX2): a convolution with fewer input
@@ -356,10 +361,16 @@ def _reads_nchwc(graph: LayerGraph, i: int, kinds: list[str], first: bool) -> bo
     """Whether the reader ``i`` (:data:`NCHWC_READERS`) can run on blocked inputs: an addition or
     product of two or more tensors of one shape (one with a constant operand is not transformed), a
     concatenation over channels of whole blocks, a global pooling of whole blocks, a padding that
-    onnxruntime fuses into the convolution reading it."""
+    onnxruntime fuses into the convolution reading it, a resize of :data:`NCHWC_RESIZES`."""
     la, kind = graph.layers[i], kinds[i]
     if kind == "pad":
         return _pads_for_consumer(graph, i, kinds, "onnxruntime")
+    if kind in ("resize_nearest", "resize_bilinear"):
+        if not la.output_shapes or len(la.input_shapes) != 1:
+            return False
+        (h, w, c), (h_out, w_out, c_out) = hwc_dims(la.input_shapes[0], first), hwc_dims(la.output_shapes[0], first)
+        mode = la.interpolation if la.interpolation.startswith("nearest") else la.interpolation.rsplit("/", 1)[0] + "/"
+        return mode in NCHWC_RESIZES and c == c_out and h > 0 and w > 0 and h_out % h == 0 and w_out % w == 0
     shapes = [graph.tensors[t].shape for t in la.inputs if t in graph.tensors]
     if kind in ("add", "mul"):
         return len(shapes) >= 2 and len(shapes) == len(la.input_shapes) and len(set(shapes)) == 1
@@ -377,7 +388,7 @@ def _reads_nchwc(graph: LayerGraph, i: int, kinds: list[str], first: bool) -> bo
 def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool], list[bool]]
                    ) -> dict[int, list[KernelConfig]]:
     """The layout conversions onnxruntime adds around its NCHWc layers (:func:`nchwc_layout`), as
-    transpose kernels per layer index."""
+    ``reorder`` kernels per layer index."""
     first = channels_first(graph.fmt)
     n = len(graph.layers)
     blocked, wide_input = layout
@@ -385,7 +396,7 @@ def nchwc_reorders(graph: LayerGraph, kinds: list[str], layout: tuple[list[bool]
 
     def reorder(t: str) -> KernelConfig:
         h, w, c = hwc_dims(graph.tensors[t].shape, first)
-        return KernelConfig("transpose", h, w, c, h, w, c)
+        return KernelConfig("reorder", h, w, c, h, w, c)
 
     for i, la in enumerate(graph.layers):
         acts = [t for t in la.inputs if t in graph.tensors]

@@ -84,6 +84,7 @@ class Layer:
     members: tuple[str, ...] = ()  # op names merged into this unit (kernel and block views)
     heads: int = 0  # attention heads of a multi-head attention layer (its softmax rows), else 0
     axis: int = -1  # the per-sample axis a softmax normalises when not the last (ONNX ``axis``), else -1
+    interpolation: str = ""  # a resize's ``mode/coordinate_transformation_mode/nearest_mode`` (ONNX), else ""
 
     @property
     def output_elements(self) -> int:
@@ -120,6 +121,7 @@ class LayerSpec:
     block: str = ""
     heads: int = 0
     axis: int = -1
+    interpolation: str = ""
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -343,6 +345,7 @@ def build_graph(
             block=spec.block or spec.name, inputs=tuple(spec.inputs), outputs=tuple(spec.outputs),
             input_shapes=tuple(in_shapes), output_shapes=tuple(tuple(int(d) for d in s) for s in spec.output_shapes),
             macs=int(spec.macs), params=int(spec.params), members=(spec.name,), heads=spec.heads, axis=spec.axis,
+            interpolation=spec.interpolation,
         ))
     for t in outputs:
         if t not in producer:

@@ -529,6 +529,7 @@ def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, w
             inputs=tuple(t for t in reads if t not in const_shape), outputs=tuple(outs),
             output_shapes=out_shapes, macs=int(node_macs(node, full, out_elems)), params=int(params),
             block=block_of(label) if block_of else label, axis=_softmax_axis(node, dims, opset),
+            interpolation=_interpolation(node, opset),
         ))
     inputs = [(t, shape_of(t, "graph input")) for t in graph_inputs]
     return build_graph(name, specs, inputs, graph_outputs, source=source or name,
@@ -538,6 +539,24 @@ def _assemble(model: Any, dims: dict[str, list[int | None] | None], name: str, w
 def onnx_opset(model: Any) -> int:
     """The default-domain opset an ONNX ``model`` imports (0 when it imports none)."""
     return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _interpolation(node: Any, opset: int) -> str:
+    """A ``Resize``'s or ``Upsample``'s interpolation as ``mode/coordinate_transformation_mode/
+    nearest_mode`` with ONNX's defaults (an ``Upsample``, or a ``Resize`` before opset 11, maps its
+    output's pixels asymmetrically and rounds down), else "": onnxruntime runs some in its blocked
+    NCHWc layout (:func:`optimizer.cost.fusion._reads_nchwc`)."""
+    if node.op_type not in ("Resize", "Upsample"):
+        return ""
+
+    def text(key: str, default: str) -> str:
+        value = node_attr(node, key, default)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    mode = text("mode", "nearest")
+    if node.op_type == "Upsample" or opset < 11:
+        return f"{mode}/asymmetric/floor"
+    return f"{mode}/{text('coordinate_transformation_mode', 'half_pixel')}/{text('nearest_mode', 'round_prefer_floor')}"
 
 
 def _softmax_axis(node: Any, dims: dict[str, list[int | None] | None], opset: int) -> int:
