@@ -807,34 +807,21 @@ def test_an_onnxruntime_fp32_campaign_times_the_activation_pass_that_prices_fuse
         assert seconds["eltwise"][0] == pytest.approx(relu6.predict([replace(fused, kind="relu6")])[0])
 
 
-def test_nchwc_reorders_are_priced_at_the_rate_the_tables_convolution_probes_spent_in_theirs(prior_configs):
-    """An onnxruntime FP32 convolution probe runs in NCHWc between its own reorders (its input's
-    when it reads blocks, its output's), which its timing less its kernel's time holds: the table's
-    per-element rate prices the kernel view's ``reorder`` kernels; elsewhere a reorder is a transpose."""
+def test_an_nchwc_reorder_is_priced_as_a_transpose_of_its_tensor(prior_configs):
+    """No probe times an onnxruntime NCHWc reorder alone: the kernel view's ``reorder`` kernels are
+    priced as a transpose of their tensor (the conversions of every network's optimized graph,
+    timed in their profiles, ran 0.44-1.8x that: BENCHMARKS.md)."""
     from types import SimpleNamespace
 
     from optimizer.cost.predicted import family_layer_seconds
     from optimizer.cost.predictor import predictors_for
 
-    rate = 0.4e-9
-    table = _synthetic_table(prior_configs, runtime="onnxruntime")
-    rows = table.rows.copy()
-    convs = rows["kind"].isin(["conv", "dwconv"])
-    reads = (rows["kind"] == "dwconv") | (rows["c_in"] >= 16)
-    elements = rows["h_out"] * rows["w_out"] * rows["c_out"] + reads * rows["h_in"] * rows["w_in"] * rows["c_in"]
-    rows.loc[convs, "raw_s"] = rows["latency_s"] + table.invoke_overhead_s + rate * elements
-    ort = type(table)(rows, table.meta)
-    points = ort.reorder_points
-    assert points and len(points) >= 3 and all(r == pytest.approx(rate) for _, r in points)
-    graph = SimpleNamespace(layers=[None])
+    predictors = predictors_for(_synthetic_table(prior_configs, runtime="onnxruntime"))
     reorder = KernelConfig("reorder", 40, 40, 64, 40, 40, 64)
-    seconds, analytic = family_layer_seconds(graph, [[reorder]], predictors_for(ort))
-    assert not analytic and seconds["layout"][0] == pytest.approx(rate * 40 * 40 * 64)
-    assert _synthetic_table(prior_configs).reorder_points is None  # TFLite: no reorders
-    plain = predictors_for(table)  # onnxruntime timings without reorder time: a transpose
-    seconds, _ = family_layer_seconds(graph, [[reorder]], plain)
-    assert table.reorder_points is None
-    assert seconds["layout"][0] == pytest.approx(plain.predictor("layout").predict([replace(reorder, kind="transpose")])[0])
+    seconds, analytic = family_layer_seconds(SimpleNamespace(layers=[None]), [[reorder]], predictors)
+    assert not analytic
+    transpose = predictors.predictor("layout").predict([replace(reorder, kind="transpose")])[0]
+    assert seconds["layout"][0] == pytest.approx(transpose) and transpose > 0
 
 
 def test_a_negation_is_a_probed_unary_pass_and_stand_ins_are_probed_kinds_of_their_family():
@@ -972,7 +959,8 @@ def test_ort_layout_share_counts_the_nhwc_transposes_around_an_int8_convolution(
     assert 0.05 < share < 0.9
     transpose = KernelConfig("transpose", 28, 28, 64, 28, 28, 64)
     assert runner.layout_share(probe_model(transpose, "onnx", "int8")) == 0.0
-    assert runner.layout_share(probe_model(conv, "onnx", "fp32")) < share  # FP32: NCHWc reorders only
+    # FP32: the NCHWc reorders around it (their share is timing, which a loaded host moves: 0.1-0.8)
+    assert 0.0 < runner.layout_share(probe_model(conv, "onnx", "fp32")) < 0.95
 
 
 # ------------------------------------------------------------------ predictors

@@ -48,8 +48,7 @@ output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a co
 least one block of input channels whose input is not NCHWc gets a ``ReorderInput``
 (:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized graph but
 nudenet's two resizes). Each reorder is a ``reorder`` kernel of its tensor, charged to the layer
-that needs it and priced per element at the rate the table's convolution probes spent in their own
-reorders (:attr:`optimizer.cost.probe_table.ProbeTable.reorder_points`; a transpose where none). A QDQ file's
+that needs it and priced as a transpose of the tensor (``predicted.STAND_IN_KINDS``). A QDQ file's
 convolutions are onnxruntime's NHWC ``QLinearConv`` and have none. MLAS fuses a ReLU into its NCHWc
 convolution kernel but runs any other fused activation (ReLU6's ``Clip``, a sigmoid, a leaky ReLU)
 as a pass over the convolution's output: a kernel of kind ``activation_pass`` charged to the

@@ -84,7 +84,7 @@ STAND_IN_KINDS: dict[str, str] = {
     "activation_pass": "relu6",
     # a copy into a larger output (no probe times one): the concatenation writing that output
     "tile": "concat",
-    # an NCHWc reorder, where the table's convolution probes did not time theirs: a transpose
+    # an NCHWc reorder (no probe times one alone): a transpose of its tensor
     "reorder": "transpose",
 }
 #: onnxruntime INT8 (QDQ) stand-ins: an operator without a quantized kernel runs in float between a
@@ -121,18 +121,14 @@ def family_layer_seconds(graph: LayerGraph, kernels: list[list[KernelConfig]], p
                 by_family[priced.family].append((i, priced))
     out: dict[str, np.ndarray] = {}
     stand_in = stand_in_kinds(predictors.table)
-    # a fused activation's pass and an NCHWc reorder: the table's time per element at their size
-    per_element = {"activation_pass": predictors.table.activation_pass_points,
-                   "reorder": predictors.table.reorder_points}
+    points = predictors.table.activation_pass_points
     for family, items in by_family.items():
-        for kind, points in per_element.items():
-            if points is None:
-                continue
-            passes = [(i, k) for i, k in items if k.kind == kind]
-            items = [(i, k) for i, k in items if k.kind != kind]
+        if points is not None:  # a fused activation's pass: the table's time per element at its size
+            passes = [(i, k) for i, k in items if k.kind == "activation_pass"]
+            items = [(i, k) for i, k in items if k.kind != "activation_pass"]
             if passes:
-                seconds = out.setdefault(family, np.zeros(len(graph.layers)))
-                np.add.at(seconds, np.array([i for i, _ in passes]),
+                out[family] = np.zeros(len(graph.layers))
+                np.add.at(out[family], np.array([i for i, _ in passes]),
                           [activation_pass_seconds(points, k.out_elems) for _, k in passes])
         pred = predictors.predictor(family)
         if pred is not None:
@@ -171,9 +167,8 @@ def probes_depthwise_1x1(table: ProbeTable) -> bool:
 
 
 def activation_pass_seconds(points: list[tuple[int, float]], elements: int) -> float:
-    """Seconds of a fused activation's pass (or an NCHWc reorder) over ``elements`` outputs: the
-    per-element time the table measured, interpolated in the logarithm of the size between its
-    points (held beyond)."""
+    """Seconds of a fused activation's pass over ``elements`` outputs: the per-element time the
+    table measured, interpolated in the logarithm of the size between its points (held beyond)."""
     sizes, rates = zip(*points, strict=True)
     return elements * float(np.interp(np.log(elements), np.log(sizes), rates))
 

@@ -110,32 +110,6 @@ class ProbeTable:
         return sorted((int(n), float(v)) for n, v in points) if points else None
 
     @property
-    def reorder_points(self) -> list[tuple[int, float]] | None:
-        """(elements, seconds per element) of onnxruntime FP32's NCHWc reorders, from the time its
-        convolution probes spent in their own (``raw_s`` less the invoke overhead and the kernel's
-        ``latency_s``: a lone convolution reorders its output, and its input when it reads blocks,
-        :func:`optimizer.cost.fusion.nchwc_layout`): the median rate of every decade of sizes with
-        at least 5 probes; None for another runtime or dtype, or too few probes."""
-        from .fusion import NCHWC_BLOCK, runtime_family
-
-        rows = self.rows
-        if (runtime_family(self.runtime) != "onnxruntime" or self.dtype != "fp32" or "raw_s" not in rows
-                or not rows["raw_s"].notna().any()):
-            return None
-        convs = rows[rows["kind"].isin(["conv", "dwconv"])]
-        spent = convs["raw_s"].to_numpy(float) - self.invoke_overhead_s - convs["latency_s"].to_numpy(float)
-        out_elems = (convs["h_out"] * convs["w_out"] * convs["c_out"]).to_numpy(float)
-        in_elems = (convs["h_in"] * convs["w_in"] * convs["c_in"]).to_numpy(float)
-        reads_blocks = ((convs["kind"] == "dwconv") | (convs["c_in"] >= NCHWC_BLOCK)).to_numpy()
-        elements = out_elems + np.where(reads_blocks, in_elems, 0.0)
-        ok = (spent > 0) & (elements > 0)
-        decade = np.floor(np.log10(np.where(ok, elements, 1.0)))
-        points = [(int(np.median(elements[ok & (decade == d)])), float(np.median(spent[ok & (decade == d)]
-                                                                                  / elements[ok & (decade == d)])))
-                  for d in np.unique(decade[ok]) if (ok & (decade == d)).sum() >= 5]
-        return sorted(points) if points else None
-
-    @property
     def columns(self) -> list[str]:
         """The columns a file of this table holds: :data:`COLUMNS` and the optional ones with values."""
         return [*COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in self.rows and self.rows[c].notna().any())]

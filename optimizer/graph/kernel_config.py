@@ -55,8 +55,7 @@ KIND_FAMILY: dict[str, str] = {
     # copies of an input into a larger output (Tile, Expand, BROADCAST_TO; tf2onnx's nearest
     # up-sampling is a Reshape, a Tile and a Reshape), priced as the concatenation writing that output
     "tile": "layout",
-    # onnxruntime's conversion of a tensor to or from its blocked NCHWc layout (:mod:`optimizer.cost.fusion`),
-    # priced per element where the table measured it
+    # onnxruntime's conversion of a tensor to or from its blocked NCHWc layout (:mod:`optimizer.cost.fusion`)
     "reorder": "layout",
 }
 OP_KINDS: tuple[str, ...] = tuple(KIND_FAMILY)
