@@ -139,25 +139,35 @@ def profile_events(onnx_path: str | os.PathLike[str], threads: int, runs: int, s
     """
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.enable_profiling = True
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
-    with tempfile.TemporaryDirectory(prefix="dnnplan-ort-") as tmp:
-        so.profile_file_prefix = str(Path(tmp) / "profile")
-        optimized = Path(tmp) / "optimized.onnx"
-        if reorders is not None:  # the graph only, its weights in a file beside it
+    def options(prefix: Path, optimized: Path | None) -> Any:
+        so = ort.SessionOptions()
+        so.enable_profiling = True
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        so.profile_file_prefix = str(prefix)
+        if optimized is not None:  # the graph only, its weights in a file beside it
             so.optimized_model_filepath = str(optimized)
             so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
             so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "64")
-        try:
-            session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
-                                   f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
-        if reorders is not None and optimized.is_file():
+        return so
+
+    with tempfile.TemporaryDirectory(prefix="dnnplan-ort-") as tmp:
+        optimized = Path(tmp) / "optimized.onnx"
+        # a graph onnxruntime cannot write back keeps its reorders unattributed, not its profile
+        attempts = [optimized, None] if reorders is not None else [None]
+        for k, written in enumerate(attempts):
+            try:
+                session = ort.InferenceSession(str(onnx_path), options(Path(tmp) / "profile", written),
+                                               providers=["CPUExecutionProvider"])
+                break
+            except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+                if k + 1 < len(attempts):
+                    continue
+                raise MeasurementError(f"{onnx_path}: onnxruntime cannot load the model "
+                                       f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from exc
+        if reorders is not None and written is not None and optimized.is_file():
             reorders.update(nchwc_reorder_tensors(optimized))
         feed = random_input_feed(session, seed, shapes)
         cpu = np.empty(runs)
