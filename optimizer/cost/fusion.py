@@ -43,8 +43,8 @@ onnxruntime runs FP32 convolutions in its blocked NCHWc layout (``NchwcTransform
 them the pooling, additions, products, concatenations and fused activations that read only NCHWc
 tensors (:func:`nchwc_layout`: a depthwise convolution of any channels, a convolution's output
 padded to the block, pooling and concatenation of whole blocks only); every other reader of an
-NCHWc tensor (a negation, a PReLU, a resize, a reshape, an addition of a constant, the graph's
-output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a convolution of at
+NCHWc tensor (a negation, a PReLU, a resize of another interpolation, a reshape, an addition of a
+constant, the graph's output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a convolution of at
 least one block of input channels whose input is not NCHWc gets a ``ReorderInput``
 (:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized graph but
 nudenet's two resizes). Each reorder is a ``reorder`` kernel of its tensor, charged to the layer
@@ -169,6 +169,7 @@ def _fused_kernels(graph: LayerGraph, rules: str, dtype: str = "fp32"
             fold = True
         elif base_kind is not None:
             # onnxruntime folds a per-channel constant into an NCHWc convolution, not a one-element one
+            # (but a 0-d multiplier, which the layer's constant count does not tell apart)
             constant_operand = kind in BINARY_KINDS and len(la.input_shapes) == 1 and not (nchwc and la.params == 1)
             if (kind == "batch_norm" or constant_operand) and base_kind in _COMPUTE:
                 fold = True
