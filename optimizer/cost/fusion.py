@@ -44,11 +44,11 @@ them the pooling, additions, products, concatenations and fused activations that
 tensors (:func:`nchwc_layout`: a depthwise convolution of any channels, a convolution's output
 padded to the block, pooling and concatenation of whole blocks only); every other reader of an
 NCHWc tensor (a negation, a PReLU, a resize of another interpolation, a reshape, an addition of a
-constant, the graph's output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or a convolution of at
-least one block of input channels whose input is not NCHWc gets a ``ReorderInput``
-(:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized graph but
-nudenet's two resizes). Each reorder is a ``reorder`` kernel of its tensor, charged to the layer
-that needs it and priced as a transpose of the tensor (``predicted.STAND_IN_KINDS``). A QDQ file's
+constant, the graph's output) gets a ``ReorderOutput``, and a depthwise convolution, a pooling or
+a convolution of at least one block of input channels whose input is not NCHWc gets a
+``ReorderInput`` (:func:`nchwc_reorders`; the tensors of every zoo and public network's optimized
+graph but a few 1 x 1 ones of the PaddleOCR files). Each reorder is a ``reorder`` kernel of its tensor, charged to the layer that needs it and
+priced as a transpose of the tensor (``predicted.STAND_IN_KINDS``). A QDQ file's
 convolutions are onnxruntime's NHWC ``QLinearConv`` and have none. MLAS fuses a ReLU into its NCHWc
 convolution kernel but runs any other fused activation (ReLU6's ``Clip``, a sigmoid, a leaky ReLU)
 as a pass over the convolution's output: a kernel of kind ``activation_pass`` charged to the
